@@ -1,0 +1,56 @@
+"""The assignor API (DESIGN.md §4): a named, pure function from topic sizes and members'
+subscriptions to every member's partitions. Assignors run on the group leader only."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from enum import Enum
+from typing import Iterable, Mapping
+
+from protocol.types import Subscription, TopicPartition
+
+AssignmentMap = dict[str, list[TopicPartition]]
+
+
+class RebalanceProtocol(Enum):
+    """EAGER: revoke everything before rejoining. COOPERATIVE: keep what you own (KIP-429)."""
+
+    EAGER = "eager"
+    COOPERATIVE = "cooperative"
+
+
+class Assignor(ABC):
+    name: str = ""
+    rebalance_protocol: RebalanceProtocol = RebalanceProtocol.EAGER
+
+    @abstractmethod
+    def assign(
+        self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
+    ) -> AssignmentMap:
+        """Every member in `subscriptions` is a key of the result, with [] if it gets nothing.
+
+        Topics missing from `partitions_per_topic` (unknown to the cluster) are skipped."""
+
+    def __repr__(self) -> str:
+        return f"<assignor {self.name}>"
+
+
+def member_order(subscriptions: Mapping[str, Subscription], members: Iterable[str] | None = None) -> list[str]:
+    """Kafka's member order (KIP-345): static members first by group.instance.id, then the rest by
+    member id. A restarted static member gets a new member id but keeps its place, and so its
+    partitions."""
+    ids = subscriptions.keys() if members is None else members
+
+    def key(member_id: str) -> tuple[int, str, str]:
+        instance = subscriptions[member_id].group_instance_id
+        return (0, instance, member_id) if instance is not None else (1, member_id, "")
+
+    return sorted(ids, key=key)
+
+
+def partitions_of(topic: str, count: int) -> list[TopicPartition]:
+    return [TopicPartition(topic, p) for p in range(count)]
+
+
+def empty_assignment(subscriptions: Mapping[str, Subscription]) -> AssignmentMap:
+    return {member: [] for member in subscriptions}

@@ -1,0 +1,140 @@
+"""Length-prefixed msgpack frames, sans-IO: bytes in, frames out; objects in, bytes out.
+
+A frame is a 4-byte unsigned big-endian length N, then N bytes of msgpack (DESIGN.md §2).
+`FrameReader` never blocks and never reads a socket; the asyncio shells feed it what arrived.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from protocol import schema
+from protocol.errors import ErrorCode, FrameTooLarge, ProtocolError
+from protocol.messages import API, RequestHeader
+
+DEFAULT_MAX_FRAME_BYTES = 1024 * 1024
+_LEN = struct.Struct(">I")
+
+
+class FrameReader:
+    """Accumulates bytes and splits them into frame payloads.
+
+    A declared length over `max_frame_bytes` raises FrameTooLarge before the body is buffered, so
+    a client cannot make the server hold an arbitrary amount of memory.
+    """
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        frames: list[bytes] = []
+        buf = self._buf
+        pos = 0
+        while len(buf) - pos >= 4:
+            (size,) = _LEN.unpack_from(buf, pos)
+            if size > self.max_frame_bytes:
+                del buf[:pos]
+                raise FrameTooLarge(size, self.max_frame_bytes)
+            if len(buf) - pos - 4 < size:
+                break
+            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return frames
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+
+def pack(obj: Any) -> bytes:
+    """msgpack bytes of a plain value or a message dataclass, with the length prefix."""
+    payload = msgpack.packb(schema.encode(obj), use_bin_type=True)
+    return _LEN.pack(len(payload)) + payload
+
+
+def unpack(payload: bytes) -> Any:
+    try:
+        return msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types for bad input
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"frame is not valid msgpack: {exc}") from None
+
+
+@dataclass
+class DecodedRequest:
+    header: RequestHeader
+    body: Any  # the request dataclass named by header.api
+
+
+class BadRequest(ProtocolError):
+    """A request that cannot be served; `correlation_id` is set when the envelope was readable."""
+
+    def __init__(self, code: ErrorCode, message: str, correlation_id: int = -1, api: str | None = None) -> None:
+        super().__init__(code, message)
+        self.correlation_id = correlation_id
+        self.api = api
+
+
+def decode_request(payload: bytes) -> DecodedRequest:
+    """Validate one request frame completely (envelope, API, version, body) before anyone acts on it."""
+    try:
+        raw = unpack(payload)
+    except ProtocolError as exc:
+        raise BadRequest(exc.code, exc.message) from None
+    if not isinstance(raw, dict):
+        raise BadRequest(ErrorCode.INVALID_REQUEST, f"request must be a map, got {type(raw).__name__}")
+    cid = raw.get("correlation_id")
+    cid = cid if isinstance(cid, int) and not isinstance(cid, bool) else -1
+    try:
+        header = schema.decode(RequestHeader, raw)
+    except ProtocolError as exc:
+        raise BadRequest(exc.code, exc.message, cid) from None
+    spec = API.get(header.api)
+    if spec is None:
+        raise BadRequest(
+            ErrorCode.INVALID_REQUEST, f"unknown api {header.api!r}; known: {', '.join(sorted(API))}", cid, header.api
+        )
+    if not spec.min_version <= header.version <= spec.max_version:
+        raise BadRequest(
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"{header.api} version {header.version} is not supported (supported: {spec.min_version}..{spec.max_version})",
+            cid,
+            header.api,
+        )
+    body = raw.get("body", {})
+    try:
+        decoded = schema.decode(spec.request, body, "body")
+    except ProtocolError as exc:
+        raise BadRequest(exc.code, f"{header.api}: {exc.message}", cid, header.api) from None
+    return DecodedRequest(header, decoded)
+
+
+def encode_request(header: RequestHeader, body: Any) -> bytes:
+    return pack(
+        {
+            "api": header.api,
+            "version": header.version,
+            "correlation_id": header.correlation_id,
+            "client_id": header.client_id,
+            "body": schema.encode(body),
+        }
+    )
+
+
+def encode_response(correlation_id: int, body: Any) -> bytes:
+    return pack({"correlation_id": correlation_id, "body": schema.encode(body)})
+
+
+def decode_response(payload: bytes, response_cls: type) -> tuple[int, Any]:
+    """(correlation_id, typed body) of a response; for clients. Raises ProtocolError if malformed."""
+    raw = unpack(payload)
+    if not isinstance(raw, dict) or not isinstance(raw.get("correlation_id"), int):
+        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, "response is not a map with a correlation_id")
+    return raw["correlation_id"], schema.decode(response_cls, raw.get("body"), "body")

@@ -1,0 +1,141 @@
+"""Turning msgpack maps into typed message dataclasses and back, with validation.
+
+Every message is a dataclass whose type hints are its schema: fields without a default are
+required, `X | None` may be nil, `list[X]` and nested dataclasses are checked element by element.
+Unknown keys are ignored (a newer client may send more), anything else that does not fit raises
+`ProtocolError(INVALID_REQUEST)` naming the field, so a bad request is refused before it can touch
+any state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Callable, TypeVar
+
+from protocol.errors import ErrorCode, ProtocolError
+
+T = TypeVar("T")
+
+_Decoder = Callable[[Any, str], Any]
+_DECODERS: dict[type, _Decoder] = {}
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _fail(path: str, expected: str, value: Any) -> ProtocolError:
+    got = type(value).__name__ if value is not None else "nil"
+    return ProtocolError(ErrorCode.INVALID_REQUEST, f"field {path}: expected {expected}, got {got}")
+
+
+def _scalar(kind: type, label: str) -> _Decoder:
+    def check(value: Any, path: str) -> Any:
+        if type(value) is kind:
+            return value
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            return int(value)
+        if kind is bytes and isinstance(value, (bytearray, memoryview)):
+            return bytes(value)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        raise _fail(path, label, value)
+
+    return check
+
+
+_SCALARS: dict[Any, _Decoder] = {
+    str: _scalar(str, "string"),
+    int: _scalar(int, "integer"),
+    bool: _scalar(bool, "boolean"),
+    bytes: _scalar(bytes, "bytes"),
+    float: _scalar(float, "number"),
+}
+
+
+def _decoder_for(hint: Any) -> _Decoder:
+    if hint in _SCALARS:
+        return _SCALARS[hint]
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"unsupported union {hint}")
+        inner_decode = _decoder_for(inner[0])
+
+        def optional(value: Any, path: str) -> Any:
+            return None if value is None else inner_decode(value, path)
+
+        return optional
+    if origin is list:
+        item_decode = _decoder_for(args[0])
+
+        def list_of(value: Any, path: str) -> Any:
+            if not isinstance(value, (list, tuple)):
+                raise _fail(path, "array", value)
+            return [item_decode(v, f"{path}[{i}]") for i, v in enumerate(value)]
+
+        return list_of
+    if origin is dict:
+        key_decode, val_decode = _decoder_for(args[0]), _decoder_for(args[1])
+
+        def dict_of(value: Any, path: str) -> Any:
+            if not isinstance(value, dict):
+                raise _fail(path, "map", value)
+            return {key_decode(k, f"{path}.<key>"): val_decode(v, f"{path}.{k}") for k, v in value.items()}
+
+        return dict_of
+    if dataclasses.is_dataclass(hint):
+        return lambda value, path: decode(hint, value, path)
+    if hint is Any:
+        return lambda value, path: value
+    raise TypeError(f"unsupported field type {hint!r}")
+
+
+def _compile(cls: type) -> _Decoder:
+    hints = typing.get_type_hints(cls)
+    fields = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        fields.append((f.name, required, _decoder_for(hints[f.name])))
+    _FIELDS[cls] = tuple((name, required) for name, required, _ in fields)
+
+    def decode_cls(value: Any, path: str) -> Any:
+        if not isinstance(value, dict):
+            raise _fail(path or cls.__name__, "map", value)
+        kwargs = {}
+        for name, required, field_decode in fields:
+            if name in value:
+                kwargs[name] = field_decode(value[name], f"{path}.{name}" if path else name)
+            elif required:
+                where = f"{path}.{name}" if path else name
+                raise ProtocolError(ErrorCode.INVALID_REQUEST, f"field {where}: required field is missing")
+        return cls(**kwargs)
+
+    return decode_cls
+
+
+def decode(cls: type[T], value: Any, path: str = "") -> T:
+    """Build a `cls` from a decoded msgpack value, or raise ProtocolError naming the bad field."""
+    decoder = _DECODERS.get(cls)
+    if decoder is None:
+        decoder = _DECODERS[cls] = _compile(cls)
+    return decoder(value, path)
+
+
+def encode(obj: Any) -> Any:
+    """Turn a message dataclass (possibly nested) into plain maps and lists for msgpack."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        cls = type(obj)
+        if cls not in _FIELDS:
+            _DECODERS[cls] = _compile(cls)
+        return {name: encode(getattr(obj, name)) for name, _ in _FIELDS[cls]}
+    if isinstance(obj, list):
+        return [encode(v) for v in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return [encode(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: encode(v) for k, v in obj.items()}
+    return obj
