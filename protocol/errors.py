@@ -102,3 +102,4 @@ class FrameTooLarge(ProtocolError):
         super().__init__(ErrorCode.INVALID_REQUEST, f"frame of {size} bytes exceeds the limit of {limit} bytes")
         self.size = size
         self.limit = limit
+        self.frames: list[bytes] = []

@@ -24,7 +24,8 @@ class FrameReader:
     """Accumulates bytes and splits them into frame payloads.
 
     A declared length over `max_frame_bytes` raises FrameTooLarge before the body is buffered, so
-    a client cannot make the server hold an arbitrary amount of memory.
+    a client cannot make the server hold an arbitrary amount of memory; the complete frames that
+    arrived before it ride along on the exception's `frames`.
     """
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
@@ -40,7 +41,9 @@ class FrameReader:
             (size,) = _LEN.unpack_from(buf, pos)
             if size > self.max_frame_bytes:
                 del buf[:pos]
-                raise FrameTooLarge(size, self.max_frame_bytes)
+                error = FrameTooLarge(size, self.max_frame_bytes)
+                error.frames = frames  # the complete frames before it still deserve answers
+                raise error
             if len(buf) - pos - 4 < size:
                 break
             frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
@@ -135,6 +138,7 @@ def encode_response(correlation_id: int, body: Any) -> bytes:
 def decode_response(payload: bytes, response_cls: type) -> tuple[int, Any]:
     """(correlation_id, typed body) of a response; for clients. Raises ProtocolError if malformed."""
     raw = unpack(payload)
-    if not isinstance(raw, dict) or not isinstance(raw.get("correlation_id"), int):
+    cid = raw.get("correlation_id") if isinstance(raw, dict) else None
+    if not isinstance(cid, int) or isinstance(cid, bool):
         raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, "response is not a map with a correlation_id")
     return raw["correlation_id"], schema.decode(response_cls, raw.get("body"), "body")

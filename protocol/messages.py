@@ -49,6 +49,8 @@ class JoinGroupResponse:
     leader: str = ""
     member_id: str = ""
     members: list[JoinGroupResponseMember] = field(default_factory=list)
+    # KIP-814: a static leader that rejoined without a rebalance must not re-run the assignor.
+    skip_assignment: bool = False
     error_message: str | None = None
 
 

@@ -1,0 +1,158 @@
+"""The emulated broker, pure: routes each decoded request to the topic store or to its group's
+state machine and returns the outputs. One place that knows which API touches which state.
+
+The asyncio server (coordinator/server.py) and the simulator both drive this class; `group_key`
+tells a shell which requests must be serialized on which group's queue.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from coordinator.config import BrokerConfig
+from coordinator.group import Group, GroupState
+from coordinator.outputs import LogEvent, Output, Reply
+from coordinator.topics import TopicStore
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    API,
+    ApiVersionsResponse,
+    ApiVersionsResponseKey,
+    DescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeaveGroupResponseMember,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+
+GROUP_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """Who sent a request and how to answer it: `reply_to` is the shell's opaque token."""
+
+    reply_to: Any
+    client_id: str = ""
+    client_host: str = ""
+
+
+def uuid_member_ids(client_id: str) -> str:
+    """Kafka's form of a member id: `client.id-UUID`."""
+    return f"{client_id}-{uuid.uuid4()}"
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig | None = None,
+        new_member_id: Callable[[str], str] = uuid_member_ids,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.config = config or BrokerConfig()
+        self.new_member_id = new_member_id
+        self.topics = TopicStore(self.config, host, port)
+        self.groups: dict[str, Group] = {}
+
+    @staticmethod
+    def group_key(api: str, body: Any) -> str | None:
+        """The group whose queue must serialize this request, or None for cluster-wide requests."""
+        return body.group_id if api in GROUP_APIS else None
+
+    def group(self, group_id: str) -> Group:
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = Group(group_id, self.config, self.new_member_id)
+        return g
+
+    def handle(self, api: str, body: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        handler = getattr(self, f"_on_{api}")
+        return handler(body, ctx, now_ms)
+
+    def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
+        group = self.groups.get(key[1])
+        return group.on_timer(key, now_ms) if group is not None else []
+
+    # ------------------------------------------------------------------ group APIs
+
+    def _on_JoinGroup(self, req: JoinGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        if not req.group_id:
+            return [Reply(ctx.reply_to, JoinGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID, member_id=req.member_id,
+                                                          error_message="group_id must not be empty"))]
+        return self.group(req.group_id).handle_join(req, ctx.reply_to, now_ms, ctx.client_id, ctx.client_host)
+
+    def _on_SyncGroup(self, req: SyncGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            return [Reply(ctx.reply_to, SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))]
+        return group.handle_sync(req, ctx.reply_to, now_ms)
+
+    def _on_Heartbeat(self, req: HeartbeatRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            return [Reply(ctx.reply_to, HeartbeatResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))]
+        return group.handle_heartbeat(req, ctx.reply_to, now_ms)
+
+    def _on_LeaveGroup(self, req: LeaveGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            members = [LeaveGroupResponseMember(m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID) for m in req.members]
+            return [Reply(ctx.reply_to, LeaveGroupResponse(members=members))]
+        return group.handle_leave(req, ctx.reply_to, now_ms)
+
+    def _on_DescribeGroups(self, req: DescribeGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        described = []
+        for gid in req.groups:
+            group = self.groups.get(gid)
+            described.append(group.describe() if group is not None else DescribedGroup(group_id=gid, group_state=GroupState.DEAD.value))
+        return [Reply(ctx.reply_to, DescribeGroupsResponse(groups=described))]
+
+    def _on_ListGroups(self, req: ListGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        wanted = {s.lower() for s in req.states_filter}
+        listed = [
+            ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value)
+            for g in self.groups.values()
+            if not wanted or g.state.value.lower() in wanted
+        ]
+        return [Reply(ctx.reply_to, ListGroupsResponse(groups=listed))]
+
+    # ------------------------------------------------------------------ cluster APIs
+
+    def _on_ApiVersions(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        keys = [ApiVersionsResponseKey(name, spec.min_version, spec.max_version) for name, spec in API.items()]
+        return [Reply(ctx.reply_to, ApiVersionsResponse(api_keys=keys))]
+
+    def _on_Metadata(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        response, created = self.topics.metadata(req)
+        out: list[Output] = [Reply(ctx.reply_to, response)]
+        out += [LogEvent("topic_created", now_ms, {"topic": t, "partitions": self.topics.partitions[t], "auto": True}) for t in created]
+        return out
+
+    def _on_CreateTopics(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        response = self.topics.create_topics(req)
+        out: list[Output] = [Reply(ctx.reply_to, response)]
+        if not req.validate_only:
+            out += [LogEvent("topic_created", now_ms, {"topic": r.name, "partitions": r.num_partitions, "auto": False})
+                    for r in response.topics if r.error_code == 0]
+        return out
+
+    def _on_CreatePartitions(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        response = self.topics.create_partitions(req)
+        out: list[Output] = [Reply(ctx.reply_to, response)]
+        if not req.validate_only:
+            out += [LogEvent("partitions_created", now_ms, {"topic": r.name, "partitions": self.topics.partitions[r.name]})
+                    for r in response.results if r.error_code == 0]
+        return out

@@ -1,0 +1,97 @@
+"""Broker-side configuration under Kafka's own names and defaults.
+
+Overrides come as `name=value` strings (CLI `--config`, repeatable) or a Java-style properties file,
+exactly as `kafka-server-start.sh --override` and `server.properties` take them. Unknown names are
+refused, so a typo does not silently leave a default in force.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Iterable
+
+# Kafka name -> (attribute, default). Defaults are Kafka's, except where noted.
+_KEYS: dict[str, tuple[str, object]] = {
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", 6000),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", 1_800_000),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", 3000),
+    "group.max.size": ("group_max_size", 2_147_483_647),
+    "num.partitions": ("num_partitions", 1),
+    "auto.create.topics.enable": ("auto_create_topics_enable", True),
+    # Kafka's default is 100 MiB; grouplab's frames carry group metadata only, so 1 MiB (DESIGN §2).
+    "socket.request.max.bytes": ("socket_request_max_bytes", 1024 * 1024),
+    "broker.id": ("broker_id", 0),
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class BrokerConfig:
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 2_147_483_647
+    num_partitions: int = 1
+    auto_create_topics_enable: bool = True
+    socket_request_max_bytes: int = 1024 * 1024
+    broker_id: int = 0
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return list(_KEYS)
+
+    def with_overrides(self, pairs: Iterable[str]) -> "BrokerConfig":
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for pair in pairs:
+            name, sep, raw = pair.partition("=")
+            name, raw = name.strip(), raw.strip()
+            if not sep or not name:
+                raise ConfigError(f"expected NAME=VALUE, got {pair!r}")
+            if name not in _KEYS:
+                raise ConfigError(f"unknown config {name!r}; known: {', '.join(sorted(_KEYS))}")
+            attr, default = _KEYS[name]
+            values[attr] = _parse(name, raw, type(default))
+        cfg = BrokerConfig(**values)
+        cfg.validate()
+        return cfg
+
+    def with_properties_file(self, path: str | Path) -> "BrokerConfig":
+        pairs = []
+        for line in Path(path).read_text().splitlines():
+            line = line.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            if "=" not in line and ":" in line:
+                line = line.replace(":", "=", 1)
+            pairs.append(line)
+        return self.with_overrides(pairs)
+
+    def validate(self) -> None:
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        if self.group_initial_rebalance_delay_ms < 0:
+            raise ConfigError("group.initial.rebalance.delay.ms must be >= 0")
+        if self.group_max_size < 1:
+            raise ConfigError("group.max.size must be >= 1")
+        if self.num_partitions < 1:
+            raise ConfigError("num.partitions must be >= 1")
+        if self.socket_request_max_bytes < 64:
+            raise ConfigError("socket.request.max.bytes must be >= 64")
+
+    def as_kafka_names(self) -> dict[str, object]:
+        return {name: getattr(self, attr) for name, (attr, _) in _KEYS.items()}
+
+
+def _parse(name: str, raw: str, kind: type) -> object:
+    if kind is bool:
+        if raw.lower() in ("true", "false"):
+            return raw.lower() == "true"
+        raise ConfigError(f"{name}: expected true or false, got {raw!r}")
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: expected {kind.__name__}, got {raw!r}") from None

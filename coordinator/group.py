@@ -1,0 +1,608 @@
+"""One consumer group's state machine (the classic protocol), pure: requests and timer firings in,
+`outputs` out. No sockets, no clock, no randomness: `now_ms` comes with every input and new member
+ids come from the injected `new_member_id`.
+
+States (DESIGN.md §3):
+
+    Empty ──join──▶ PreparingRebalance ──all rejoined / rebalance timeout──▶ CompletingRebalance
+      ▲                  ▲    │ (no members left)                               │ leader's SyncGroup
+      └──────────────────┼────┘                                                 ▼
+                         └──── join of leader / changed member, leave, expiry ── Stable
+
+Every public `handle_*` / `on_*` method validates first and returns an error reply without
+touching state when the input is not acceptable; state changes happen only after validation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable
+
+from coordinator.config import BrokerConfig
+from coordinator.outputs import ArmTimer, CancelTimer, LogEvent, Output, Reply
+from protocol import consumer_protocol
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    DescribedGroup,
+    DescribedGroupMember,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    JoinGroupResponseMember,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeaveGroupResponseMember,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+
+
+class GroupState(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class RemovalReason(Enum):
+    LEFT = "left"
+    SESSION_TIMEOUT = "session_timeout"
+    REBALANCE_TIMEOUT = "rebalance_timeout"  # did not rejoin in time
+    SYNC_TIMEOUT = "sync_timeout"  # did not send SyncGroup in time (KAFKA-12890)
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]  # preference order
+    assignment: bytes = b""
+    join_reply: Any = None  # parked JoinGroup, answered when the join phase completes
+    sync_reply: Any = None  # parked SyncGroup, answered when the leader's assignment arrives
+    last_heartbeat_ms: int = 0
+
+    @property
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def metadata(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        raise KeyError(protocol)
+
+    def vote(self, candidates: set[str]) -> str:
+        return next(name for name, _ in self.protocols if name in candidates)
+
+
+@dataclass
+class Timers:
+    """Timer keys of one group. A fired timer carries its key back; stale ones are recognised."""
+
+    group_id: str
+
+    def join(self) -> tuple:
+        return ("join", self.group_id)
+
+    def sync(self, generation_id: int) -> tuple:
+        return ("sync", self.group_id, generation_id)
+
+    def session(self, member_id: str) -> tuple:
+        return ("session", self.group_id, member_id)
+
+    def pending(self, member_id: str) -> tuple:
+        return ("pending", self.group_id, member_id)
+
+
+@dataclass
+class Group:
+    group_id: str
+    config: BrokerConfig
+    new_member_id: Callable[[str], str]
+    state: GroupState = GroupState.EMPTY
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)  # insertion order = join order
+    pending_members: dict[str, int] = field(default_factory=dict)  # member id -> session timeout
+    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
+    pending_sync: set[str] = field(default_factory=set)
+    # The initial rebalance delay (group.initial.rebalance.delay.ms) of an Empty group.
+    initial_delay_active: bool = False
+    initial_delay_remaining_ms: int = 0
+    new_member_added: bool = False
+    rebalance_trigger: str = ""
+
+    def __post_init__(self) -> None:
+        self.timers = Timers(self.group_id)
+        self._out: list[Output] = []
+        self._now = 0
+
+    # ------------------------------------------------------------------ public inputs
+
+    def handle_join(self, req: JoinGroupRequest, reply_to: Any, now_ms: int, client_id: str = "", client_host: str = "") -> list[Output]:
+        self._begin(now_ms)
+        error = self._validate_join(req)
+        if error is not None:
+            code, message = error
+            self._reply(reply_to, JoinGroupResponse(error_code=code, member_id=req.member_id, error_message=message))
+            self._log("join_rejected", member_id=req.member_id, error=code.name, reason=message)
+            return self._end()
+        if req.member_id == "":
+            if req.group_instance_id is not None:
+                self._join_static_unknown(req, reply_to, client_id, client_host)
+            else:
+                self._join_new_dynamic(req, reply_to, client_id)
+        elif req.member_id in self.pending_members:
+            del self.pending_members[req.member_id]
+            self._out.append(CancelTimer(self.timers.pending(req.member_id)))
+            member = self._new_member(req, req.member_id, client_id, client_host)
+            self._add_member_and_rebalance(member, reply_to, f"member {req.member_id} joined")
+        else:
+            self._join_existing(self.members[req.member_id], req, reply_to)
+        return self._end()
+
+    def handle_sync(self, req: SyncGroupRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        self._begin(now_ms)
+        code = self._validate_member(req.member_id, req.group_instance_id, req.generation_id)
+        if code is None and (
+            (req.protocol_type is not None and req.protocol_type != self.protocol_type)
+            or (req.protocol_name is not None and req.protocol_name != self.protocol_name)
+        ):
+            code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        if code is None and self.state is GroupState.PREPARING_REBALANCE:
+            code = ErrorCode.REBALANCE_IN_PROGRESS
+        if code is not None:
+            self._reply(reply_to, SyncGroupResponse(error_code=code))
+            return self._end()
+        member = self.members[req.member_id]
+        member.last_heartbeat_ms = now_ms
+        self.pending_sync.discard(member.member_id)
+        if self.state is GroupState.STABLE:
+            self._reply(reply_to, self._sync_response(member))
+            self._maybe_cancel_sync_timer()
+            return self._end()
+        # CompletingRebalance: park until the leader's assignment arrives.
+        self._supersede(member.sync_reply, reply_to, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+        member.sync_reply = reply_to
+        if member.member_id == self.leader_id:
+            given = {a.member_id: a.assignment for a in req.assignments}
+            for m in self.members.values():
+                m.assignment = given.get(m.member_id, b"")
+            self._transition(GroupState.STABLE)
+            self._log_stable()
+            for m in self.members.values():
+                if m.sync_reply is not None:
+                    self._reply(m.sync_reply, self._sync_response(m))
+                    m.sync_reply = None
+            self._maybe_cancel_sync_timer()
+        return self._end()
+
+    def handle_heartbeat(self, req: HeartbeatRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        self._begin(now_ms)
+        code = self._validate_member(req.member_id, req.group_instance_id, req.generation_id)
+        if code is None:
+            self.members[req.member_id].last_heartbeat_ms = now_ms
+            if self.state is GroupState.PREPARING_REBALANCE:
+                code = ErrorCode.REBALANCE_IN_PROGRESS
+        self._reply(reply_to, HeartbeatResponse(error_code=code or ErrorCode.NONE))
+        return self._end()
+
+    def handle_leave(self, req: LeaveGroupRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        self._begin(now_ms)
+        results = []
+        for who in req.members:
+            member_id = who.member_id
+            if not member_id and who.group_instance_id is not None:
+                member_id = self.static_members.get(who.group_instance_id, "")
+            code = ErrorCode.NONE
+            if who.group_instance_id is not None and self.static_members.get(who.group_instance_id) not in (None, member_id):
+                code = ErrorCode.FENCED_INSTANCE_ID
+            elif member_id not in self.members:
+                code = ErrorCode.UNKNOWN_MEMBER_ID
+            results.append(LeaveGroupResponseMember(member_id=member_id, group_instance_id=who.group_instance_id, error_code=code))
+            if code is ErrorCode.NONE:
+                reason = who.reason or "member left the group"
+                self._remove_member(self.members[member_id], RemovalReason.LEFT, f"{member_id} left ({reason})")
+        self._reply(reply_to, LeaveGroupResponse(members=results))
+        return self._end()
+
+    def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
+        """A timer armed earlier has fired. Timers that no longer apply change nothing."""
+        self._begin(now_ms)
+        kind = key[0]
+        if kind == "join" and self.state is GroupState.PREPARING_REBALANCE:
+            self._on_join_deadline()
+        elif kind == "sync" and key[2] == self.generation_id and self.pending_sync:
+            self._on_sync_deadline()
+        elif kind == "session" and key[2] in self.members:
+            self._on_session_deadline(self.members[key[2]])
+        elif kind == "pending" and key[2] in self.pending_members:
+            del self.pending_members[key[2]]
+            self._log("pending_member_expired", member_id=key[2])
+            if self.state is GroupState.PREPARING_REBALANCE:
+                self._try_complete_join()
+        return self._end()
+
+    def describe(self) -> DescribedGroup:
+        stable = self.state is GroupState.STABLE
+        return DescribedGroup(
+            group_id=self.group_id,
+            group_state=self.state.value,
+            protocol_type=self.protocol_type or "",
+            protocol_data=(self.protocol_name or "") if stable else "",
+            members=[
+                DescribedGroupMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata(self.protocol_name) if stable and self.protocol_name else b"",
+                    member_assignment=m.assignment if stable else b"",
+                )
+                for m in self.members.values()
+            ],
+            generation_id=self.generation_id,
+            leader=self.leader_id or "",
+        )
+
+    # ------------------------------------------------------------------ joins
+
+    def _validate_join(self, req: JoinGroupRequest) -> tuple[ErrorCode, str] | None:
+        cfg = self.config
+        if not cfg.group_min_session_timeout_ms <= req.session_timeout_ms <= cfg.group_max_session_timeout_ms:
+            return ErrorCode.INVALID_SESSION_TIMEOUT, (
+                f"session.timeout.ms {req.session_timeout_ms} is outside "
+                f"[{cfg.group_min_session_timeout_ms}, {cfg.group_max_session_timeout_ms}]"
+            )
+        if req.rebalance_timeout_ms <= 0:
+            return ErrorCode.INVALID_REQUEST, "rebalance_timeout_ms must be positive"
+        names = [p.name for p in req.protocols]
+        if not req.protocol_type or not names or len(set(names)) != len(names):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "protocol_type and a list of distinct protocols are required"
+        known = req.member_id in self.members or req.member_id in self.pending_members
+        if req.member_id and not known:
+            if req.group_instance_id is not None and req.group_instance_id in self.static_members:
+                return ErrorCode.FENCED_INSTANCE_ID, f"instance {req.group_instance_id} is owned by another member id"
+            return ErrorCode.UNKNOWN_MEMBER_ID, f"member {req.member_id} is not in group {self.group_id}"
+        if req.member_id in self.members and self._is_fenced(req.member_id, req.group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID, f"instance {req.group_instance_id} is owned by another member id"
+        others = [m for m in self.members.values() if m.member_id != req.member_id]
+        if others and not self._supports(req.protocol_type, names, others):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (
+                f"protocols {names} share none with the group's {sorted(self._candidates(others))} "
+                f"(protocol_type {self._protocol_type_of(others)!r})"
+            )
+        is_new = not known and not (req.group_instance_id is not None and req.group_instance_id in self.static_members)
+        if is_new and len(self.members) + len(self.pending_members) >= cfg.group_max_size:
+            return ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {self.group_id} has reached group.max.size={cfg.group_max_size}"
+        if req.member_id in self.pending_members and len(self.members) >= cfg.group_max_size:
+            return ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {self.group_id} has reached group.max.size={cfg.group_max_size}"
+        return None
+
+    def _join_new_dynamic(self, req: JoinGroupRequest, reply_to: Any, client_id: str) -> None:
+        """KIP-394: hand out a member id first; the member joins for real with it."""
+        member_id = self.new_member_id(client_id or "consumer")
+        self.pending_members[member_id] = req.session_timeout_ms
+        self._out.append(ArmTimer(self.timers.pending(member_id), self._now + req.session_timeout_ms))
+        self._reply(reply_to, JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id))
+        self._log("member_id_assigned", member_id=member_id)
+
+    def _join_static_unknown(self, req: JoinGroupRequest, reply_to: Any, client_id: str, client_host: str) -> None:
+        instance = req.group_instance_id
+        assert instance is not None
+        member_id = self.new_member_id(client_id or instance)
+        old_id = self.static_members.get(instance)
+        if old_id is None:
+            member = self._new_member(req, member_id, client_id, client_host)
+            self._add_member_and_rebalance(member, reply_to, f"static member {instance} joined")
+            return
+        # KIP-345: a known instance comes back under a new member id and takes the old one's place.
+        old = self.members.pop(old_id)
+        self._supersede(old.join_reply, None, JoinGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
+        self._supersede(old.sync_reply, None, SyncGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
+        self._out.append(CancelTimer(self.timers.session(old_id)))
+        member = self._new_member(req, member_id, client_id, client_host)
+        member.assignment = old.assignment
+        member.last_heartbeat_ms = self._now
+        self.members[member_id] = member
+        self.static_members[instance] = member_id
+        if self.leader_id == old_id:
+            self.leader_id = member_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(member_id)
+        self._log("static_member_replaced", member_id=member_id, old_member_id=old_id, group_instance_id=instance)
+        unchanged = old.protocols == member.protocols
+        if self.state is GroupState.STABLE and unchanged:
+            self._arm_session(member)
+            self._reply(reply_to, self._join_response(member, skip_assignment=True))
+        elif self.state is GroupState.PREPARING_REBALANCE:
+            member.join_reply = reply_to
+            self._try_complete_join()
+        else:
+            member.join_reply = reply_to
+            self._prepare_rebalance(f"static member {instance} rejoined as {member_id}")
+
+    def _join_existing(self, member: Member, req: JoinGroupRequest, reply_to: Any) -> None:
+        changed = member.protocols != [(p.name, p.metadata) for p in req.protocols]
+        if self.state is GroupState.PREPARING_REBALANCE:
+            self._update_member(member, req, reply_to)
+            self._try_complete_join()
+        elif self.state is GroupState.COMPLETING_REBALANCE and not changed:
+            # A retried JoinGroup (lost response): answer with the generation already formed.
+            self._reply(reply_to, self._join_response(member))
+        elif self.state is GroupState.STABLE and not changed and member.member_id != self.leader_id:
+            self._reply(reply_to, self._join_response(member))
+        else:
+            self._update_member(member, req, reply_to)
+            why = "leader rejoined" if not changed else "member metadata changed"
+            self._prepare_rebalance(f"{why} ({member.member_id})")
+
+    def _new_member(self, req: JoinGroupRequest, member_id: str, client_id: str, client_host: str) -> Member:
+        return Member(
+            member_id=member_id,
+            group_instance_id=req.group_instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            session_timeout_ms=req.session_timeout_ms,
+            rebalance_timeout_ms=req.rebalance_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=[(p.name, p.metadata) for p in req.protocols],
+            last_heartbeat_ms=self._now,
+        )
+
+    def _update_member(self, member: Member, req: JoinGroupRequest, reply_to: Any) -> None:
+        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.protocols = [(p.name, p.metadata) for p in req.protocols]
+        self._supersede(member.join_reply, reply_to, JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+        member.join_reply = reply_to
+
+    def _add_member_and_rebalance(self, member: Member, reply_to: Any, why: str) -> None:
+        self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        member.join_reply = reply_to
+        self._log("member_joined", member_id=member.member_id, group_instance_id=member.group_instance_id,
+                  client_id=member.client_id, protocols=member.protocol_names)
+        if self.state is GroupState.PREPARING_REBALANCE:
+            if self.initial_delay_active:
+                self.new_member_added = True
+            self._try_complete_join()
+        else:
+            self._prepare_rebalance(why)
+
+    # ------------------------------------------------------------------ rebalance
+
+    def _prepare_rebalance(self, trigger: str) -> None:
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            # The assignment being formed is void: tell parked followers to rejoin.
+            for m in self.members.values():
+                m.assignment = b""
+                if m.sync_reply is not None:
+                    self._reply(m.sync_reply, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+                    m.sync_reply = None
+        if self.pending_sync:
+            self.pending_sync.clear()
+            self._out.append(CancelTimer(self.timers.sync(self.generation_id)))
+        was_empty = self.state is GroupState.EMPTY
+        self.rebalance_trigger = trigger
+        self._transition(GroupState.PREPARING_REBALANCE)
+        self._log("rebalance_started", trigger=trigger, members=list(self.members))
+        if was_empty:
+            delay = self.config.group_initial_rebalance_delay_ms
+            self.initial_delay_active = True
+            self.new_member_added = False
+            self.initial_delay_remaining_ms = max(self._rebalance_timeout_ms() - delay, 0)
+            self._out.append(ArmTimer(self.timers.join(), self._now + delay))
+        else:
+            self._out.append(ArmTimer(self.timers.join(), self._now + self._rebalance_timeout_ms()))
+            self._try_complete_join()
+
+    def _try_complete_join(self) -> None:
+        if self.state is not GroupState.PREPARING_REBALANCE or self.initial_delay_active:
+            return
+        if self.pending_members:
+            return
+        if all(m.join_reply is not None for m in self.members.values()):
+            self._out.append(CancelTimer(self.timers.join()))
+            self._complete_join()
+
+    def _on_join_deadline(self) -> None:
+        if self.initial_delay_active:
+            if self.new_member_added and self.initial_delay_remaining_ms > 0:
+                delay = min(self.config.group_initial_rebalance_delay_ms, self.initial_delay_remaining_ms)
+                self.initial_delay_remaining_ms -= delay
+                self.new_member_added = False
+                self._out.append(ArmTimer(self.timers.join(), self._now + delay))
+                return
+            self.initial_delay_active = False
+        self._complete_join()
+
+    def _complete_join(self) -> None:
+        for m in [m for m in self.members.values() if m.join_reply is None]:
+            self._remove_member(m, RemovalReason.REBALANCE_TIMEOUT, "did not rejoin within the rebalance timeout", update=False)
+        if self.leader_id not in self.members:
+            self.leader_id = next(iter(self.members), None)
+        self.generation_id += 1
+        if not self.members:
+            self.protocol_type = self.protocol_name = None
+            self._transition(GroupState.EMPTY)
+            self._log("generation_completed", protocol_name=None, leader=None, members=[], trigger=self.rebalance_trigger)
+            return
+        self.protocol_type = next(iter(self.members.values())).protocol_type
+        self.protocol_name = self._select_protocol()
+        self._transition(GroupState.COMPLETING_REBALANCE)
+        self._log("generation_completed", protocol_name=self.protocol_name, leader=self.leader_id,
+                  members=list(self.members), trigger=self.rebalance_trigger)
+        self.pending_sync = set(self.members)
+        self._out.append(ArmTimer(self.timers.sync(self.generation_id), self._now + self._rebalance_timeout_ms()))
+        for m in self.members.values():
+            self._reply(m.join_reply, self._join_response(m))
+            m.join_reply = None
+            m.last_heartbeat_ms = self._now
+            self._arm_session(m)
+
+    def _select_protocol(self) -> str:
+        """Kafka's vote: candidates are the protocols every member supports; each member votes for
+        its most preferred candidate; most votes wins. Ties (Kafka leaves them to hash order) go to
+        the candidate the earliest-joined member prefers most."""
+        members = list(self.members.values())
+        candidates = self._candidates(members)
+        votes = Counter(m.vote(candidates) for m in members)
+        first_pref = [name for name in members[0].protocol_names if name in candidates]
+        return max(first_pref, key=lambda name: (votes[name], -first_pref.index(name)))
+
+    def _on_sync_deadline(self) -> None:
+        late = [self.members[mid] for mid in self.members if mid in self.pending_sync]
+        self.pending_sync.clear()
+        for m in late:
+            self._remove_member(m, RemovalReason.SYNC_TIMEOUT, "did not send SyncGroup within the rebalance timeout")
+
+    def _maybe_cancel_sync_timer(self) -> None:
+        if not self.pending_sync:
+            self._out.append(CancelTimer(self.timers.sync(self.generation_id)))
+
+    # ------------------------------------------------------------------ liveness
+
+    def _arm_session(self, member: Member) -> None:
+        self._out.append(ArmTimer(self.timers.session(member.member_id), member.last_heartbeat_ms + member.session_timeout_ms))
+
+    def _on_session_deadline(self, member: Member) -> None:
+        if member.join_reply is not None or member.sync_reply is not None:
+            member.last_heartbeat_ms = self._now  # waiting on us counts as alive
+            self._arm_session(member)
+            return
+        deadline = member.last_heartbeat_ms + member.session_timeout_ms
+        if self._now < deadline:
+            self._out.append(ArmTimer(self.timers.session(member.member_id), deadline))
+            return
+        self._remove_member(member, RemovalReason.SESSION_TIMEOUT, f"no heartbeat for {member.session_timeout_ms} ms")
+
+    def _remove_member(self, member: Member, reason: RemovalReason, detail: str, update: bool = True) -> None:
+        mid = member.member_id
+        del self.members[mid]
+        if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == mid:
+            del self.static_members[member.group_instance_id]
+        self.pending_sync.discard(mid)
+        self._supersede(member.join_reply, None, JoinGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID, member_id=mid))
+        self._supersede(member.sync_reply, None, SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))
+        self._out.append(CancelTimer(self.timers.session(mid)))
+        if self.leader_id == mid:
+            self.leader_id = next(iter(self.members), None)
+        self._log("member_removed", member_id=mid, reason=reason.value, detail=detail)
+        if not update:
+            return
+        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(f"{mid} removed: {reason.value}")
+        elif self.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _validate_member(self, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode | None:
+        if member_id in self.members and self._is_fenced(member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in self.members:
+            if instance_id is not None and instance_id in self.static_members:
+                return ErrorCode.FENCED_INSTANCE_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    def _is_fenced(self, member_id: str, instance_id: str | None) -> bool:
+        return instance_id is not None and self.static_members.get(instance_id, member_id) != member_id
+
+    @staticmethod
+    def _candidates(members: list[Member]) -> set[str]:
+        sets = [set(m.protocol_names) for m in members]
+        return set.intersection(*sets) if sets else set()
+
+    @staticmethod
+    def _protocol_type_of(members: list[Member]) -> str | None:
+        return members[0].protocol_type if members else None
+
+    def _supports(self, protocol_type: str, names: list[str], others: list[Member]) -> bool:
+        return protocol_type == self._protocol_type_of(others) and bool(self._candidates(others) & set(names))
+
+    def _rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def _join_response(self, member: Member, skip_assignment: bool = False) -> JoinGroupResponse:
+        is_leader = member.member_id == self.leader_id
+        members = []
+        if is_leader and not skip_assignment:
+            members = [
+                JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                        metadata=m.metadata(self.protocol_name))
+                for m in self.members.values()
+            ]
+        return JoinGroupResponse(
+            generation_id=self.generation_id,
+            protocol_type=self.protocol_type,
+            protocol_name=self.protocol_name,
+            leader=self.leader_id or "",
+            member_id=member.member_id,
+            members=members,
+            skip_assignment=skip_assignment and is_leader,
+        )
+
+    def _sync_response(self, member: Member) -> SyncGroupResponse:
+        return SyncGroupResponse(protocol_type=self.protocol_type, protocol_name=self.protocol_name, assignment=member.assignment)
+
+    def _supersede(self, old: Any, new: Any, answer: Any) -> None:
+        """Answer a parked request that a newer one replaces (a duplicate of the same request is kept)."""
+        if old is not None and old != new:
+            self._reply(old, answer)
+
+    def _transition(self, to: GroupState) -> None:
+        if to is not self.state:
+            self._log("state_changed", from_state=self.state.value, to_state=to.value)
+            self.state = to
+
+    def _log_stable(self) -> None:
+        assignments: dict[str, Any] = {}
+        for m in self.members.values():
+            assignments[m.member_id] = _decode_for_log(self.protocol_type, m.assignment)
+        self._log("group_stable", leader=self.leader_id, protocol_name=self.protocol_name, assignments=assignments)
+
+    def _reply(self, to: Any, body: Any) -> None:
+        self._out.append(Reply(to, body))
+
+    def _log(self, event: str, **fields: Any) -> None:
+        base = {"group_id": self.group_id, "generation_id": self.generation_id, "state": self.state.value}
+        base.update(fields)
+        self._out.append(LogEvent(event, self._now, base))
+
+    def _begin(self, now_ms: int) -> None:
+        self._now = now_ms
+        self._out = []
+
+    def _end(self) -> list[Output]:
+        out, self._out = self._out, []
+        return out
+
+
+def _decode_for_log(protocol_type: str | None, data: bytes) -> Any:
+    """Consumer-protocol assignments are decoded for the event log only; the coordinator itself
+    treats them as opaque bytes, as Kafka's does."""
+    if protocol_type != consumer_protocol.PROTOCOL_TYPE:
+        return {"bytes": len(data)}
+    try:
+        return [[tp.topic, tp.partition] for tp in consumer_protocol.decode_assignment(data).partitions]
+    except Exception:
+        return {"undecodable_bytes": len(data)}

@@ -1,0 +1,42 @@
+"""What the pure coordinator state machines ask their shell to do. The shell (asyncio server or
+simulator) carries these out; the machines never touch sockets or clocks themselves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Hashable
+
+TimerKey = tuple[Hashable, ...]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Send `body` as the response to the request identified by the shell's opaque `to` token."""
+
+    to: Any
+    body: Any
+
+
+@dataclass(frozen=True)
+class ArmTimer:
+    """Fire `key` at `deadline_ms` (replacing an armed timer with the same key)."""
+
+    key: TimerKey
+    deadline_ms: int
+
+
+@dataclass(frozen=True)
+class CancelTimer:
+    key: TimerKey
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One event-log line (DESIGN.md §5); the shell adds `node`."""
+
+    event: str
+    ts_ms: int
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+Output = Reply | ArmTimer | CancelTimer | LogEvent

@@ -1,0 +1,108 @@
+"""The emulated cluster's topic metadata: names and partition counts. Pure; one broker (node 0)
+leads every partition, since grouplab emulates coordination, not replication."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from coordinator.config import BrokerConfig
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+MAX_PARTITIONS_PER_TOPIC = 1_000_000  # a bound, so one request cannot exhaust memory
+
+
+def topic_name_error(name: str) -> str | None:
+    """Kafka's rule: 1-249 characters of [a-zA-Z0-9._-], and not '.' or '..'."""
+    if name in (".", "..") or not _LEGAL_TOPIC.match(name):
+        return f"topic name {name!r} is illegal: use 1-249 characters of a-z, A-Z, 0-9, '.', '_', '-'"
+    return None
+
+
+@dataclass
+class TopicStore:
+    config: BrokerConfig
+    host: str = "127.0.0.1"
+    port: int = 0
+    partitions: dict[str, int] = field(default_factory=dict)
+
+    def metadata(self, req: MetadataRequest) -> tuple[MetadataResponse, list[str]]:
+        """The response, and the names of topics it auto-created (for the event log)."""
+        created = []
+        if req.topics is None:
+            names = sorted(self.partitions)
+        else:
+            names = [t.name for t in req.topics]
+        topics = []
+        for name in names:
+            if name not in self.partitions and req.allow_auto_topic_creation and self.config.auto_create_topics_enable:
+                if topic_name_error(name) is None:
+                    self.partitions[name] = self.config.num_partitions
+                    created.append(name)
+            topics.append(self._describe(name))
+        broker = MetadataResponseBroker(node_id=self.config.broker_id, host=self.host, port=self.port)
+        return MetadataResponse(brokers=[broker], controller_id=self.config.broker_id, topics=topics), created
+
+    def _describe(self, name: str) -> MetadataResponseTopic:
+        if (error := topic_name_error(name)) is not None:
+            return MetadataResponseTopic(name=name, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
+        count = self.partitions.get(name)
+        if count is None:
+            return MetadataResponseTopic(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        leader = self.config.broker_id
+        return MetadataResponseTopic(
+            name=name, partitions=[MetadataResponsePartition(partition_index=p, leader_id=leader) for p in range(count)]
+        )
+
+    def create_topics(self, req: CreateTopicsRequest) -> CreateTopicsResponse:
+        results = []
+        seen: set[str] = set()
+        for t in req.topics:
+            count = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+            code, message = ErrorCode.NONE, None
+            if (err := topic_name_error(t.name)) is not None:
+                code, message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
+            elif t.name in seen:
+                code, message = ErrorCode.INVALID_REQUEST, f"topic {t.name!r} appears twice in the request"
+            elif t.name in self.partitions:
+                code, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
+            elif not 1 <= count <= MAX_PARTITIONS_PER_TOPIC:
+                code, message = ErrorCode.INVALID_PARTITIONS, f"number of partitions must be 1..{MAX_PARTITIONS_PER_TOPIC}, got {count}"
+            elif t.replication_factor not in (-1, 1):
+                code, message = ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be 1 (grouplab runs one broker)"
+            seen.add(t.name)
+            if code is ErrorCode.NONE and not req.validate_only:
+                self.partitions[t.name] = count
+            results.append(CreatableTopicResult(name=t.name, error_code=code, error_message=message,
+                                                num_partitions=count if code is ErrorCode.NONE else -1))
+        return CreateTopicsResponse(topics=results)
+
+    def create_partitions(self, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        results = []
+        for t in req.topics:
+            current = self.partitions.get(t.name)
+            code, message = ErrorCode.NONE, None
+            if current is None:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {t.name!r} does not exist"
+            elif t.count <= current:
+                code, message = ErrorCode.INVALID_PARTITIONS, f"topic {t.name!r} has {current} partitions; the new count must be larger, got {t.count}"
+            elif t.count > MAX_PARTITIONS_PER_TOPIC:
+                code, message = ErrorCode.INVALID_PARTITIONS, f"at most {MAX_PARTITIONS_PER_TOPIC} partitions per topic"
+            if code is ErrorCode.NONE and not req.validate_only:
+                self.partitions[t.name] = t.count
+            results.append(CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
+        return CreatePartitionsResponse(results=results)
