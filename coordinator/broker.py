@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from coordinator.config import BrokerConfig
 from coordinator.group import Group, GroupState
-from coordinator.outputs import LogEvent, Output, Reply
+from protocol.effects import LogEvent, Output, Reply
 from coordinator.topics import TopicStore
 from protocol.errors import ErrorCode
 from protocol.messages import (

@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from coordinator.config import BrokerConfig
-from coordinator.outputs import ArmTimer, CancelTimer, LogEvent, Output, Reply
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply
 from protocol import consumer_protocol
 from protocol.errors import ErrorCode
 from protocol.messages import (

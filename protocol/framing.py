@@ -135,10 +135,16 @@ def encode_response(correlation_id: int, body: Any) -> bytes:
     return pack({"correlation_id": correlation_id, "body": schema.encode(body)})
 
 
-def decode_response(payload: bytes, response_cls: type) -> tuple[int, Any]:
-    """(correlation_id, typed body) of a response; for clients. Raises ProtocolError if malformed."""
+def read_response(payload: bytes) -> tuple[int, Any]:
+    """(correlation_id, raw body map) of a response, so a client can pick the body type by the id."""
     raw = unpack(payload)
     cid = raw.get("correlation_id") if isinstance(raw, dict) else None
     if not isinstance(cid, int) or isinstance(cid, bool):
         raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, "response is not a map with a correlation_id")
-    return raw["correlation_id"], schema.decode(response_cls, raw.get("body"), "body")
+    return cid, raw.get("body")
+
+
+def decode_response(payload: bytes, response_cls: type) -> tuple[int, Any]:
+    """(correlation_id, typed body) of a response; for clients. Raises ProtocolError if malformed."""
+    cid, body = read_response(payload)
+    return cid, schema.decode(response_cls, body, "body")

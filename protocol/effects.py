@@ -1,9 +1,11 @@
-"""What the pure coordinator state machines ask their shell to do. The shell (asyncio server or
-simulator) carries these out; the machines never touch sockets or clocks themselves."""
+"""What the pure state machines (coordinator and consumer side) ask their shell to do. The shell
+(asyncio server or client, or the simulator) carries these out; the machines never touch sockets or
+clocks themselves. Outputs that only one side uses live beside that side's machine."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import time
 from typing import Any, Hashable
 
 TimerKey = tuple[Hashable, ...]
@@ -40,3 +42,9 @@ class LogEvent:
 
 
 Output = Reply | ArmTimer | CancelTimer | LogEvent
+
+
+def wall_clock_ms() -> int:
+    """The real shells' clock (epoch milliseconds, so log lines of different nodes line up).
+    State machines never call it: they get `now_ms` as an argument."""
+    return time.time_ns() // 1_000_000

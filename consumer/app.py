@@ -1,0 +1,86 @@
+"""A simulated consumer application: polls, "processes" its partitions, and reacts to rebalances.
+
+There are no real records yet (partition logs come with the delivery-semantics work); each poll
+processes a fixed number of synthetic records per owned partition, so a run shows who worked on
+what, and how much work a rebalance interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from consumer.client import GroupMemberClient
+from consumer.config import ConsumerConfig
+from protocol.effects import LogEvent, wall_clock_ms
+from protocol.types import TopicPartition
+
+
+@dataclass
+class AppStats:
+    processed: Counter = field(default_factory=Counter)  # TopicPartition -> records
+    revoked: int = 0
+    assigned: int = 0
+    lost: int = 0
+
+
+class SimulatedConsumerApp:
+    """One consumer process's application loop. `records_per_poll` per owned partition per poll."""
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        host: str,
+        port: int,
+        events: Any = None,
+        poll_interval_ms: int = 100,
+        records_per_poll: int = 10,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.stats = AppStats()
+        self.events = events
+        self.clock = clock
+        self.poll_interval_ms = poll_interval_ms
+        self.records_per_poll = records_per_poll
+        self.client = GroupMemberClient(config, host, port, listener=self, events=events, clock=clock)
+        self._task: asyncio.Task | None = None
+
+    # RebalanceListener ---------------------------------------------------------------
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        self.stats.revoked += len(partitions)
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+        self.stats.assigned += len(partitions)
+
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
+        self.stats.lost += len(partitions)
+
+    # lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> "SimulatedConsumerApp":
+        await self.client.start()
+        self._task = asyncio.ensure_future(self._run())
+        return self
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval_ms / 1000)
+            self.client.poll()
+            for tp in self.client.assignment:
+                self.stats.processed[tp] += self.records_per_poll
+
+    async def stop(self, leave: bool = True) -> None:
+        """`leave=True`: a clean shutdown with LeaveGroup; `leave=False`: a crash."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        if self.events is not None and leave:
+            self.events.emit(LogEvent("app_stopping", self.clock(), {"group_id": self.client.config.group_id,
+                                                                      "member_id": self.client.member_id}))
+        await self.client.close(leave=leave)

@@ -1,0 +1,228 @@
+"""The asyncio shell around the pure Broker: sockets in, outputs carried out.
+
+- Each connection is an asyncio.Protocol with a FrameReader; a bad frame gets an error response and
+  changes nothing; an oversized one gets an error response and the connection closes.
+- Group requests go through one serialized input queue per group (a deque drained by a scheduled
+  callback, so handlers never await); timer firings come back through the same queue.
+- Timers are loop.call_later handles keyed as the state machine asks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any, Callable
+
+from coordinator.broker import Broker, RequestContext, uuid_member_ids
+from coordinator.config import BrokerConfig
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, wall_clock_ms
+from protocol.errors import ErrorCode, FrameTooLarge
+from protocol.framing import BadRequest, FrameReader, decode_request, encode_response
+from protocol.messages import ErrorResponse
+
+_log = logging.getLogger("grouplab.coordinator")
+
+
+class _ReplyTo:
+    """The opaque token the state machine hands back in Reply: a connection and a correlation id."""
+
+    __slots__ = ("conn", "correlation_id")
+
+    def __init__(self, conn: "_Connection", correlation_id: int) -> None:
+        self.conn = conn
+        self.correlation_id = correlation_id
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ReplyTo) and other.conn is self.conn and other.correlation_id == self.correlation_id
+
+    def __hash__(self) -> int:
+        return hash((id(self.conn), self.correlation_id))
+
+
+class _GroupQueue:
+    __slots__ = ("items", "scheduled")
+
+    def __init__(self) -> None:
+        self.items: deque[tuple] = deque()
+        self.scheduled = False
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: "CoordinatorServer") -> None:
+        self.server = server
+        self.reader = FrameReader(server.config.socket_request_max_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = ""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.server.connections.discard(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.reader.feed(data)
+        except FrameTooLarge as exc:
+            for frame in exc.frames:
+                self.server.on_frame(self, frame)
+            self.send(-1, ErrorResponse(error_code=exc.code, error_message=exc.message))
+            self.server.note_bad_frame(self, exc.message)
+            self.close()
+            return
+        for frame in frames:
+            self.server.on_frame(self, frame)
+
+    def send(self, correlation_id: int, body: Any) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(encode_response(correlation_id, body))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class CoordinatorServer:
+    def __init__(
+        self,
+        config: BrokerConfig | None = None,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        events: Any = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        new_member_id: Callable[[str], str] = uuid_member_ids,
+    ) -> None:
+        self.config = config or BrokerConfig()
+        self.host = host
+        self.port = port
+        self.events = events  # an EventLog-like object with .emit(LogEvent), or None
+        self.clock = clock
+        self.broker = Broker(self.config, new_member_id, host, port)
+        self.connections: set[_Connection] = set()
+        self._queues: dict[str, _GroupQueue] = {}
+        self._timers: dict[tuple, asyncio.TimerHandle] = {}
+        self._server: asyncio.base_events.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.bad_frames = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> "CoordinatorServer":
+        self._loop = asyncio.get_running_loop()
+        self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.broker.topics.port = self.port
+        self._emit(LogEvent("coordinator_started", self.clock(), {"host": self.host, "port": self.port,
+                                                                  "config": self.config.as_kafka_names()}))
+        return self
+
+    async def stop(self) -> None:
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        if self._server is not None:
+            self._server.close()
+            for conn in list(self.connections):
+                conn.close()
+            await self._server.wait_closed()
+            self._server = None
+            self._emit(LogEvent("coordinator_stopped", self.clock(), {}))
+
+    async def __aenter__(self) -> "CoordinatorServer":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    # ------------------------------------------------------------------ requests
+
+    def on_frame(self, conn: _Connection, frame: bytes) -> None:
+        try:
+            request = decode_request(frame)
+        except BadRequest as exc:
+            conn.send(exc.correlation_id, ErrorResponse(error_code=exc.code, error_message=exc.message))
+            self.note_bad_frame(conn, exc.message)
+            return
+        header = request.header
+        ctx = RequestContext(_ReplyTo(conn, header.correlation_id), header.client_id, conn.peer.rsplit(":", 1)[0])
+        group_id = self.broker.group_key(header.api, request.body)
+        if group_id is None:
+            self._run(lambda: self.broker.handle(header.api, request.body, ctx, self.clock()), ctx)
+        else:
+            self._enqueue(group_id, ("request", header.api, request.body, ctx))
+
+    def note_bad_frame(self, conn: _Connection, message: str) -> None:
+        self.bad_frames += 1
+        self._emit(LogEvent("bad_request", self.clock(), {"peer": conn.peer, "error": message}))
+
+    def _enqueue(self, group_id: str, item: tuple) -> None:
+        queue = self._queues.get(group_id)
+        if queue is None:
+            queue = self._queues[group_id] = _GroupQueue()
+        queue.items.append(item)
+        if not queue.scheduled:
+            queue.scheduled = True
+            assert self._loop is not None
+            self._loop.call_soon(self._drain, queue)
+
+    def _drain(self, queue: _GroupQueue) -> None:
+        queue.scheduled = False
+        while queue.items:
+            item = queue.items.popleft()
+            if item[0] == "request":
+                _, api, body, ctx = item
+                self._run(lambda: self.broker.handle(api, body, ctx, self.clock()), ctx)
+            else:
+                key = item[1]
+                self._run(lambda: self.broker.on_timer(key, self.clock()), None)
+
+    def _run(self, step: Callable[[], list], ctx: RequestContext | None) -> None:
+        """Run one state-machine step; a bug in it answers UNKNOWN_SERVER_ERROR, never kills the server."""
+        try:
+            outputs = step()
+        except Exception as exc:  # pragma: no cover - a defect, reported loudly
+            _log.exception("state machine failed")
+            self._emit(LogEvent("internal_error", self.clock(), {"error": repr(exc)}))
+            if ctx is not None:
+                ctx.reply_to.conn.send(ctx.reply_to.correlation_id,
+                                       ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=repr(exc)))
+            return
+        self._apply(outputs)
+
+    def _apply(self, outputs: list) -> None:
+        for out in outputs:
+            if type(out) is Reply:
+                out.to.conn.send(out.to.correlation_id, out.body)
+            elif type(out) is ArmTimer:
+                self._arm(out.key, out.deadline_ms)
+            elif type(out) is CancelTimer:
+                handle = self._timers.pop(out.key, None)
+                if handle is not None:
+                    handle.cancel()
+            elif type(out) is LogEvent:
+                self._emit(out)
+
+    def _arm(self, key: tuple, deadline_ms: int) -> None:
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        assert self._loop is not None
+        delay = max(0.0, (deadline_ms - self.clock()) / 1000.0)
+        self._timers[key] = self._loop.call_later(delay, self._fire, key)
+
+    def _fire(self, key: tuple) -> None:
+        self._timers.pop(key, None)
+        self._enqueue(key[1], ("timer", key))
+
+    def _emit(self, ev: LogEvent) -> None:
+        if self.events is not None:
+            self.events.emit(ev)
