@@ -578,7 +578,9 @@ class Group:
         assignments: dict[str, Any] = {}
         for m in self.members.values():
             assignments[m.member_id] = _decode_for_log(self.protocol_type, m.assignment)
-        self._log("group_stable", leader=self.leader_id, protocol_name=self.protocol_name, assignments=assignments)
+        clients = {m.member_id: m.client_id for m in self.members.values()}
+        self._log("group_stable", leader=self.leader_id, protocol_name=self.protocol_name, assignments=assignments,
+                  clients=clients)
 
     def _reply(self, to: Any, body: Any) -> None:
         self._out.append(Reply(to, body))

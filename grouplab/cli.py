@@ -1,0 +1,369 @@
+"""`grouplab` command line: run, coordinator, consumer, describe, topics, assign."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from consumer.assignors import UnknownAssignor, assignor_names, get_assignor
+from consumer.config import ConsumerConfig, ConsumerConfigError
+from coordinator.config import BrokerConfig, ConfigError
+from protocol.types import Subscription, TopicPartition, format_partitions
+
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+class UsageError(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------- parsing helpers
+
+
+def parse_topic_sizes(text: str) -> dict[str, int]:
+    """`t0:3,t1:3` -> {"t0": 3, "t1": 3}."""
+    sizes: dict[str, int] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, sep, count = item.rpartition(":")
+        if not sep or not name or not count.isdigit() or int(count) < 1:
+            raise UsageError(f"expected TOPIC:PARTITIONS (e.g. t0:3), got {item!r}")
+        sizes[name] = int(count)
+    if not sizes:
+        raise UsageError("no topics given")
+    return sizes
+
+
+def parse_list(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def broker_config(args: argparse.Namespace) -> BrokerConfig:
+    cfg = BrokerConfig()
+    if getattr(args, "config_file", None):
+        cfg = cfg.with_properties_file(args.config_file)
+    return cfg.with_overrides(args.config or [])
+
+
+def check_assignors(names: list[str]) -> list[str]:
+    for name in names:
+        get_assignor(name)
+    return names
+
+
+# ----------------------------------------------------------------------------- run
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    from grouplab.cluster import LocalCluster
+    from grouplab.display import RebalanceView, summary_table
+
+    topics = parse_topic_sizes(args.topics)
+    assignors = check_assignors(parse_list(args.assignor))
+    view = RebalanceView(console, args.group)
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
+                           run_dir, port=args.port, listeners=[view])
+    await cluster.start()
+    console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
+                  f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
+                  + (f" · event log in {run_dir}/" if run_dir else ""))
+    try:
+        console.print(f"[dim]starting {args.consumers} consumers…[/]")
+        for _ in range(args.consumers):
+            await cluster.add_consumer()
+        await cluster.wait_stable(args.timeout)
+        await asyncio.sleep(args.hold)
+        if not args.forever:
+            victim = cluster.apps[0]
+            console.print(f"[yellow]stopping {victim.client.config.client_id} (clean shutdown: LeaveGroup)…[/]")
+            await cluster.stop_consumer(victim)
+            await cluster.wait_stable(args.timeout)
+            await asyncio.sleep(args.hold)
+            console.print("[green]adding a consumer…[/]")
+            await cluster.add_consumer()
+            await cluster.wait_stable(args.timeout)
+            await asyncio.sleep(args.hold)
+        else:
+            console.print("[dim]running until Ctrl-C…[/]")
+            await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        console.print("[yellow]interrupted: shutting down…[/]")
+    finally:
+        apps = cluster.apps + cluster.stopped
+        await cluster.close()
+        console.print(summary_table(view.records))
+        processed = sum(sum(app.stats.processed.values()) for app in apps)
+        console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} synthetic records processed"
+                      + (f" · event log: {run_dir}/" if run_dir else ""))
+    return 0
+
+
+# ----------------------------------------------------------------------------- coordinator / consumer
+
+
+async def cmd_coordinator(args: argparse.Namespace) -> int:
+    from coordinator.server import CoordinatorServer
+    from grouplab.eventlog import run_dir_log, stderr_log
+
+    events = run_dir_log(args.run_dir, "coordinator") if args.run_dir else stderr_log("coordinator")
+    server = CoordinatorServer(broker_config(args), args.host, args.port, events=events)
+    await server.start()
+    err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port} (Ctrl-C to stop)")
+    try:
+        await server.serve_forever()
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await server.stop()
+        events.close()
+    return 0
+
+
+async def cmd_consumer(args: argparse.Namespace) -> int:
+    from consumer.app import SimulatedConsumerApp
+    from grouplab.admin import parse_bootstrap
+    from grouplab.eventlog import EventLog, run_dir_log, stderr_log
+
+    host, port = parse_bootstrap(args.bootstrap_server)
+    config = ConsumerConfig(group_id=args.group, topics=parse_list(args.topics), client_id=args.client_id,
+                            group_instance_id=args.group_instance_id,
+                            assignors=check_assignors(parse_list(args.assignor))).with_overrides(args.consumer_config or [])
+    events: EventLog = run_dir_log(args.run_dir, args.client_id) if args.run_dir else (
+        stderr_log(args.client_id) if args.log_json else EventLog(args.client_id))
+
+    def show(_node: str, ev: Any) -> None:
+        f = ev.fields
+        if ev.event == "partitions_assigned":
+            owned = [TopicPartition(t, p) for t, p in f["owned"]]
+            console.print(f"generation {f['generation_id']} · member {f['member_id']} · owns {format_partitions(owned)}")
+        elif ev.event == "partitions_revoked":
+            revoked = [TopicPartition(t, p) for t, p in f["partitions"]]
+            console.print(f"[yellow]revoked {format_partitions(revoked)}[/] ({f.get('reason')})")
+        elif ev.event == "fatal_error":
+            console.print(f"[red]fatal: {f['error']}[/] {f.get('message') or ''}")
+
+    events.listeners.append(show)
+    app = SimulatedConsumerApp(config, host, port, events=events)
+    try:
+        await app.start()
+    except OSError as exc:
+        err.print(f"[red]cannot connect to {host}:{port}: {exc}[/]")
+        return 1
+    console.print(f"consumer [bold]{args.client_id}[/] joining group {args.group} at {host}:{port} (Ctrl-C to leave)")
+    try:
+        while app.client.machine.fatal_error is None:
+            await asyncio.sleep(0.2)
+        return 2
+    except asyncio.CancelledError:
+        return 0
+    finally:
+        await app.stop(leave=True)
+        events.close()
+
+
+# ----------------------------------------------------------------------------- admin commands
+
+
+async def cmd_describe(args: argparse.Namespace) -> int:
+    from grouplab.admin import AdminClient, parse_bootstrap
+    from grouplab.display import describe_table
+    from protocol.consumer_protocol import decode_assignment
+
+    host, port = parse_bootstrap(args.bootstrap_server)
+    async with AdminClient(host, port) as admin:
+        groups = args.group or []
+        if args.all_groups:
+            groups = await admin.list_groups()
+        if not groups:
+            raise UsageError("give --group NAME (repeatable) or --all-groups")
+        described = await admin.describe_groups(groups)
+    if args.format == "json":
+        out = []
+        for g in described:
+            out.append({
+                "group_id": g.group_id, "state": g.group_state, "generation_id": g.generation_id,
+                "protocol_type": g.protocol_type, "protocol": g.protocol_data, "leader": g.leader,
+                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                             "client_host": m.client_host,
+                             "assignment": [list(tp) for tp in decode_assignment(m.member_assignment).partitions]}
+                            for m in g.members],
+            })
+        print(json.dumps(out, indent=2))
+    else:
+        for g in described:
+            console.print(describe_table(g, decode_assignment))
+    return 0
+
+
+async def cmd_topics(args: argparse.Namespace) -> int:
+    from grouplab.admin import AdminClient, parse_bootstrap
+
+    host, port = parse_bootstrap(args.bootstrap_server)
+    async with AdminClient(host, port) as admin:
+        if args.action == "create":
+            await admin.create_topics({args.topic: args.partitions})
+            console.print(f"created topic {args.topic} with {args.partitions} partitions")
+        elif args.action == "add-partitions":
+            await admin.create_partitions(args.topic, args.partitions)
+            console.print(f"topic {args.topic} now has {args.partitions} partitions")
+        else:
+            for name, count in sorted((await admin.topics()).items()):
+                console.print(f"{name}\t{count}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- assign (no server)
+
+
+def cmd_assign(args: argparse.Namespace) -> int:
+    sizes = parse_topic_sizes(args.topics)
+    subscriptions: dict[str, Subscription] = {}
+    for spec in args.member:
+        name, sep, topics = spec.partition("=")
+        if not sep or not name:
+            raise UsageError(f"expected --member NAME=TOPIC[,TOPIC...], got {spec!r}")
+        subscriptions[name] = Subscription(topics=parse_list(topics))
+    for spec in args.owned or []:
+        name, sep, parts = spec.partition("=")
+        if name not in subscriptions:
+            raise UsageError(f"--owned names unknown member {name!r}")
+        subscriptions[name].owned_partitions = [TopicPartition.parse(p) for p in parse_list(parts)]
+        subscriptions[name].generation_id = 1
+    if not subscriptions:
+        raise UsageError("give at least one --member NAME=TOPIC[,TOPIC...]")
+    result = get_assignor(args.assignor).assign(sizes, subscriptions)
+    if args.format == "json":
+        print(json.dumps({m: [[tp.topic, tp.partition] for tp in sorted(ps)] for m, ps in result.items()}))
+        return 0
+    from grouplab.display import assignment_table
+
+    console.print(assignment_table({m: sorted(ps) for m, ps in result.items()},
+                                   title=f"{args.assignor} · topics {args.topics}"))
+    return 0
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="grouplab", description="Kafka consumer-group rebalancing, emulated, over real sockets.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add_broker_config(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--config", action="append", metavar="NAME=VALUE",
+                        help=f"broker config override with Kafka's name (repeatable); known: {', '.join(BrokerConfig.names())}")
+        sp.add_argument("--config-file", metavar="FILE", help="a server.properties-style file of overrides")
+
+    def add_bootstrap(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
+
+    r = sub.add_parser("run", help="a coordinator plus N simulated consumers, showing each rebalance live")
+    r.add_argument("--consumers", type=int, default=3)
+    r.add_argument("--topics", default="t0:3,t1:3", help="TOPIC:PARTITIONS,... to create")
+    r.add_argument("--assignor", default="range", help=f"preference list of {', '.join(assignor_names())}")
+    r.add_argument("--group", default="grouplab")
+    r.add_argument("--port", type=int, default=0, help="coordinator port (0: any free port)")
+    r.add_argument("--run-dir", help="write the JSON event log, one file per node, into this directory")
+    r.add_argument("--hold", type=float, default=2.0, help="seconds to keep processing between steps")
+    r.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each rebalance")
+    r.add_argument("--forever", action="store_true", help="skip the stop/add script; run until Ctrl-C")
+    r.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE",
+                   help="consumer config override with Kafka's name (repeatable)")
+    add_broker_config(r)
+
+    c = sub.add_parser("coordinator", help="run the coordinator server alone")
+    c.add_argument("--host", default="127.0.0.1")
+    c.add_argument("--port", type=int, default=9092)
+    c.add_argument("--run-dir", help="write the event log to RUN_DIR/coordinator.jsonl instead of stderr")
+    add_broker_config(c)
+
+    k = sub.add_parser("consumer", help="run one simulated consumer against a coordinator")
+    add_bootstrap(k)
+    k.add_argument("--group", required=True)
+    k.add_argument("--topics", required=True, help="TOPIC,TOPIC,...")
+    k.add_argument("--assignor", default="range", help="partition.assignment.strategy, preference order")
+    k.add_argument("--client-id", default="consumer")
+    k.add_argument("--group-instance-id", help="static membership (group.instance.id)")
+    k.add_argument("--run-dir", help="write the event log to RUN_DIR/<client-id>.jsonl")
+    k.add_argument("--log-json", action="store_true", help="also print the JSON event log to stderr")
+    k.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE")
+
+    d = sub.add_parser("describe", help="describe groups (members, generation, state, protocol, assignments)")
+    add_bootstrap(d)
+    d.add_argument("--group", action="append")
+    d.add_argument("--all-groups", action="store_true")
+    d.add_argument("--format", choices=["table", "json"], default="table")
+
+    t = sub.add_parser("topics", help="create topics, add partitions, list topics")
+    tsub = t.add_subparsers(dest="action", required=True)
+    tc = tsub.add_parser("create")
+    tc.add_argument("topic")
+    tc.add_argument("--partitions", type=int, default=1)
+    add_bootstrap(tc)
+    ta = tsub.add_parser("add-partitions", help="raise a topic's partition count to --partitions (the new total)")
+    ta.add_argument("topic")
+    ta.add_argument("--partitions", type=int, required=True)
+    add_bootstrap(ta)
+    tl = tsub.add_parser("list")
+    add_bootstrap(tl)
+
+    a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
+    a.add_argument("--assignor", required=True)
+    a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
+    a.add_argument("--member", action="append", default=[], metavar="NAME=TOPIC[,TOPIC]")
+    a.add_argument("--owned", action="append", metavar="NAME=T:P[,T:P]", help="previous ownership (sticky assignors)")
+    a.add_argument("--format", choices=["table", "json"], default="table")
+    return p
+
+
+_ASYNC = {"run": cmd_run, "coordinator": cmd_coordinator, "consumer": cmd_consumer, "describe": cmd_describe,
+          "topics": cmd_topics}
+
+
+def _run_async(coro_fn: Any, args: argparse.Namespace) -> int:
+    """Run a command; Ctrl-C (SIGINT/SIGTERM) cancels it so its cleanup runs and it exits cleanly."""
+    async def main() -> int:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        assert task is not None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            return await coro_fn(args)
+        except asyncio.CancelledError:
+            return 130
+
+    return asyncio.run(main())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "assign":
+            return cmd_assign(args)
+        return _run_async(_ASYNC[args.command], args)
+    except (UsageError, ConfigError, ConsumerConfigError, UnknownAssignor, ValueError) as exc:
+        err.print(f"[red]grouplab {args.command}: {exc}[/]")
+        return 2
+    except ConnectionRefusedError as exc:
+        err.print(f"[red]grouplab {args.command}: cannot connect: {exc}[/]")
+        return 1
+    except Exception as exc:
+        from grouplab.admin import AdminError
+
+        if isinstance(exc, AdminError):
+            err.print(f"[red]grouplab {args.command}: {exc}[/]")
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

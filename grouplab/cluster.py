@@ -1,0 +1,112 @@
+"""A local cluster for `grouplab run`, tests and benchmarks: one coordinator server and any number
+of simulated consumer apps in this process, all talking over real loopback TCP sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any, Callable
+
+from consumer.app import SimulatedConsumerApp
+from consumer.config import ConsumerConfig
+from consumer.coordinator import MemberState
+from coordinator.config import BrokerConfig
+from coordinator.group import GroupState
+from coordinator.server import CoordinatorServer
+from grouplab.eventlog import EventLog, null_log, run_dir_log
+from protocol.effects import LogEvent
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        topics: dict[str, int],
+        group_id: str = "grouplab",
+        assignors: list[str] | None = None,
+        broker_config: BrokerConfig | None = None,
+        consumer_overrides: list[str] | None = None,
+        run_dir: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        listeners: list[Callable[[str, LogEvent], None]] | None = None,
+    ) -> None:
+        self.topics = topics
+        self.group_id = group_id
+        self.assignors = assignors or ["range"]
+        self.broker_config = broker_config or BrokerConfig()
+        self.consumer_overrides = consumer_overrides or []
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.host = host
+        self.port = port
+        self.listeners = list(listeners or [])
+        self.server: CoordinatorServer | None = None
+        self.apps: list[SimulatedConsumerApp] = []
+        self.stopped: list[SimulatedConsumerApp] = []
+        self._numbers = itertools.count(1)
+        self._changed = asyncio.Event()
+        self._logs: list[EventLog] = []
+
+    def _log(self, node: str) -> EventLog:
+        log = run_dir_log(self.run_dir, node) if self.run_dir else null_log(node)
+        log.listeners.append(lambda _n, _e: self._changed.set())
+        log.listeners.extend(self.listeners)
+        self._logs.append(log)
+        return log
+
+    async def start(self) -> "LocalCluster":
+        self.server = CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"))
+        await self.server.start()
+        self.port = self.server.port
+        if self.topics:
+            from grouplab.admin import AdminClient
+
+            async with AdminClient(self.host, self.port) as admin:
+                await admin.create_topics(self.topics)
+        return self
+
+    async def add_consumer(self, name: str | None = None, topics: list[str] | None = None,
+                           assignors: list[str] | None = None) -> SimulatedConsumerApp:
+        name = name or f"consumer-{next(self._numbers)}"
+        config = ConsumerConfig(group_id=self.group_id, topics=topics or sorted(self.topics), client_id=name,
+                                assignors=assignors or self.assignors).with_overrides(self.consumer_overrides)
+        app = SimulatedConsumerApp(config, self.host, self.port, events=self._log(name))
+        await app.start()
+        self.apps.append(app)
+        return app
+
+    async def stop_consumer(self, app: SimulatedConsumerApp, leave: bool = True) -> None:
+        self.apps.remove(app)
+        self.stopped.append(app)
+        await app.stop(leave=leave)
+        self._changed.set()
+
+    def group_state(self) -> Any:
+        assert self.server is not None
+        return self.server.broker.groups.get(self.group_id)
+
+    def is_stable(self) -> bool:
+        """The group is Stable with exactly the live apps as members, each of them Stable in it."""
+        group = self.group_state()
+        if group is None or group.state is not GroupState.STABLE:
+            return False
+        members = {app.client.member_id for app in self.apps}
+        return (set(group.members) == members
+                and all(app.client.state is MemberState.STABLE and app.client.generation_id == group.generation_id
+                        for app in self.apps))
+
+    async def wait_stable(self, timeout_s: float = 60.0) -> None:
+        async def wait() -> None:
+            while not self.is_stable():
+                self._changed.clear()
+                await self._changed.wait()
+        await asyncio.wait_for(wait(), timeout_s)
+
+    async def close(self) -> None:
+        for app in list(self.apps):
+            await self.stop_consumer(app, leave=True)
+        await asyncio.sleep(0.05)  # let the last LeaveGroups land before the server goes
+        if self.server is not None:
+            await self.server.stop()
+        for log in self._logs:
+            log.close()

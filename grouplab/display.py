@@ -1,0 +1,132 @@
+"""Terminal output with rich: rebalance tables for `grouplab run`, group descriptions, summaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from protocol.effects import LogEvent
+from protocol.types import TopicPartition, format_partitions
+
+
+def short_member(member_id: str, clients: dict[str, str] | None = None) -> str:
+    """`consumer-1-0f3a…`: the client id and the first characters of the UUID part."""
+    client = (clients or {}).get(member_id)
+    if client and member_id.startswith(client + "-"):
+        return f"{client}-{member_id[len(client) + 1:][:4]}"
+    return member_id if len(member_id) <= 24 else member_id[:24] + "…"
+
+
+def assignment_table(assignments: dict[str, list[TopicPartition]], leader: str | None = None,
+                     clients: dict[str, str] | None = None, moved: dict[str, int] | None = None,
+                     title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=True, header_style="bold")
+    table.add_column("member")
+    table.add_column("role")
+    table.add_column("#", justify="right")
+    table.add_column("partitions")
+    if moved is not None:
+        table.add_column("moved in", justify="right")
+    for member in sorted(assignments, key=lambda m: (clients or {}).get(m, m)):
+        parts = assignments[member]
+        row = [short_member(member, clients), "leader" if member == leader else "", str(len(parts)), format_partitions(parts)]
+        if moved is not None:
+            row.append(str(moved.get(member, 0)))
+        table.add_row(*row)
+    return table
+
+
+@dataclass
+class RebalanceRecord:
+    generation_id: int
+    trigger: str
+    started_ms: int
+    ended_ms: int
+    leader: str
+    protocol: str
+    assignments: dict[str, list[TopicPartition]]
+    clients: dict[str, str]
+    moved: int
+
+    @property
+    def duration_ms(self) -> int:
+        return self.ended_ms - self.started_ms
+
+
+@dataclass
+class RebalanceView:
+    """Listens to the coordinator's events and prints each completed rebalance as it happens."""
+
+    console: Console
+    group_id: str
+    records: list[RebalanceRecord] = field(default_factory=list)
+    _started_ms: int | None = None
+    _trigger: str = ""
+    _previous: dict[TopicPartition, str] = field(default_factory=dict)
+    _clients: dict[str, str] = field(default_factory=dict)  # every member id seen -> client id
+
+    def __call__(self, node: str, ev: LogEvent) -> None:
+        f = ev.fields
+        if f.get("group_id") != self.group_id:
+            return
+        if ev.event == "rebalance_started":
+            if self._started_ms is None:
+                self._started_ms = ev.ts_ms
+                self._trigger = f.get("trigger", "")
+        elif ev.event == "group_stable":
+            self._on_stable(ev)
+
+    def _on_stable(self, ev: LogEvent) -> None:
+        f = ev.fields
+        assignments = {m: [TopicPartition(t, p) for t, p in ps] if isinstance(ps, list) else []
+                       for m, ps in f["assignments"].items()}
+        owner = {tp: m for m, ps in assignments.items() for tp in ps}
+        moved_to: dict[str, int] = {}
+        for tp, m in owner.items():
+            if self._previous.get(tp) not in (None, m):
+                moved_to[m] = moved_to.get(m, 0) + 1
+        self._clients.update(f.get("clients", {}))
+        trigger = self._trigger or "?"
+        for member_id, client in self._clients.items():
+            trigger = trigger.replace(member_id, short_member(member_id, self._clients))
+        record = RebalanceRecord(
+            generation_id=f["generation_id"], trigger=trigger, started_ms=self._started_ms or ev.ts_ms,
+            ended_ms=ev.ts_ms, leader=f.get("leader") or "", protocol=f.get("protocol_name") or "",
+            assignments=assignments, clients=f.get("clients", {}), moved=sum(moved_to.values()),
+        )
+        self.records.append(record)
+        self._previous = owner
+        self._started_ms = None
+        self.console.print(
+            f"\n[bold cyan]generation {record.generation_id}[/] · protocol [bold]{record.protocol}[/] · "
+            f"leader {short_member(record.leader, record.clients)} · {len(assignments)} members · "
+            f"rebalance took {record.duration_ms} ms · {record.moved} partitions moved\n[dim]trigger: {record.trigger}[/]")
+        self.console.print(assignment_table(assignments, record.leader, record.clients, moved_to))
+
+
+def summary_table(records: list[RebalanceRecord]) -> Table:
+    table = Table(title="rebalances", title_justify="left", header_style="bold")
+    for col in ("generation", "members", "protocol", "duration ms", "moved", "trigger"):
+        table.add_column(col, justify="right" if col in ("generation", "members", "duration ms", "moved") else "left")
+    for r in records:
+        table.add_row(str(r.generation_id), str(len(r.assignments)), r.protocol, str(r.duration_ms), str(r.moved), r.trigger)
+    return table
+
+
+def describe_table(group: Any, decode_assignment: Any) -> Table:
+    """kafka-consumer-groups --describe, the members view, plus generation and leader."""
+    clients = {m.member_id: m.client_id for m in group.members}
+    title = (f"group [bold]{group.group_id}[/] · state [bold]{group.group_state}[/] · generation {group.generation_id} · "
+             f"protocol {group.protocol_data or '-'} ({group.protocol_type or '-'}) · "
+             f"leader {short_member(group.leader, clients) if group.leader else '-'} · {len(group.members)} members")
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for col in ("member id", "group instance id", "client id", "host", "#", "assignment"):
+        table.add_column(col)
+    for m in group.members:
+        parts = decode_assignment(m.member_assignment).partitions if m.member_assignment else []
+        table.add_row(m.member_id, m.group_instance_id or "-", m.client_id, m.client_host, str(len(parts)),
+                      format_partitions(parts) if m.member_assignment else "-")
+    return table
