@@ -114,7 +114,7 @@ class CoordinatorServer:
 
     async def start(self) -> "CoordinatorServer":
         self._loop = asyncio.get_running_loop()
-        self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port)
+        self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port, backlog=4096)
         self.port = self._server.sockets[0].getsockname()[1]
         self.broker.topics.port = self.port
         self._emit(LogEvent("coordinator_started", self.clock(), {"host": self.host, "port": self.port,
