@@ -1,0 +1,91 @@
+"""`grouplab run` as a user runs it: a subprocess, real sockets, output read back; and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FAST = [
+    "--config", "group.initial.rebalance.delay.ms=0",
+    "--consumer-config", "heartbeat.interval.ms=100",
+    "--consumer-config", "session.timeout.ms=6000",
+    "--hold", "0.2", "--timeout", "30",
+]
+
+
+def grouplab(*args: str) -> list[str]:
+    return [sys.executable, "-m", "grouplab.cli", *args]
+
+
+def test_run_shows_three_rebalances_and_a_summary(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(grouplab("run", "--consumers", "3", "--topics", "t0:3,t1:3", "--assignor", "range",
+                                   "--run-dir", str(run_dir), *FAST),
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    # The initial generation, the one after a consumer leaves, the one after a consumer is added.
+    assert out.count("protocol range") >= 3, out
+    assert "stopping consumer-1" in out and "adding a consumer" in out
+    assert "rebalances" in out and "4 consumers ran" in out
+    lines = [json.loads(line) for line in (run_dir / "coordinator.jsonl").read_text().splitlines()]
+    stable = [ev for ev in lines if ev["event"] == "group_stable"]
+    assert len(stable) >= 3
+    counts = [len(ev["assignments"]) for ev in stable]
+    assert counts[-2:] == [2, 3] and 3 in counts[:-2], counts  # 3 members, one leaves, one joins
+    # Every partition of t0 and t1 is owned exactly once in the last stable generation.
+    owned = [tuple(tp) for parts in stable[-1]["assignments"].values() for tp in parts]
+    assert sorted(owned) == [(t, p) for t in ("t0", "t1") for p in range(3)]
+    for name in ("consumer-1", "consumer-2", "consumer-3", "consumer-4"):
+        assert (run_dir / f"{name}.jsonl").exists()
+
+
+def test_ctrl_c_exits_cleanly_with_a_summary() -> None:
+    proc = subprocess.Popen(grouplab("run", "--consumers", "2", "--forever", *FAST), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    try:
+        deadline = time.monotonic() + 60
+        seen = []
+        assert proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            seen.append(line)
+            if "running until Ctrl-C" in line:
+                break
+        else:
+            raise AssertionError("never reached the steady state: " + "".join(seen))
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "interrupted" in rest and "rebalances" in rest
+    assert "Traceback" not in err
+
+
+def test_bad_flags_give_a_clear_error() -> None:
+    proc = subprocess.run(grouplab("run", "--assignor", "nope"), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "unknown assignor 'nope'" in proc.stderr
+    proc = subprocess.run(grouplab("run", "--config", "no.such.config=1"), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "unknown config 'no.such.config'" in proc.stderr
+    proc = subprocess.run(grouplab("run", "--topics", "t0"), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "TOPIC:PARTITIONS" in proc.stderr
+
+
+def test_assign_calculator_json() -> None:
+    proc = subprocess.run(grouplab("assign", "--assignor", "range", "--topics", "t0:3,t1:3",
+                                   "--member", "c0=t0,t1", "--member", "c1=t0,t1", "--format", "json"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "c0": [["t0", 0], ["t0", 1], ["t1", 0], ["t1", 1]],
+        "c1": [["t0", 2], ["t1", 2]],
+    }
