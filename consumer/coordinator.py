@@ -144,7 +144,7 @@ class ConsumerCoordinator:
         """The application called poll(): it is alive. After a poll timeout this rejoins."""
         self._begin(now_ms)
         self.last_poll_ms = now_ms
-        if self.state is MemberState.UNJOINED and self.rejoin_reason == "poll timeout" and not self._inflight:
+        if self.state is MemberState.UNJOINED and self.rejoin_reason == "poll timeout":
             self._send_join()
         return self._end()
 
@@ -181,6 +181,7 @@ class ConsumerCoordinator:
         elif key == _TIMER_REQUEST and self.state in (MemberState.JOINING, MemberState.SYNCING):
             self._log("request_timed_out", waiting_in=self.state.value)
             self._inflight.clear()
+            self._heartbeat_inflight = False
             self._out.append(Reconnect(f"no answer while {self.state.value}"))
             self._request_rejoin("request timed out", backoff=True)
         return self._end()
@@ -395,6 +396,7 @@ class ConsumerCoordinator:
         self._cancel(_TIMER_HEARTBEAT)
         self._cancel(_TIMER_METADATA)
         self._cancel(_TIMER_REQUEST)
+        self._cancel(_TIMER_REJOIN)
         self._arm(_TIMER_POLL, self._now + self.config.max_poll_interval_ms)
 
     # ------------------------------------------------------------------ errors and rejoining
