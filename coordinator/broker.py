@@ -92,7 +92,12 @@ class Broker:
         if not req.group_id:
             return [Reply(ctx.reply_to, JoinGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID, member_id=req.member_id,
                                                           error_message="group_id must not be empty"))]
-        return self.group(req.group_id).handle_join(req, ctx.reply_to, now_ms, ctx.client_id, ctx.client_host)
+        existed = req.group_id in self.groups
+        group = self.group(req.group_id)
+        out = group.handle_join(req, ctx.reply_to, now_ms, ctx.client_id, ctx.client_host)
+        if not existed and not group.members and not group.pending_members:
+            del self.groups[req.group_id]  # a rejected join leaves no phantom Empty group behind
+        return out
 
     def _on_SyncGroup(self, req: SyncGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         group = self.groups.get(req.group_id)

@@ -309,7 +309,7 @@ class Group:
             return
         # KIP-345: a known instance comes back under a new member id and takes the old one's place.
         old = self.members.pop(old_id)
-        self._supersede(old.join_reply, None, JoinGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
+        self._supersede(old.join_reply, reply_to, JoinGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
         self._supersede(old.sync_reply, None, SyncGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
         self._out.append(CancelTimer(self.timers.session(old_id)))
         member = self._new_member(req, member_id, client_id, client_host)
@@ -323,7 +323,7 @@ class Group:
             self.pending_sync.discard(old_id)
             self.pending_sync.add(member_id)
         self._log("static_member_replaced", member_id=member_id, old_member_id=old_id, group_instance_id=instance)
-        unchanged = old.protocols == member.protocols
+        unchanged = old.protocol_type == member.protocol_type and old.protocols == member.protocols
         if self.state is GroupState.STABLE and unchanged:
             self._arm_session(member)
             self._reply(reply_to, self._join_response(member, skip_assignment=True))
@@ -335,7 +335,7 @@ class Group:
             self._prepare_rebalance(f"static member {instance} rejoined as {member_id}")
 
     def _join_existing(self, member: Member, req: JoinGroupRequest, reply_to: Any) -> None:
-        changed = member.protocols != [(p.name, p.metadata) for p in req.protocols]
+        changed = member.protocol_type != req.protocol_type or member.protocols != [(p.name, p.metadata) for p in req.protocols]
         if self.state is GroupState.PREPARING_REBALANCE:
             self._update_member(member, req, reply_to)
             self._try_complete_join()
@@ -365,6 +365,7 @@ class Group:
     def _update_member(self, member: Member, req: JoinGroupRequest, reply_to: Any) -> None:
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.protocol_type = req.protocol_type
         member.protocols = [(p.name, p.metadata) for p in req.protocols]
         self._supersede(member.join_reply, reply_to, JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
         member.join_reply = reply_to
@@ -470,7 +471,8 @@ class Group:
         late = [self.members[mid] for mid in self.members if mid in self.pending_sync]
         self.pending_sync.clear()
         for m in late:
-            self._remove_member(m, RemovalReason.SYNC_TIMEOUT, "did not send SyncGroup within the rebalance timeout")
+            self._remove_member(m, RemovalReason.SYNC_TIMEOUT, "did not send SyncGroup within the rebalance timeout", update=False)
+        self._prepare_rebalance(f"{', '.join(m.member_id for m in late)} removed: {RemovalReason.SYNC_TIMEOUT.value}")
 
     def _maybe_cancel_sync_timer(self) -> None:
         if not self.pending_sync:
