@@ -85,6 +85,9 @@ class GroupMemberClient:
         self._reconnect_task: asyncio.Task | None = None
         self._state_changed = asyncio.Event()
         self.reconnects = 0
+        # A request the machine sent while there was no connection (e.g. a backed-off rejoin that
+        # fired before the reconnect): it never left, so the machine is told once reconnected.
+        self._dropped_sends = False
 
     # ------------------------------------------------------------------ public
 
@@ -167,6 +170,9 @@ class GroupMemberClient:
                 self.reconnects += 1
                 self._emit(LogEvent("coordinator_connected", self.clock(), {"group_id": self.config.group_id,
                                                                            "member_id": self.machine.member_id}))
+                if self._dropped_sends:
+                    self._dropped_sends = False
+                    self._apply(self.machine.on_disconnect(self.clock()))
             except OSError:
                 backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX_MS)
 
@@ -216,7 +222,8 @@ class GroupMemberClient:
     def _send(self, out: Send) -> None:
         wire = self._wire
         if wire is None or wire.transport is None:
-            return  # lost with the connection; the machine hears of it through on_disconnect
+            self._dropped_sends = True  # lost; the machine hears of it through on_disconnect
+            return
         self._pending_api[out.correlation_id] = out.api
         header = RequestHeader(out.api, API[out.api].max_version, out.correlation_id, self.config.client_id)
         wire.transport.write(encode_request(header, out.body))

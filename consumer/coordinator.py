@@ -127,6 +127,7 @@ class ConsumerCoordinator:
         self._next_cid = 0
         self._inflight: dict[int, str] = {}  # correlation id -> what the request was for
         self._join_members: list[Any] = []
+        self._skip_assignment = False
         self._out: list[Any] = []
         self._now = 0
         self._heartbeat_inflight = False
@@ -259,7 +260,10 @@ class ConsumerCoordinator:
         is_leader = resp.leader == resp.member_id
         self._log("joined", leader=resp.leader, protocol_name=resp.protocol_name, is_leader=is_leader,
                   members=[m.member_id for m in resp.members])
-        if is_leader and not resp.skip_assignment:
+        if is_leader:
+            # KIP-814: with skip_assignment the leader keeps the current assignment but still
+            # learns the group's subscriptions, to watch their partition counts.
+            self._skip_assignment = resp.skip_assignment
             self._join_members = list(resp.members)
             subs = self._decode_subscriptions()
             if subs is None:
@@ -286,9 +290,12 @@ class ConsumerCoordinator:
         if subs is None:
             return
         partitions_per_topic = {t.name: len(t.partitions) for t in resp.topics if t.error_code == 0 and t.partitions}
+        self.assigned_metadata = {t: partitions_per_topic.get(t, 0) for t in self.group_subscription}
+        if self._skip_assignment:
+            self._send_sync([])
+            return
         assignor = next(a for a in self.assignors if a.name == self.protocol_name)
         result = assignor.assign(partitions_per_topic, subs)
-        self.assigned_metadata = {t: partitions_per_topic.get(t, 0) for t in self.group_subscription}
         self._log("assignment_computed", assignor=assignor.name, partitions_per_topic=partitions_per_topic,
                   assignments={m: _tps(ps) for m, ps in result.items()})
         assignments = [

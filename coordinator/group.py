@@ -167,10 +167,12 @@ class Group:
             return self._end()
         member = self.members[req.member_id]
         member.last_heartbeat_ms = now_ms
+        was_pending = member.member_id in self.pending_sync
         self.pending_sync.discard(member.member_id)
         if self.state is GroupState.STABLE:
             self._reply(reply_to, self._sync_response(member))
-            self._maybe_cancel_sync_timer()
+            if was_pending:
+                self._maybe_cancel_sync_timer()
             return self._end()
         # CompletingRebalance: park until the leader's assignment arrives.
         self._supersede(member.sync_reply, reply_to, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
@@ -208,6 +210,14 @@ class Group:
             code = ErrorCode.NONE
             if who.group_instance_id is not None and self.static_members.get(who.group_instance_id) not in (None, member_id):
                 code = ErrorCode.FENCED_INSTANCE_ID
+            elif member_id in self.pending_members:
+                # Kafka: a member that got its id but never joined may leave too.
+                del self.pending_members[member_id]
+                self._out.append(CancelTimer(self.timers.pending(member_id)))
+                self._log("pending_member_left", member_id=member_id)
+                results.append(LeaveGroupResponseMember(member_id=member_id, group_instance_id=who.group_instance_id))
+                self._try_complete_join()
+                continue
             elif member_id not in self.members:
                 code = ErrorCode.UNKNOWN_MEMBER_ID
             results.append(LeaveGroupResponseMember(member_id=member_id, group_instance_id=who.group_instance_id, error_code=code))
@@ -308,14 +318,15 @@ class Group:
             self._add_member_and_rebalance(member, reply_to, f"static member {instance} joined")
             return
         # KIP-345: a known instance comes back under a new member id and takes the old one's place.
-        old = self.members.pop(old_id)
+        old = self.members[old_id]
         self._supersede(old.join_reply, reply_to, JoinGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
         self._supersede(old.sync_reply, None, SyncGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
         self._out.append(CancelTimer(self.timers.session(old_id)))
         member = self._new_member(req, member_id, client_id, client_host)
         member.assignment = old.assignment
         member.last_heartbeat_ms = self._now
-        self.members[member_id] = member
+        # The new id takes the old one's place in join order (leader choice and vote tie-breaks use it).
+        self.members = {(member_id if mid == old_id else mid): (member if mid == old_id else m) for mid, m in self.members.items()}
         self.static_members[instance] = member_id
         if self.leader_id == old_id:
             self.leader_id = member_id
@@ -547,7 +558,7 @@ class Group:
     def _join_response(self, member: Member, skip_assignment: bool = False) -> JoinGroupResponse:
         is_leader = member.member_id == self.leader_id
         members = []
-        if is_leader and not skip_assignment:
+        if is_leader:
             members = [
                 JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
                                         metadata=m.metadata(self.protocol_name))

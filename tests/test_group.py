@@ -832,18 +832,19 @@ def test_static_leader_rejoin_keeps_leadership_across_the_next_rebalance():
     assert (body.error_code, body.generation_id, body.leader, body.member_id, body.skip_assignment) == (0, 1, a2, a2, True)
     assert eff.timers == {session_key(a): None, session_key(a2): t + SESSION}
     assert view(g) == expect("Stable", 1, leader=a2, pname="range",
-                             members=[M(b, assignment=assignment_of(b)), M(a2, assignment=assignment_of(a))],
+                             # the new id keeps the old one's place in join order
+                             members=[M(a2, assignment=assignment_of(a)), M(b, assignment=assignment_of(b))],
                              static={"i0": a2, "i1": b})
 
-    # b changes its subscription; the previous leader (a2) stays leader though b joined first.
+    # b changes its subscription; the previous leader (a2) stays leader.
     g.handle_join(join_req(b, protos("c1", "range", "roundrobin"), instance="i1"), "c1/j2", t + 1000, "c1")
     eff = effects(g.handle_join(join_req(a2, protos("c0"), instance="i0"), "c0/j2", t + 1100, "c0"))
     assert eff.replies == {
-        "c0/j2": jr(a2, 2, a2, [jm(b, meta("c1", "range"), "i1"), jm(a2, meta("c0", "range"), "i0")]),
+        "c0/j2": jr(a2, 2, a2, [jm(a2, meta("c0", "range"), "i0"), jm(b, meta("c1", "range"), "i1")]),
         "c1/j2": jr(b, 2, a2),
     }
     assert view(g) == expect("CompletingRebalance", 2, leader=a2, pname="range",
-                             members=[M(b, assignment=assignment_of(b)), M(a2, assignment=assignment_of(a))],
+                             members=[M(a2, assignment=assignment_of(a)), M(b, assignment=assignment_of(b))],
                              pending_sync=[a2, b], static={"i0": a2, "i1": b})
 
 
@@ -1155,7 +1156,7 @@ class GroupMachine(RuleBasedStateMachine):
             if body.error_code == 0:
                 assert body.generation_id == self.g.generation_id and body.member_id in self.g.members
                 self.generation[client] = body.generation_id
-                if body.member_id == self.g.leader_id and not body.skip_assignment:
+                if body.member_id == self.g.leader_id:  # KIP-814: even with skip_assignment
                     assert [m.member_id for m in body.members] == list(self.g.members)
                 else:
                     assert body.members == []

@@ -1,0 +1,64 @@
+"""Shared test fixtures: an event recorder that any number of EventLogs feed, condition waits that
+wake on those events, and an AsyncExitStack for cleaning up servers and clients."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, Callable
+
+import pytest
+
+from grouplab.eventlog import EventLog
+from protocol.effects import LogEvent
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class EventRecorder:
+    """Collects (node, LogEvent) from every EventLog made by `log(node)`; `wait_until` re-checks a
+    condition after every recorded event (and on a short tick, for state that changes silently)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, LogEvent]] = []
+        self._changed = asyncio.Event()
+
+    def log(self, node: str) -> EventLog:
+        log = EventLog(node)
+        log.listeners.append(self.record)
+        return log
+
+    def record(self, node: str, ev: LogEvent) -> None:
+        self.records.append((node, ev))
+        self._changed.set()
+
+    def events(self, event: str | None = None, node: str | None = None, **fields: Any) -> list[LogEvent]:
+        return [
+            ev for n, ev in self.records
+            if (event is None or ev.event == event) and (node is None or n == node)
+            and all(ev.fields.get(k) == v for k, v in fields.items())
+        ]
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout_s: float = DEFAULT_TIMEOUT_S,
+                         what: str = "condition") -> None:
+        async def loop() -> None:
+            while not predicate():
+                self._changed.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), 0.05)
+        try:
+            await asyncio.wait_for(loop(), timeout_s)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}") from None
+
+
+@pytest.fixture
+def recorder() -> EventRecorder:
+    return EventRecorder()
+
+
+@pytest.fixture
+async def cleanup():
+    """An AsyncExitStack unwound after the test (register stops/closes with push_async_callback)."""
+    async with contextlib.AsyncExitStack() as stack:
+        yield stack
