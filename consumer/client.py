@@ -148,6 +148,10 @@ class GroupMemberClient:
         assert self._loop is not None
         _, wire = await self._loop.create_connection(lambda: _Wire(self), self.host, self.port)
         self._wire = wire
+        self._emit(LogEvent("coordinator_connected", self.clock(), self._ids()))
+
+    def _ids(self) -> dict[str, Any]:
+        return {"group_id": self.config.group_id, "member_id": self.machine.member_id}
 
     def _on_connection_lost(self, wire: _Wire) -> None:
         if wire is not self._wire or self._closing:
@@ -168,8 +172,6 @@ class GroupMemberClient:
             try:
                 await self._connect()
                 self.reconnects += 1
-                self._emit(LogEvent("coordinator_connected", self.clock(), {"group_id": self.config.group_id,
-                                                                           "member_id": self.machine.member_id}))
                 if self._dropped_sends:
                     self._dropped_sends = False
                     self._apply(self.machine.on_disconnect(self.clock()))
@@ -183,11 +185,11 @@ class GroupMemberClient:
             cid, raw_body = read_response(frame)
             api = self._pending_api.pop(cid, None)
             if api is None:
-                self._emit(LogEvent("unexpected_response", self.clock(), {"correlation_id": cid, "body": repr(raw_body)[:200]}))
+                self._emit(LogEvent("unexpected_response", self.clock(), {**self._ids(), "correlation_id": cid, "body": repr(raw_body)[:200]}))
                 return
             body = schema.decode(API[api].response, raw_body, "body")
         except ProtocolError as exc:
-            self._emit(LogEvent("bad_response", self.clock(), {"error": exc.message}))
+            self._emit(LogEvent("bad_response", self.clock(), {**self._ids(), "error": exc.message}))
             return
         self._apply(self.machine.on_response(cid, body, self.clock()))
 

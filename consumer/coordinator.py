@@ -460,7 +460,9 @@ class ConsumerCoordinator:
         self.generation_id = NO_GENERATION
 
     def _leave(self, reason: str) -> None:
-        if self.member_id:
+        # KIP-345: a static member does not leave on close or poll timeout, so that a restart within
+        # session.timeout.ms takes its old place without a rebalance.
+        if self.member_id and self.config.group_instance_id is None:
             member = LeaveGroupRequestMember(self.member_id, self.config.group_instance_id, reason)
             self._send(LeaveGroupRequest(self.config.group_id, [member]), "LeaveGroup", "leave")
             self._log("leave_sent", reason=reason)

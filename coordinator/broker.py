@@ -79,6 +79,9 @@ class Broker:
         return g
 
     def handle(self, api: str, body: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        if api in GROUP_APIS and not body.group_id:
+            response = API[api].response(error_code=ErrorCode.INVALID_GROUP_ID, error_message="group_id must not be empty")
+            return [Reply(ctx.reply_to, response)]
         handler = getattr(self, f"_on_{api}")
         return handler(body, ctx, now_ms)
 
@@ -89,9 +92,6 @@ class Broker:
     # ------------------------------------------------------------------ group APIs
 
     def _on_JoinGroup(self, req: JoinGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
-        if not req.group_id:
-            return [Reply(ctx.reply_to, JoinGroupResponse(error_code=ErrorCode.INVALID_GROUP_ID, member_id=req.member_id,
-                                                          error_message="group_id must not be empty"))]
         existed = req.group_id in self.groups
         group = self.group(req.group_id)
         out = group.handle_join(req, ctx.reply_to, now_ms, ctx.client_id, ctx.client_host)
@@ -143,14 +143,14 @@ class Broker:
     def _on_Metadata(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         response, created = self.topics.metadata(req)
         out: list[Output] = [Reply(ctx.reply_to, response)]
-        out += [LogEvent("topic_created", now_ms, {"topic": t, "partitions": self.topics.partitions[t], "auto": True}) for t in created]
+        out += [LogEvent("topic_created", now_ms, {"topic": t, "partition_count": self.topics.partitions[t], "auto": True}) for t in created]
         return out
 
     def _on_CreateTopics(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         response = self.topics.create_topics(req)
         out: list[Output] = [Reply(ctx.reply_to, response)]
         if not req.validate_only:
-            out += [LogEvent("topic_created", now_ms, {"topic": r.name, "partitions": r.num_partitions, "auto": False})
+            out += [LogEvent("topic_created", now_ms, {"topic": r.name, "partition_count": r.num_partitions, "auto": False})
                     for r in response.topics if r.error_code == 0]
         return out
 
@@ -158,6 +158,6 @@ class Broker:
         response = self.topics.create_partitions(req)
         out: list[Output] = [Reply(ctx.reply_to, response)]
         if not req.validate_only:
-            out += [LogEvent("partitions_created", now_ms, {"topic": r.name, "partitions": self.topics.partitions[r.name]})
+            out += [LogEvent("partitions_created", now_ms, {"topic": r.name, "partition_count": self.topics.partitions[r.name]})
                     for r in response.results if r.error_code == 0]
         return out

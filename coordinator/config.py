@@ -21,6 +21,7 @@ _KEYS: dict[str, tuple[str, object]] = {
     "auto.create.topics.enable": ("auto_create_topics_enable", True),
     # Kafka's default is 100 MiB; grouplab's frames carry group metadata only, so 1 MiB (DESIGN §2).
     "socket.request.max.bytes": ("socket_request_max_bytes", 1024 * 1024),
+    # Kafka's default -1 means "generate one"; grouplab runs one broker, node 0.
     "broker.id": ("broker_id", 0),
 }
 

@@ -358,7 +358,8 @@ class Group:
         else:
             self._update_member(member, req, reply_to)
             why = "leader rejoined" if not changed else "member metadata changed"
-            self._prepare_rebalance(f"{why} ({member.member_id})")
+            said = f": {req.reason}" if req.reason else ""
+            self._prepare_rebalance(f"{why} ({member.member_id}{said})")
 
     def _new_member(self, req: JoinGroupRequest, member_id: str, client_id: str, client_host: str) -> Member:
         return Member(
@@ -378,7 +379,8 @@ class Group:
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.protocol_type = req.protocol_type
         member.protocols = [(p.name, p.metadata) for p in req.protocols]
-        self._supersede(member.join_reply, reply_to, JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+        self._supersede(member.join_reply, reply_to,
+                        JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.join_reply = reply_to
 
     def _add_member_and_rebalance(self, member: Member, reply_to: Any, why: str) -> None:
@@ -584,8 +586,8 @@ class Group:
 
     def _transition(self, to: GroupState) -> None:
         if to is not self.state:
-            self._log("state_changed", from_state=self.state.value, to_state=to.value)
-            self.state = to
+            from_state, self.state = self.state, to
+            self._log("state_changed", from_state=from_state.value, to_state=to.value)
 
     def _log_stable(self) -> None:
         assignments: dict[str, Any] = {}

@@ -70,21 +70,22 @@ class TopicStore:
 
     def create_topics(self, req: CreateTopicsRequest) -> CreateTopicsResponse:
         results = []
-        seen: set[str] = set()
+        counts: dict[str, int] = {}
+        for t in req.topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
         for t in req.topics:
             count = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
             code, message = ErrorCode.NONE, None
             if (err := topic_name_error(t.name)) is not None:
                 code, message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
-            elif t.name in seen:
-                code, message = ErrorCode.INVALID_REQUEST, f"topic {t.name!r} appears twice in the request"
+            elif counts[t.name] > 1:
+                code, message = ErrorCode.INVALID_REQUEST, f"topic {t.name!r} appears more than once in the request"
             elif t.name in self.partitions:
                 code, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
             elif not 1 <= count <= MAX_PARTITIONS_PER_TOPIC:
                 code, message = ErrorCode.INVALID_PARTITIONS, f"number of partitions must be 1..{MAX_PARTITIONS_PER_TOPIC}, got {count}"
             elif t.replication_factor not in (-1, 1):
                 code, message = ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be 1 (grouplab runs one broker)"
-            seen.add(t.name)
             if code is ErrorCode.NONE and not req.validate_only:
                 self.partitions[t.name] = count
             results.append(CreatableTopicResult(name=t.name, error_code=code, error_message=message,

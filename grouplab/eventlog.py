@@ -40,7 +40,8 @@ class EventLog:
         self._file: IO[str] | None = None
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "a", buffering=1, encoding="utf-8")
+            # A node's file starts fresh with each run, so a rerun into the same directory does not mix runs.
+            self._file = open(path, "w", buffering=1, encoding="utf-8")
             stream = self._file
         self._logger = None
         if stream is not None:

@@ -67,7 +67,7 @@ def unpack(payload: bytes) -> Any:
     try:
         return msgpack.unpackb(payload, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
-        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"frame is not valid msgpack: {exc}") from None
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"frame is not valid msgpack: {type(exc).__name__}{(': ' + str(exc)) if str(exc) else ''}") from None
 
 
 @dataclass

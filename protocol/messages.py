@@ -201,7 +201,7 @@ class MetadataRequestTopic:
 @dataclass
 class MetadataRequest:
     topics: list[MetadataRequestTopic] | None = None  # nil: every topic
-    allow_auto_topic_creation: bool = False
+    allow_auto_topic_creation: bool = True  # Kafka's default; auto.create.topics.enable must allow it too
 
 
 @dataclass

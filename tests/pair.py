@@ -278,12 +278,15 @@ class Pair:
                 if m.state is not MemberState.CLOSED and i not in self.isolated and i not in self.stalled]
 
     def settled(self, members: list[int] | None = None) -> bool:
-        """The broker's group is Stable, exactly the given (default: live) members are in it, all
-        STABLE in its generation, and every partition is owned by exactly one of them."""
+        """The broker's group is Stable with no member id pending, exactly the given (default: live)
+        members are in it, all STABLE in its generation, and every partition is owned by exactly
+        one of them."""
         group = self.group
         idx = self.live() if members is None else members
         if group is None or group.state is not GroupState.STABLE:
             return False
+        if group.pending_members:
+            return False  # a member id handed out may still join (its JoinGroup can be in flight)
         ms = [self.members[i] for i in idx]
         if any(m.state is not MemberState.STABLE or m.generation_id != group.generation_id for m in ms):
             return False

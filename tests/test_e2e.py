@@ -356,7 +356,7 @@ async def test_adding_partitions_triggers_a_rebalance(env: Env, recorder: EventR
     assert_partitioned(clients, grown)
     changed = recorder.events("metadata_changed")
     assert changed and changed[0].fields["changed"] == {"t0": [3, 6]}
-    assert recorder.events("partitions_created", node="coordinator", topic="t0", partitions=6)
+    assert recorder.events("partitions_created", node="coordinator", topic="t0", partition_count=6)
 
 
 # ----------------------------------------------------------------------------- 8. bad frames

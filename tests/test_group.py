@@ -1082,7 +1082,7 @@ def test_join_with_a_new_token_supersedes_the_parked_one():
     a = require_id(g, "c0", 0)
     g.handle_join(join_req(a, protos("c0")), "c0/j", 0, "c0")
     eff = effects(g.handle_join(join_req(a, protos("c0")), "c0/j-retry", 100, "c0"))
-    assert eff == Effects(replies={"c0/j": jerr(ErrorCode.REBALANCE_IN_PROGRESS)})
+    assert eff == Effects(replies={"c0/j": jerr(ErrorCode.REBALANCE_IN_PROGRESS, a)})
     assert view(g) == expect("PreparingRebalance", 0, leader=a, members=[M(a, join="c0/j-retry")])
     eff = effects(g.on_timer(join_key(), DELAY))
     assert eff.replies == {"c0/j-retry": jr(a, 1, a, [jm(a, meta("c0", "range"))])}
