@@ -78,9 +78,10 @@ class Env:
         return server
 
     async def consumer(self, name: str, topics: Iterable[str] = TOPICS, assignors: Iterable[str] = ("range",),
-                       overrides: Iterable[str] = (), group: str = GROUP) -> GroupMemberClient:
+                       overrides: Iterable[str] = (), group: str = GROUP,
+                       instance: str | None = None) -> GroupMemberClient:
         assert self.server is not None
-        config = ConsumerConfig(group_id=group, topics=sorted(topics), client_id=name,
+        config = ConsumerConfig(group_id=group, topics=sorted(topics), client_id=name, group_instance_id=instance,
                                 assignors=list(assignors)).with_overrides([*CONSUMER, *overrides])
         client = GroupMemberClient(config, HOST, self.server.port, events=self.recorder.log(name))
         self.cleanup.push_async_callback(client.close, False)
@@ -217,6 +218,30 @@ async def test_consumer_leaves_and_the_rest_rebalance(env: Env, recorder: EventR
     assert sorted(len(c.assignment) for c in survivors) == [2, 4]
     removed = recorder.events("member_removed", node="coordinator", member_id=leaver_id)
     assert [ev.fields["reason"] for ev in removed] == ["left"]
+
+
+async def test_static_member_restarts_without_a_rebalance_and_its_old_id_is_fenced(env: Env, recorder: EventRecorder) -> None:
+    await env.start_server()
+    clients = [await env.consumer(f"c{i}", instance=f"i{i}") for i in range(3)]
+    g = await env.wait_stable(clients)
+    generation, before = g.generation_id, {c.config.group_instance_id: sorted(c.assignment) for c in clients}
+
+    old = clients[1]
+    old_id = old.member_id
+    await old.close(leave=True)  # a static member sends no LeaveGroup (KIP-345)
+    assert not recorder.events("leave_sent", node="c1")
+    restarted = await env.consumer("c1", instance="i1")
+    clients[1] = restarted
+    await env.wait_stable(clients)
+    g = env.group()
+    assert g.generation_id == generation, "a static restart within the session timeout must not rebalance"
+    assert restarted.member_id != old_id and old_id not in g.members
+    assert {c.config.group_instance_id: sorted(c.assignment) for c in clients} == before
+    assert recorder.events("static_member_replaced", node="coordinator", old_member_id=old_id)
+
+    async with AdminClient(HOST, env.server.port) as admin:
+        hb = await admin.request("Heartbeat", HeartbeatRequest(GROUP, generation, old_id, "i1"))
+    assert hb.error_code == ErrorCode.FENCED_INSTANCE_ID
 
 
 # ----------------------------------------------------------------------------- 3. session timeout
