@@ -20,7 +20,7 @@ from consumer.coordinator import (
     Reconnect,
     Send,
 )
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, wall_clock_ms
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, TimerTable, wall_clock_ms
 from protocol.errors import ProtocolError
 from protocol import schema
 from protocol.framing import FrameReader, encode_request, read_response
@@ -79,7 +79,7 @@ class GroupMemberClient:
         self.machine = ConsumerCoordinator(config)
         self._wire: _Wire | None = None
         self._pending_api: dict[int, str] = {}
-        self._timers: dict[tuple, asyncio.TimerHandle] = {}
+        self._timers: TimerTable | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
         self._reconnect_task: asyncio.Task | None = None
@@ -109,6 +109,7 @@ class GroupMemberClient:
 
     async def start(self) -> "GroupMemberClient":
         self._loop = asyncio.get_running_loop()
+        self._timers = TimerTable(self._loop.call_later, self.clock, self._fire)
         await self._connect()
         self._apply(self.machine.start(self.clock()))
         return self
@@ -121,9 +122,8 @@ class GroupMemberClient:
         self._closing = True
         if leave:
             self._apply(self.machine.close(self.clock()))
-        for handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
+        if self._timers is not None:
+            self._timers.cancel_all()
         if self._reconnect_task is not None:
             self._reconnect_task.cancel()
         wire, self._wire = self._wire, None
@@ -200,12 +200,9 @@ class GroupMemberClient:
             kind = type(out)
             if kind is Send:
                 self._send(out)
-            elif kind is ArmTimer:
-                self._arm(out.key, out.deadline_ms)
-            elif kind is CancelTimer:
-                handle = self._timers.pop(out.key, None)
-                if handle is not None:
-                    handle.cancel()
+            elif kind is ArmTimer or kind is CancelTimer:
+                assert self._timers is not None
+                self._timers.apply(out)
             elif kind is LogEvent:
                 self._emit(out)
             elif kind is PartitionsRevoked:
@@ -238,16 +235,7 @@ class GroupMemberClient:
         if not self._closing:
             self._schedule_reconnect()
 
-    def _arm(self, key: tuple, deadline_ms: int) -> None:
-        old = self._timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        assert self._loop is not None
-        delay = max(0.0, (deadline_ms - self.clock()) / 1000.0)
-        self._timers[key] = self._loop.call_later(delay, self._fire, key)
-
     def _fire(self, key: tuple) -> None:
-        self._timers.pop(key, None)
         self._apply(self.machine.on_timer(key, self.clock()))
 
     def _emit(self, ev: LogEvent) -> None:

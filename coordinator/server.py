@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from coordinator.broker import Broker, RequestContext, uuid_member_ids
 from coordinator.config import BrokerConfig
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, wall_clock_ms
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerTable, wall_clock_ms
 from protocol.errors import ErrorCode, FrameTooLarge
 from protocol.framing import BadRequest, FrameReader, decode_request, encode_response
 from protocol.messages import ErrorResponse
@@ -105,7 +105,7 @@ class CoordinatorServer:
         self.broker = Broker(self.config, new_member_id, host, port)
         self.connections: set[_Connection] = set()
         self._queues: dict[str, _GroupQueue] = {}
-        self._timers: dict[tuple, asyncio.TimerHandle] = {}
+        self._timers: TimerTable | None = None
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.bad_frames = 0
@@ -114,6 +114,7 @@ class CoordinatorServer:
 
     async def start(self) -> "CoordinatorServer":
         self._loop = asyncio.get_running_loop()
+        self._timers = TimerTable(self._loop.call_later, self.clock, self._fire)
         self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port, backlog=4096)
         self.port = self._server.sockets[0].getsockname()[1]
         self.broker.topics.port = self.port
@@ -122,9 +123,8 @@ class CoordinatorServer:
         return self
 
     async def stop(self) -> None:
-        for handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
+        if self._timers is not None:
+            self._timers.cancel_all()
         if self._server is not None:
             self._server.close()
             for conn in list(self.connections):
@@ -202,25 +202,13 @@ class CoordinatorServer:
         for out in outputs:
             if type(out) is Reply:
                 out.to.conn.send(out.to.correlation_id, out.body)
-            elif type(out) is ArmTimer:
-                self._arm(out.key, out.deadline_ms)
-            elif type(out) is CancelTimer:
-                handle = self._timers.pop(out.key, None)
-                if handle is not None:
-                    handle.cancel()
+            elif type(out) is ArmTimer or type(out) is CancelTimer:
+                assert self._timers is not None
+                self._timers.apply(out)
             elif type(out) is LogEvent:
                 self._emit(out)
 
-    def _arm(self, key: tuple, deadline_ms: int) -> None:
-        old = self._timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        assert self._loop is not None
-        delay = max(0.0, (deadline_ms - self.clock()) / 1000.0)
-        self._timers[key] = self._loop.call_later(delay, self._fire, key)
-
     def _fire(self, key: tuple) -> None:
-        self._timers.pop(key, None)
         self._enqueue(key[1], ("timer", key))
 
     def _emit(self, ev: LogEvent) -> None:
