@@ -9,10 +9,13 @@ from __future__ import annotations
 from consumer.assignors.base import AssignmentMap, Assignor, RebalanceProtocol, member_order
 from consumer.assignors.range import RangeAssignor
 from consumer.assignors.roundrobin import RoundRobinAssignor
+from consumer.assignors.sticky import CooperativeStickyAssignor, StickyAssignor
 
 _ASSIGNORS: dict[str, type[Assignor]] = {
     RangeAssignor.name: RangeAssignor,
     RoundRobinAssignor.name: RoundRobinAssignor,
+    StickyAssignor.name: StickyAssignor,
+    CooperativeStickyAssignor.name: CooperativeStickyAssignor,
 }
 
 

@@ -31,6 +31,11 @@ class Assignor(ABC):
 
         Topics missing from `partitions_per_topic` (unknown to the cluster) are skipped."""
 
+    def subscription_user_data(self, previous: list[TopicPartition], generation_id: int) -> bytes | None:
+        """What a member puts in its subscription's user_data for this assignor (its memory of the
+        last assignment, for an eager sticky assignor); None for the stateless ones."""
+        return None
+
     def __repr__(self) -> str:
         return f"<assignor {self.name}>"
 
