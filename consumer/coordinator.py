@@ -120,6 +120,9 @@ class ConsumerCoordinator:
     assigned_metadata: dict[str, int] = field(default_factory=dict)
     group_subscription: set[str] = field(default_factory=set)
     last_poll_ms: int = 0
+    # The last assignment received (kept through an eager revoke) and its generation.
+    last_assignment: list[TopicPartition] = field(default_factory=list)
+    last_assignment_generation: int = NO_GENERATION
     last_heartbeat_ack_ms: int = 0
 
     def __post_init__(self) -> None:
@@ -220,12 +223,17 @@ class ConsumerCoordinator:
     def _send_join(self) -> None:
         if self.rebalance_protocol is RebalanceProtocol.EAGER:
             self._revoke_all(self.rejoin_reason)
-        subscription = Subscription(
-            topics=sorted(self.config.topics),
-            owned_partitions=sorted(self.owned),
-            generation_id=self.generation_id,
-        )
-        metadata = consumer_protocol.encode_subscription(subscription)
+        protocols = []
+        for a in self.assignors:
+            subscription = Subscription(
+                topics=sorted(self.config.topics),
+                # An eager sticky assignor remembers the last assignment here, since an eager
+                # member owns nothing by the time it rejoins.
+                user_data=a.subscription_user_data(self.last_assignment, self.last_assignment_generation),
+                owned_partitions=sorted(self.owned),
+                generation_id=self.generation_id,
+            )
+            protocols.append(JoinGroupRequestProtocol(a.name, consumer_protocol.encode_subscription(subscription)))
         req = JoinGroupRequest(
             group_id=self.config.group_id,
             session_timeout_ms=self.config.session_timeout_ms,
@@ -233,7 +241,7 @@ class ConsumerCoordinator:
             member_id=self.member_id,
             group_instance_id=self.config.group_instance_id,
             protocol_type=PROTOCOL_TYPE,
-            protocols=[JoinGroupRequestProtocol(a.name, metadata) for a in self.assignors],
+            protocols=protocols,
             reason=self.rejoin_reason,
         )
         self._set_state(MemberState.JOINING)
@@ -343,6 +351,7 @@ class ConsumerCoordinator:
             self._out.append(PartitionsRevoked(revoked))
             self._log("partitions_revoked", partitions=_tps(revoked), reason="reassigned")
         self.owned = new
+        self.last_assignment, self.last_assignment_generation = new, self.generation_id
         self._out.append(PartitionsAssigned(added))
         self._log("partitions_assigned", partitions=_tps(added), owned=_tps(new))
         self._arm(_TIMER_HEARTBEAT, self._now + self.config.heartbeat_interval_ms)

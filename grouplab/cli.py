@@ -245,8 +245,21 @@ def cmd_assign(args: argparse.Namespace) -> int:
         return 0
     from grouplab.display import assignment_table
 
-    console.print(assignment_table({m: sorted(ps) for m, ps in result.items()},
+    previous = {tp: m for m, sub in subscriptions.items() for tp in sub.owned_partitions}
+    owner = {tp: m for m, ps in result.items() for tp in ps}
+    moved_to: dict[str, int] = {}
+    for tp, m in owner.items():
+        if previous.get(tp) not in (None, m):
+            moved_to[m] = moved_to.get(m, 0) + 1
+    console.print(assignment_table({m: sorted(ps) for m, ps in result.items()}, moved=moved_to if previous else None,
                                    title=f"{args.assignor} · topics {args.topics}"))
+    if previous:
+        withheld = sorted(tp for tp in previous if tp not in owner and tp.partition < sizes.get(tp.topic, 0))
+        moved = [f"{tp}: {previous[tp]}→{owner[tp]}" for tp in sorted(owner) if previous.get(tp) not in (None, owner[tp])]
+        console.print(f"moved {len(moved)}: {', '.join(moved) or '-'}")
+        if withheld:
+            console.print(f"withheld {len(withheld)} (their owners revoke them; a follow-up rebalance assigns them): "
+                          f"{format_partitions(withheld)}")
     return 0
 
 

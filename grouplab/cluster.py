@@ -16,6 +16,7 @@ from coordinator.group import GroupState
 from coordinator.server import CoordinatorServer
 from grouplab.eventlog import EventLog, null_log, run_dir_log
 from protocol.effects import LogEvent
+from protocol.types import TopicPartition
 
 
 class LocalCluster:
@@ -86,14 +87,20 @@ class LocalCluster:
         return self.server.broker.groups.get(self.group_id)
 
     def is_stable(self) -> bool:
-        """The group is Stable with exactly the live apps as members, each of them Stable in it."""
+        """The group is Stable with exactly the live apps as members, each of them Stable in it, and
+        every partition owned (a cooperative rebalance is not over until its follow-up is)."""
         group = self.group_state()
         if group is None or group.state is not GroupState.STABLE:
             return False
         members = {app.client.member_id for app in self.apps}
-        return (set(group.members) == members
-                and all(app.client.state is MemberState.STABLE and app.client.generation_id == group.generation_id
-                        for app in self.apps))
+        if set(group.members) != members or not all(
+                app.client.state is MemberState.STABLE and app.client.generation_id == group.generation_id
+                for app in self.apps):
+            return False
+        owned = sorted(tp for app in self.apps for tp in app.client.assignment)
+        subscribed = {t for app in self.apps for t in app.client.config.topics}
+        topics = self.server.broker.topics.partitions if self.server is not None else {}
+        return owned == sorted(TopicPartition(t, p) for t in subscribed for p in range(topics.get(t, 0)))
 
     async def wait_stable(self, timeout_s: float = 60.0) -> None:
         async def wait() -> None:

@@ -49,7 +49,10 @@ class RebalanceRecord:
     protocol: str
     assignments: dict[str, list[TopicPartition]]
     clients: dict[str, str]
-    moved: int
+    moved: int  # partitions now owned by a different member than in the previous generation
+    revoked: int  # partitions members gave up for this rebalance
+    eager_revoked: int  # what an eager protocol revokes: everything owned before
+    withheld: int  # cooperative: taken from their owner, handed out in the follow-up rebalance
 
     @property
     def duration_ms(self) -> int:
@@ -67,6 +70,8 @@ class RebalanceView:
     _trigger: str = ""
     _previous: dict[TopicPartition, str] = field(default_factory=dict)
     _clients: dict[str, str] = field(default_factory=dict)  # every member id seen -> client id
+    # Last known owner of every partition: a withheld partition still counts as moved when it lands.
+    _last_owner: dict[TopicPartition, str] = field(default_factory=dict)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
         f = ev.fields
@@ -86,8 +91,12 @@ class RebalanceView:
         owner = {tp: m for m, ps in assignments.items() for tp in ps}
         moved_to: dict[str, int] = {}
         for tp, m in owner.items():
-            if self._previous.get(tp) not in (None, m):
+            if self._last_owner.get(tp) not in (None, m):
                 moved_to[m] = moved_to.get(m, 0) + 1
+        cooperative = f.get("protocol_name") == "cooperative-sticky"
+        # Eager members revoke everything before rejoining; cooperative ones only what moves away.
+        revoked = sum(1 for tp, m in self._previous.items() if owner.get(tp) != m) if cooperative else len(self._previous)
+        withheld = sum(1 for tp in self._previous if tp not in owner)
         self._clients.update(f.get("clients", {}))
         trigger = self._trigger or "?"
         for member_id, client in self._clients.items():
@@ -96,23 +105,30 @@ class RebalanceView:
             generation_id=f["generation_id"], trigger=trigger, started_ms=self._started_ms or ev.ts_ms,
             ended_ms=ev.ts_ms, leader=f.get("leader") or "", protocol=f.get("protocol_name") or "",
             assignments=assignments, clients=f.get("clients", {}), moved=sum(moved_to.values()),
+            revoked=revoked, eager_revoked=len(self._previous), withheld=withheld,
         )
         self.records.append(record)
         self._previous = owner
+        self._last_owner.update(owner)
         self._started_ms = None
         self.console.print(
             f"\n[bold cyan]generation {record.generation_id}[/] · protocol [bold]{record.protocol}[/] · "
             f"leader {short_member(record.leader, record.clients)} · {len(assignments)} members · "
-            f"rebalance took {record.duration_ms} ms · {record.moved} partitions moved\n[dim]trigger: {record.trigger}[/]")
+            f"rebalance took {record.duration_ms} ms · {record.moved} partitions moved · "
+            f"{record.revoked} revoked (eager would revoke {record.eager_revoked})"
+            + (f" · [yellow]{record.withheld} withheld until their owners revoke them[/]" if record.withheld else "")
+            + f"\n[dim]trigger: {record.trigger}[/]")
         self.console.print(assignment_table(assignments, record.leader, record.clients, moved_to))
 
 
 def summary_table(records: list[RebalanceRecord]) -> Table:
     table = Table(title="rebalances", title_justify="left", header_style="bold")
-    for col in ("generation", "members", "protocol", "duration ms", "moved", "trigger"):
-        table.add_column(col, justify="right" if col in ("generation", "members", "duration ms", "moved") else "left")
+    numeric = ("generation", "members", "duration ms", "moved", "revoked", "eager revokes", "withheld")
+    for col in ("generation", "members", "protocol", "duration ms", "moved", "revoked", "eager revokes", "withheld", "trigger"):
+        table.add_column(col, justify="right" if col in numeric else "left")
     for r in records:
-        table.add_row(str(r.generation_id), str(len(r.assignments)), r.protocol, str(r.duration_ms), str(r.moved), r.trigger)
+        table.add_row(str(r.generation_id), str(len(r.assignments)), r.protocol, str(r.duration_ms), str(r.moved),
+                      str(r.revoked), str(r.eager_revoked), str(r.withheld), r.trigger)
     return table
 
 
