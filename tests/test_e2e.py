@@ -79,11 +79,11 @@ class Env:
 
     async def consumer(self, name: str, topics: Iterable[str] = TOPICS, assignors: Iterable[str] = ("range",),
                        overrides: Iterable[str] = (), group: str = GROUP,
-                       instance: str | None = None) -> GroupMemberClient:
+                       instance: str | None = None, listener: Any = None) -> GroupMemberClient:
         assert self.server is not None
         config = ConsumerConfig(group_id=group, topics=sorted(topics), client_id=name, group_instance_id=instance,
                                 assignors=list(assignors)).with_overrides([*CONSUMER, *overrides])
-        client = GroupMemberClient(config, HOST, self.server.port, events=self.recorder.log(name))
+        client = GroupMemberClient(config, HOST, self.server.port, listener=listener, events=self.recorder.log(name))
         self.cleanup.push_async_callback(client.close, False)
         return await client.start()
 
