@@ -711,3 +711,75 @@ def test_pair_random_delays_and_closes_keep_the_invariants_and_settle(seed):
     gen = pair.group.generation_id
     pair.run_for(10_000)
     assert pair.settled() and pair.group.generation_id == gen and pair.violations == []
+
+
+# ============================================================================ cooperative and sticky
+
+
+def stable_cooperative_follower(owned: list[TopicPartition]) -> tuple[ConsumerCoordinator, int]:
+    c = ConsumerCoordinator(config(assignors=["cooperative-sticky"]))
+    cid = last_cid(c.start(0))
+    cid = last_cid(c.on_response(cid, JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id="m1"), 10))
+    cid = last_cid(c.on_response(cid, follower_join_response(protocol="cooperative-sticky"), 20))
+    c.on_response(cid, sync_response(owned, protocol="cooperative-sticky"), 30)
+    assert c.state is MemberState.STABLE and sorted(c.owned) == sorted(owned)
+    return c, cid + 1
+
+
+def test_cooperative_member_keeps_its_partitions_when_a_rebalance_starts():
+    owned = [tp("t0", 0), tp("t0", 1), tp("t1", 0)]
+    c, cid = stable_cooperative_follower(owned)
+    c.on_timer(HB, 30 + HEARTBEAT)
+    out = c.on_response(cid, HeartbeatResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS), 30 + HEARTBEAT + 1)
+    assert not [o for o in out if isinstance(o, (PartitionsRevoked, PartitionsLost))]
+    join = sends(out)[-1].body
+    sub = decode_subscription(join.protocols[0].metadata)
+    # KIP-429: it rejoins owning what it had, and says so, with its generation.
+    assert sub.owned_partitions == sorted(owned) and sub.generation_id == 1
+    assert sorted(c.owned) == sorted(owned)
+
+
+def test_cooperative_member_revokes_only_what_was_taken_and_rejoins_at_once():
+    owned = [tp("t0", 0), tp("t0", 1), tp("t1", 0)]
+    c, cid = stable_cooperative_follower(owned)
+    c.on_timer(HB, 30 + HEARTBEAT)
+    out = c.on_response(cid, HeartbeatResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS), 3100)
+    cid = last_cid(out)
+    cid = last_cid(c.on_response(cid, follower_join_response(generation=2, protocol="cooperative-sticky"), 3200))
+    new = [tp("t0", 0), tp("t1", 0), tp("t1", 2)]  # t0-1 taken away, t1-2 added
+    out = c.on_response(cid, sync_response(new, protocol="cooperative-sticky"), 3300)
+    listener_calls = [o for o in out if isinstance(o, (PartitionsRevoked, PartitionsAssigned, PartitionsLost))]
+    assert listener_calls == [PartitionsRevoked([tp("t0", 1)]), PartitionsAssigned([tp("t1", 2)])]
+    # It gave something up, so it rejoins straight away for the follow-up rebalance.
+    join = sends(out)[-1]
+    assert join.api == "JoinGroup"
+    assert decode_subscription(join.body.protocols[0].metadata).owned_partitions == sorted(new)
+    assert c.state is MemberState.JOINING and sorted(c.owned) == sorted(new)
+
+
+def test_cooperative_member_that_lost_its_generation_loses_its_partitions():
+    owned = [tp("t0", 0)]
+    c, cid = stable_cooperative_follower(owned)
+    c.on_timer(HB, 30 + HEARTBEAT)
+    out = c.on_response(cid, HeartbeatResponse(error_code=ErrorCode.ILLEGAL_GENERATION), 3100)
+    assert [o for o in out if isinstance(o, (PartitionsRevoked, PartitionsLost))] == [PartitionsLost(owned)]
+    assert decode_subscription(sends(out)[-1].body.protocols[0].metadata).owned_partitions == []
+
+
+def test_eager_sticky_member_remembers_its_last_assignment_in_user_data():
+    c = ConsumerCoordinator(config(assignors=["sticky", "range"]))
+    cid = last_cid(c.start(0))
+    cid = last_cid(c.on_response(cid, JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id="m1"), 10))
+    cid = last_cid(c.on_response(cid, follower_join_response(protocol="sticky"), 20))
+    c.on_response(cid, sync_response(ASSIGNED, protocol="sticky"), 30)
+    c.on_timer(HB, 30 + HEARTBEAT)
+    out = c.on_response(cid + 1, HeartbeatResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS), 3100)
+    # Eager: everything is revoked before the JoinGroup...
+    assert [o for o in out if isinstance(o, PartitionsRevoked)] == [PartitionsRevoked(ASSIGNED)]
+    protocols = {p.name: decode_subscription(p.metadata) for p in sends(out)[-1].body.protocols}
+    assert protocols["sticky"].owned_partitions == [] and protocols["range"].owned_partitions == []
+    # ...but the sticky assignor's user data still carries the last assignment and its generation.
+    from consumer.assignors.sticky import decode_user_data
+
+    assert decode_user_data(protocols["sticky"].user_data) == (sorted(ASSIGNED), 1)
+    assert protocols["range"].user_data is None
