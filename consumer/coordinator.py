@@ -179,7 +179,9 @@ class ConsumerCoordinator:
         elif key == _TIMER_REJOIN and self.state is MemberState.UNJOINED:
             self._send_join()
         elif key == _TIMER_METADATA and self.state is MemberState.STABLE and self._is_leader():
-            self._send(MetadataRequest(topics=[MetadataRequestTopic(t) for t in sorted(self.group_subscription)]), "Metadata", "watch")
+            topics = [MetadataRequestTopic(t) for t in sorted(self.group_subscription)]
+            req = MetadataRequest(topics=topics, allow_auto_topic_creation=self.config.allow_auto_create_topics)
+            self._send(req, "Metadata", "watch")
         elif key == _TIMER_POLL:
             self._on_poll_deadline()
         elif key == _TIMER_REQUEST and self.state in (MemberState.JOINING, MemberState.SYNCING):

@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+"""Benchmark: how fast each assignor assigns, and how many partitions move when 10% of the group
+leaves. Prints a table and appends it to docs/benchmarks.md.
+
+For every assignor and every size (members × partitions, partitions spread over 10 topics, all
+members subscribed to all topics):
+
+  round 1  one assignment from scratch (no history);
+  round 2  every 10th member leaves; the rest rejoin owning their round-1 partitions
+           (owned_partitions + generation_id=1, and for the eager `sticky` also in user_data);
+  moved    partitions whose round-2 owner differs from their round-1 owner;
+  bound    what the departed members owned, plus whatever a remaining member held above the new
+           max quota ceil(P/M'): the least that any balanced assignment must move;
+  round 3  cooperative-sticky only: the partitions it withheld in round 2 (their previous owner
+           must revoke them first) are handed out in a follow-up rebalance; where they land is
+           reported in the notes.
+
+Side by side, in the same run, the peer: kafka-python's StickyPartitionAssignor on the same
+inputs (round 2 gets grouplab's round-1 sticky assignment as each member's previous assignment,
+in kafka-python's user-data format). Each peer measurement runs in its own process with a time
+limit (default 60 s) and a memory limit; its result is checked (every partition exactly once)
+before its time is reported.
+
+    scripts/bench_assignors.py [--sizes 100x1000,1000x10000,2000x100000] [--repeat 5]
+                               [--peer-timeout 60] [--no-peer] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import multiprocessing as mp
+import os
+import platform
+import queue
+import shlex
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Mapping
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from consumer.assignors import get_assignor  # noqa: E402
+from protocol.types import Subscription, TopicPartition  # noqa: E402
+
+ASSIGNORS = ["range", "roundrobin", "sticky", "cooperative-sticky"]
+STICKY = {"sticky", "cooperative-sticky"}
+DEFAULT_SIZES = "100x1000,1000x10000,2000x100000"
+TOPICS = 10
+SMALL = 1_000  # sizes with at most this many partitions are timed --repeat times, best kept
+
+Owners = dict[TopicPartition, str]
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    sizes = []
+    for item in text.split(","):
+        members, sep, partitions = item.strip().replace("×", "x").replace("_", "").partition("x")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"not MEMBERSxPARTITIONS: {item!r}")
+        sizes.append((int(members), int(partitions)))
+    return sizes
+
+
+def topic_sizes(partitions: int) -> dict[str, int]:
+    """`partitions` spread over TOPICS topics, as evenly as possible."""
+    per, extra = divmod(partitions, TOPICS)
+    return {f"topic-{t}": per + (1 if t < extra else 0) for t in range(TOPICS)}
+
+
+def member_ids(n: int) -> list[str]:
+    return [f"member-{i:05d}" for i in range(n)]  # zero-padded: member order is index order
+
+
+def departing(members: list[str]) -> list[str]:
+    """The deterministic 10%: every 10th member (the 10th, 20th, ...)."""
+    return members[9::10]
+
+
+def fmt_size(m: int, p: int) -> str:
+    return f"{m:,} × {p:,}"
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def owners_of(result: Mapping[str, list[TopicPartition]], members: list[str], ppt: Mapping[str, int],
+              complete: bool = True) -> tuple[Owners, list[str]]:
+    """partition -> owner, and what is wrong with the assignment (duplicates, unknown partitions,
+    missing members, and — when `complete` — unassigned partitions)."""
+    problems: list[str] = []
+    owner: Owners = {}
+    dup = bad = 0
+    for m, parts in result.items():
+        for tp in parts:
+            if not 0 <= tp.partition < ppt.get(tp.topic, 0):
+                bad += 1
+            elif tp in owner:
+                dup += 1
+            else:
+                owner[tp] = m
+    missing_members = set(members) - set(result)
+    extra_members = set(result) - set(members)
+    total = sum(ppt.values())
+    if dup:
+        problems.append(f"{dup} assigned twice")
+    if bad:
+        problems.append(f"{bad} unknown partitions")
+    if missing_members:
+        problems.append(f"{len(missing_members)} members missing from result")
+    if extra_members:
+        problems.append(f"{len(extra_members)} non-members in result")
+    if complete and len(owner) != total:
+        problems.append(f"{total - len(owner)} unassigned")
+    return owner, problems
+
+
+def spread(result: Mapping[str, list[TopicPartition]]) -> tuple[int, int]:
+    counts = [len(ps) for ps in result.values()]
+    return (min(counts), max(counts)) if counts else (0, 0)
+
+
+def moved_count(before: Owners, after: Owners) -> int:
+    """Partitions that have an owner after and it is not their owner before."""
+    return sum(1 for tp, m in after.items() if before.get(tp) != m)
+
+
+def stickiness_bound(prev: Mapping[str, list[TopicPartition]], gone: list[str], remaining: list[str],
+                     total: int) -> int:
+    """Departed members' partitions, plus each remaining member's excess over the new max quota."""
+    quota = math.ceil(total / len(remaining))
+    return sum(len(prev[m]) for m in gone) + sum(max(0, len(prev[m]) - quota) for m in remaining)
+
+
+def best_time(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
+    best, result = math.inf, None
+    for _ in range(repeats):
+        gc.collect()
+        t0 = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, result
+
+
+# ----------------------------------------------------------------------------- grouplab
+
+
+@dataclass
+class Row:
+    assignor: str
+    size: tuple[int, int]
+    r1: float
+    r2: float
+    moved: int
+    withheld: int
+    bound: int
+    ok: bool | None  # None: not a sticky assignor, no claim to check
+    notes: list[str] = field(default_factory=list)
+    peer: "PeerPair | None" = None
+
+
+def bench_grouplab(name: str, members_n: int, partitions: int, repeats: int,
+                   r1_cache: dict[str, Mapping[str, list[TopicPartition]]]) -> Row:
+    ppt = topic_sizes(partitions)
+    topics = sorted(ppt)
+    members = member_ids(members_n)
+    gone = departing(members)
+    remaining = [m for m in members if m not in set(gone)]
+    assignor = get_assignor(name)
+    notes: list[str] = []
+
+    # round 1: from scratch
+    subs1 = {m: Subscription(topics=list(topics)) for m in members}
+    r1_time, r1 = best_time(lambda: get_assignor(name).assign(ppt, subs1), repeats)
+    owner1, problems = owners_of(r1, members, ppt)
+    if problems:
+        notes.append("round 1 INVALID: " + ", ".join(problems))
+    r1_cache[name] = r1
+
+    # round 2: every 10th member gone, the rest rejoin with what they own
+    subs2 = {m: Subscription(topics=list(topics), user_data=assignor.subscription_user_data(r1[m], 1),
+                             owned_partitions=list(r1[m]), generation_id=1) for m in remaining}
+    r2_time, r2 = best_time(lambda: get_assignor(name).assign(ppt, subs2), repeats)
+    cooperative = name == "cooperative-sticky"
+    owner2, problems = owners_of(r2, remaining, ppt, complete=not cooperative)
+    if problems:
+        notes.append("round 2 INVALID: " + ", ".join(problems))
+    moved = moved_count(owner1, owner2)
+    withheld = partitions - len(owner2) if cooperative else 0
+    bound = stickiness_bound(r1, gone, remaining, partitions)
+    lo, hi = spread(r2)
+    notes.append(f"round-2 counts {lo}–{hi}")
+    if name in STICKY and not cooperative and hi - lo > 1:
+        notes.append("round 2 UNBALANCED")
+
+    ok: bool | None = None
+    if name in STICKY:
+        ok = moved + withheld <= bound and not any("INVALID" in n or "UNBALANCED" in n for n in notes)
+
+    if cooperative:
+        # round 3: the follow-up rebalance after the owners revoked what was withheld
+        target = get_assignor("sticky").assign(ppt, subs2)  # the eager target for the same inputs
+        target_owner, _ = owners_of(target, remaining, ppt)
+        subs3 = {m: Subscription(topics=list(topics), owned_partitions=list(r2[m]), generation_id=2) for m in remaining}
+        r3_time, r3 = best_time(lambda: get_assignor(name).assign(ppt, subs3), repeats)
+        owner3, problems = owners_of(r3, remaining, ppt)
+        lo3, hi3 = spread(r3)
+        withheld_tps = [tp for tp in owner1 if tp not in owner2]
+        to_target = sum(1 for tp in withheld_tps if owner3.get(tp) == target_owner.get(tp))
+        revoked3 = sum(1 for m in remaining for tp in r2[m] if owner3.get(tp) != m)
+        total3 = moved_count(owner1, owner3)
+        notes.append(f"round 3 ({r3_time:.3g} s): {withheld} withheld, {to_target} of them to their round-2 target owner, "
+                     f"{revoked3} further revocations, total moved since round 1 {total3:,}, counts {lo3}–{hi3}")
+        if problems:
+            notes.append("round 3 INVALID: " + ", ".join(problems))
+        if problems or revoked3 or total3 > bound or hi3 - lo3 > 1 or to_target != len(withheld_tps):
+            ok = False
+    return Row(name, (members_n, partitions), r1_time, r2_time, moved, withheld, bound, ok, notes)
+
+
+# ----------------------------------------------------------------------------- the peer
+
+
+@dataclass
+class PeerRun:
+    seconds: float | None = None  # best time, when it finished and its result was valid
+    failure: str | None = None  # why there is no time
+    moved: int | None = None
+
+
+@dataclass
+class PeerPair:
+    r1: PeerRun
+    r2: PeerRun
+
+
+def _peer_child(out: mp.Queue, ppt: dict[str, int], members: list[str], previous: dict[str, list] | None,
+                generation: int, repeats: int, mem_bytes: int, owner_before: Owners | None) -> None:
+    """Runs in its own process: builds the peer's inputs, times its assign, checks the result."""
+    import logging
+    import resource
+
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
+        from collections import namedtuple
+
+        from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+        from kafka.structs import TopicPartition as KafkaTP
+
+        class Cluster:
+            """The two calls the assignor makes on ClusterMetadata."""
+
+            def topics(self) -> set[str]:
+                return set(ppt)
+
+            def partitions_for_topic(self, topic: str) -> set[int] | None:
+                return set(range(ppt[topic])) if topic in ppt else None
+
+        Member = namedtuple("Member", "member_id group_instance_id metadata")  # JoinGroupResponseMember
+        topics = sorted(ppt)
+
+        def subscription(member: str):
+            parts = None if previous is None else [KafkaTP(tp.topic, tp.partition) for tp in previous[member]]
+            sub = StickyPartitionAssignor._metadata(topics, parts, generation)
+            # What the leader receives is bytes: encode user data as a member would put it on the wire.
+            if sub.user_data and not isinstance(sub.user_data, bytes):
+                sub.user_data = sub.user_data.encode()
+            return sub
+
+        subs = {m: subscription(m) for m in members}
+        as_list = [Member(m, None, subs[m]) for m in members]
+
+        def assign():
+            return StickyPartitionAssignor().assign(Cluster(), as_list)
+
+        # kafka-python 3.x takes a list of JoinGroupResponseMember; 2.x took {member_id: metadata}.
+        # Decide on a one-member probe, outside the timing.
+        try:
+            StickyPartitionAssignor().assign(Cluster(), [Member(members[0], None, subs[members[0]])])
+        except (AttributeError, TypeError):
+            def assign():  # noqa: F811
+                return StickyPartitionAssignor.assign(Cluster(), subs)
+
+        out.put(("ready",))
+        result = None
+        best = math.inf
+        for _ in range(repeats):
+            gc.collect()
+            t0 = time.perf_counter()
+            result = assign()
+            elapsed = time.perf_counter() - t0
+            best = min(best, elapsed)
+            out.put(("timed", elapsed))
+        converted = {m: [TopicPartition(tp.topic, tp.partition) for tp in a.partitions()] for m, a in result.items()}
+        owner, problems = owners_of(converted, members, ppt)
+        moved = moved_count(owner_before, owner) if owner_before is not None else None
+        out.put(("checked", best, problems, moved))
+    except MemoryError:
+        out.put(("failed", f"out of memory (limit {mem_bytes / 2**30:.0f} GiB)"))
+    except BaseException as e:  # noqa: BLE001 - report anything, the parent decides
+        out.put(("failed", f"error: {type(e).__name__}: {e}"[:200]))
+
+
+def run_peer(ppt: dict[str, int], members: list[str], previous: dict[str, list] | None, generation: int,
+             repeats: int, timeout_s: float, mem_bytes: int, owner_before: Owners | None) -> PeerRun:
+    ctx = mp.get_context("fork")  # the child inherits the inputs instead of unpickling them
+    out: mp.Queue = ctx.Queue()
+    proc = ctx.Process(target=_peer_child, daemon=True,
+                       args=(out, ppt, members, previous, generation, repeats, mem_bytes, owner_before))
+    proc.start()
+
+    def get(limit: float):
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            try:
+                return out.get(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
+            except queue.Empty:
+                if not proc.is_alive():
+                    try:
+                        return out.get(timeout=1.0)
+                    except queue.Empty:
+                        return ("failed", f"peer process died (exit code {proc.exitcode})")
+        return None
+
+    try:
+        msg = get(600)  # building the inputs is not timed
+        if msg is None or msg[0] != "ready":
+            return PeerRun(failure=msg[1] if msg else "inputs not ready in 600 s")
+        for _ in range(repeats):
+            msg = get(timeout_s)
+            if msg is None:
+                return PeerRun(failure=f"did not finish in {timeout_s:g} s")
+            if msg[0] != "timed":
+                return PeerRun(failure=msg[1])
+        msg = get(600)
+        if msg is None or msg[0] != "checked":
+            return PeerRun(failure=msg[1] if msg else "result not checked in 600 s")
+        _, best, problems, moved = msg
+        if problems:
+            return PeerRun(failure="invalid result: " + ", ".join(problems), moved=moved)
+        return PeerRun(seconds=best, moved=moved)
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(10)
+
+
+def bench_peer(members_n: int, partitions: int, repeats: int, timeout_s: float, mem_bytes: int,
+               sticky_r1: Mapping[str, list[TopicPartition]]) -> PeerPair:
+    ppt = topic_sizes(partitions)
+    members = member_ids(members_n)
+    gone = set(departing(members))
+    remaining = [m for m in members if m not in gone]
+    owner1, _ = owners_of(sticky_r1, members, ppt)
+    r1 = run_peer(ppt, members, None, -1, repeats, timeout_s, mem_bytes, None)
+    print(f"    peer round 1: {fmt_peer(r1)}", flush=True)
+    previous = {m: list(sticky_r1[m]) for m in remaining}
+    r2 = run_peer(ppt, remaining, previous, 1, repeats, timeout_s, mem_bytes, owner1)
+    print(f"    peer round 2: {fmt_peer(r2)}" + (f", moved {r2.moved:,}" if r2.moved is not None else ""), flush=True)
+    return PeerPair(r1, r2)
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def fmt_s(t: float) -> str:
+    if t >= 100:
+        return f"{t:,.0f}"
+    if t >= 10:
+        return f"{t:.1f}"
+    if t >= 1:
+        return f"{t:.2f}"
+    return f"{t:.3g}" if t >= 0.001 else f"{t:.2e}"
+
+
+def fmt_peer(run: PeerRun) -> str:
+    return fmt_s(run.seconds) if run.seconds is not None else run.failure or "-"
+
+
+def speedup(ours: float, peer: PeerRun, timeout_s: float) -> tuple[float | None, str]:
+    """(factor or lower bound, text). A timed-out peer gives a lower bound: timeout / ours."""
+    if peer.seconds is not None:
+        f = peer.seconds / ours
+        return f, f"{f:,.0f}×" if f >= 10 else f"{f:.1f}×"
+    if peer.failure and peer.failure.startswith("did not finish"):
+        f = timeout_s / ours
+        return f, f"> {f:,.0f}×"
+    return None, "-"
+
+
+def table(rows: list[Row], timeout_s: float) -> str:
+    out = ["| assignor | members × partitions | round-1 s | round-2 s | moved | bound | ok | "
+           "peer round-1 s | peer round-2 s | speed-up vs peer (r1 / r2) | notes |",
+           "|---|---|---:|---:|---:|---:|:-:|---:|---:|---:|---|"]
+    for r in rows:
+        moved = f"{r.moved:,}" + (f" + {r.withheld:,} withheld" if r.assignor == "cooperative-sticky" else "")
+        ok = "-" if r.ok is None else ("yes" if r.ok else "**NO**")
+        if r.peer is not None:
+            p1, p2 = fmt_peer(r.peer.r1), fmt_peer(r.peer.r2)
+            s = f"{speedup(r.r1, r.peer.r1, timeout_s)[1]} / {speedup(r.r2, r.peer.r2, timeout_s)[1]}"
+            notes = r.notes + ([f"peer moved {r.peer.r2.moved:,}"] if r.peer.r2.moved is not None else [])
+        else:
+            p1 = p2 = s = "-"
+            notes = r.notes
+        out.append(f"| {r.assignor} | {fmt_size(*r.size)} | {fmt_s(r.r1)} | {fmt_s(r.r2)} | {moved} | {r.bound:,} | "
+                   f"{ok} | {p1} | {p2} | {s} | {'; '.join(notes)} |")
+    return "\n".join(out)
+
+
+def targets(rows: list[Row], timeout_s: float, peer_enabled: bool) -> list[str]:
+    sticky = {r.size: r for r in rows if r.assignor == "sticky"}
+    lines = []
+    for size, limit in (((1000, 10000), 1.0), ((2000, 100000), 10.0)):
+        r = sticky.get(size)
+        if r is None:
+            lines.append(f"- sticky {fmt_size(*size)} under {limit:g} s: not measured (size not selected)")
+        else:
+            worst = max(r.r1, r.r2)
+            lines.append(f"- sticky {fmt_size(*size)} under {limit:g} s: {'MET' if worst < limit else 'NOT MET'} "
+                         f"(round 1 {fmt_s(r.r1)} s, round 2 {fmt_s(r.r2)} s)")
+    if not peer_enabled:
+        lines.append("- sticky at least 10× faster than the peer: not measured (--no-peer)")
+        return lines
+    verdicts = []
+    for r in sticky.values():
+        if r.peer is None:
+            continue
+        for label, ours, peer in (("round 1", r.r1, r.peer.r1), ("round 2", r.r2, r.peer.r2)):
+            f, text = speedup(ours, peer, timeout_s)
+            verdicts.append((f is not None and f >= 10, f"{fmt_size(*r.size)} {label} {text}"))
+    if not verdicts:
+        lines.append("- sticky at least 10× faster than the peer: not measured")
+    else:
+        met = all(v for v, _ in verdicts)
+        lines.append(f"- sticky at least 10× faster than the peer: {'MET' if met else 'NOT MET'} ("
+                     + ", ".join(t for _, t in verdicts) + ")")
+    return lines
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default=DEFAULT_SIZES, help=f"MEMBERSxPARTITIONS,... (default {DEFAULT_SIZES})")
+    ap.add_argument("--assignors", default=",".join(ASSIGNORS), help="comma-separated (default: all four)")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help=f"timings per measurement for sizes with at most {SMALL:,} partitions; the best is kept")
+    ap.add_argument("--peer-timeout", type=float, default=60.0, help="seconds per peer measurement (default 60)")
+    ap.add_argument("--peer-mem-gb", type=float, default=6.0, help="address-space limit of a peer process (GiB)")
+    ap.add_argument("--no-peer", action="store_true", help="skip kafka-python's sticky assignor")
+    ap.add_argument("--no-write", action="store_true", help="print only; do not append to docs/benchmarks.md")
+    args = ap.parse_args()
+    sizes = parse_sizes(args.sizes)
+    names = [n.strip() for n in args.assignors.split(",") if n.strip()]
+    for n in names:
+        get_assignor(n)  # fail early on a typo
+    peer_enabled = not args.no_peer
+    kafka_version = None
+    if peer_enabled:
+        try:
+            import kafka
+
+            kafka_version = kafka.__version__
+        except ImportError:
+            print("kafka-python is not installed (pip install -e '.[dev]'): running without the peer", file=sys.stderr)
+            peer_enabled = False
+
+    rows: list[Row] = []
+    for members_n, partitions in sizes:
+        repeats = args.repeat if partitions <= SMALL else 1
+        print(f"{fmt_size(members_n, partitions)} ({repeats} timing{'s' if repeats > 1 else ''} each)", flush=True)
+        r1_cache: dict[str, Mapping[str, list[TopicPartition]]] = {}
+        size_rows = []
+        for name in names:
+            row = bench_grouplab(name, members_n, partitions, repeats, r1_cache)
+            size_rows.append(row)
+            print(f"  {name:<19} round 1 {fmt_s(row.r1):>7} s  round 2 {fmt_s(row.r2):>7} s  moved {row.moved:,}"
+                  + (f" + {row.withheld:,} withheld" if name == "cooperative-sticky" else "")
+                  + f"  bound {row.bound:,}", flush=True)
+        if peer_enabled:
+            sticky_r1 = r1_cache.get("sticky") or get_assignor("sticky").assign(
+                topic_sizes(partitions), {m: Subscription(topics=sorted(topic_sizes(partitions)))
+                                          for m in member_ids(members_n)})
+            print("  peer: kafka-python StickyPartitionAssignor", flush=True)
+            pair = bench_peer(members_n, partitions, repeats, args.peer_timeout, int(args.peer_mem_gb * 2**30), sticky_r1)
+            for row in size_rows:
+                if row.assignor in STICKY:
+                    row.peer = pair
+        rows.extend(size_rows)
+
+    text = table(rows, args.peer_timeout)
+    verdict = targets(rows, args.peer_timeout, peer_enabled)
+    print()
+    print(text)
+    print("\nTargets:")
+    print("\n".join(verdict))
+    if not args.no_write:
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        command = shlex.join(["scripts/bench_assignors.py", *sys.argv[1:]])
+        peer = (f"peer: kafka-python {kafka_version} `StickyPartitionAssignor` (eager), shown on both sticky rows, "
+                f"each measurement in its own process with a {args.peer_timeout:g} s limit"
+                if peer_enabled else "no peer")
+        header = (f"\n## Assignor speed and stickiness ({stamp})\n\n"
+                  f"`{command}` on {os.cpu_count()} cores, Python {platform.python_version()}; {peer}. "
+                  f"{TOPICS} topics, identical subscriptions; round 2 drops every 10th member; "
+                  f"sizes with at most {SMALL:,} partitions are the best of {args.repeat}. "
+                  f"moved = round-2 owner differs from round-1 owner; bound = departed members' partitions "
+                  f"+ remaining members' excess over ceil(P/M'); ok = moved (+ withheld) ≤ bound, valid and balanced.\n\n")
+        path = ROOT / "docs" / "benchmarks.md"
+        if not path.exists():
+            path.write_text("# Benchmarks\n\nEach section is one run of a script under `scripts/`; newest last.\n")
+        with path.open("a") as f:
+            f.write(header + text + "\n\nTargets:\n\n" + "\n".join(verdict) + "\n")
+        print(f"\nappended to {path}")
+
+
+if __name__ == "__main__":
+    main()
