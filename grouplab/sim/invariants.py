@@ -1,0 +1,199 @@
+"""Invariants the simulator checks after every event (DESIGN.md §6, the fault issue).
+
+1. No partition owned by two members of the same generation (except a static member's fenced
+   predecessor, KIP-345's zombie, until it learns it is fenced).
+2. No partition owned by two members at the same instant, among the members the coordinator
+   counts in the group (a member it has removed may still believe it owns partitions: Kafka's
+   zombie, fenced by generation checks; that one is not a violation).
+3. Generation ids only go up.
+4. At most one leader per generation.
+5. Every member's assignment is the one the leader of its generation produced.
+6. Liveness: after the faults stop the group is Stable again within a bound derived from the
+   timeouts, every live member Stable in it, every subscribed partition owned exactly once.
+
+Checks are incremental (on each assignment, on each coordinator event), so a 1,000-member run does
+not pay for a full scan after every message.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from consumer.coordinator import MemberState
+from coordinator.group import GroupState
+from protocol.effects import LogEvent
+from protocol.types import TopicPartition
+
+if TYPE_CHECKING:
+    from grouplab.sim.world import SimMember, Simulation
+
+
+class Violation(Exception):
+    def __init__(self, invariant: str, detail: str, now_ms: int, seed: int, trace: list[str]) -> None:
+        super().__init__(f"invariant '{invariant}' violated at t={now_ms} ms (seed {seed}): {detail}")
+        self.invariant = invariant
+        self.detail = detail
+        self.now_ms = now_ms
+        self.seed = seed
+        self.trace = trace
+
+
+class Invariants:
+    def __init__(self, sim: "Simulation") -> None:
+        self.sim = sim
+        self.owners: dict[TopicPartition, set[int]] = {}  # partition -> indexes of members owning it
+        self.max_generation = 0
+        self.leaders: dict[int, str] = {}  # generation -> leader, per the coordinator
+        self.assignments: dict[int, dict[str, list[TopicPartition]]] = {}  # generation -> leader's assignment
+        self.replaced: dict[str, str] = {}  # new member id -> the static member id it replaced
+        # Member ids a static replacement fenced (KIP-345): a zombie still running under one of
+        # them may own the partitions its replacement now owns, in the same generation, until its
+        # next request is refused with FENCED_INSTANCE_ID. Kafka accepts that; so do we.
+        self.fenced: set[str] = set()
+        self._all: set[TopicPartition] | None = None
+        self._open_rebalance_ms: int | None = None
+        self._last_owner: dict[TopicPartition, str] = {}
+
+    # ------------------------------------------------------------------ events from the world
+
+    def fail(self, invariant: str, detail: str) -> None:
+        raise Violation(invariant, detail, self.sim.now, self.sim.seed, list(self.sim.trace))
+
+    def on_assigned(self, m: "SimMember", partitions: list[TopicPartition]) -> None:
+        machine = m.machine
+        assert machine is not None
+        group = self.sim.group_state()
+        in_group = set(group.members) if group is not None else set()
+        for tp in partitions:
+            holders = self.owners.setdefault(tp, set())
+            for o in holders:
+                if o == m.index:
+                    continue
+                other = self.sim.members[o]
+                if other.machine is None:
+                    continue
+                fenced = other.machine.member_id in self.fenced
+                if other.machine.generation_id == machine.generation_id and not fenced:
+                    self.fail("one owner per generation", f"{tp} assigned to {m.name} while {other.name} owns it "
+                                                          f"in the same generation {machine.generation_id}")
+                if machine.member_id in in_group and other.machine.member_id in in_group:
+                    self.fail("one owner at a time", f"{tp} assigned to {m.name} ({machine.member_id}) while "
+                                                      f"{other.name} ({other.machine.member_id}) still owns it, both "
+                                                      f"members of the group")
+            holders.add(m.index)
+        self._check_from_leader(m)
+
+    def on_released(self, m: "SimMember", partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            holders = self.owners.get(tp)
+            if holders is not None:
+                holders.discard(m.index)
+
+    def on_member_gone(self, m: "SimMember") -> None:
+        """The process died or closed: whatever it owned, nobody processes any more."""
+        if m.machine is not None:
+            self.on_released(m, list(m.machine.owned))
+
+    def on_topics_changed(self) -> None:
+        self._all = None
+
+    def on_coordinator_restart(self) -> None:
+        group = self.sim.group_state()
+        if group is not None:
+            # Generations the old coordinator formed but never persisted are gone with it.
+            for g in [g for g in self.leaders if g > group.generation_id]:
+                del self.leaders[g]
+
+    def on_coordinator_event(self, ev: LogEvent) -> None:
+        f = ev.fields
+        if f.get("group_id") != self.sim.scenario.group_id:
+            return
+        name = ev.event
+        if name == "generation_completed":
+            gen, leader = f["generation_id"], f.get("leader")
+            if leader is not None:
+                known = self.leaders.get(gen)
+                if known is not None and known != leader:
+                    self.fail("one leader per generation", f"generation {gen} has leaders {known} and {leader}")
+                self.leaders[gen] = leader
+            self.sim.stats.generations += 1
+        elif name == "rebalance_started":
+            if self._open_rebalance_ms is None:
+                self._open_rebalance_ms = ev.ts_ms
+        elif name == "group_stable":
+            gen = f["generation_id"]
+            decoded = {m: [TopicPartition(t, p) for t, p in ps] for m, ps in f["assignments"].items() if isinstance(ps, list)}
+            seen: dict[TopicPartition, str] = {}
+            for member, parts in decoded.items():
+                for tp in parts:
+                    if tp in seen:
+                        self.fail("one owner per generation", f"the leader of generation {gen} gave {tp} to both "
+                                                              f"{seen[tp]} and {member}")
+                    seen[tp] = member
+            self.assignments[gen] = decoded
+            if self._open_rebalance_ms is not None:
+                self.sim.stats.rebalance_durations_ms.append(ev.ts_ms - self._open_rebalance_ms)
+                self._open_rebalance_ms = None
+            moved = sum(1 for tp, m in seen.items() if self._last_owner.get(tp) not in (None, m))
+            self.sim.stats.partitions_moved += moved
+            self._last_owner.update(seen)
+        elif name == "static_member_replaced":
+            self.replaced[f["member_id"]] = f["old_member_id"]
+            self.fenced.add(f["old_member_id"])
+
+    # ------------------------------------------------------------------ per step
+
+    def check(self) -> None:
+        group = self.sim.group_state()
+        if group is None:
+            return
+        if group.generation_id < self.max_generation:
+            self.fail("generations only go up", f"generation went from {self.max_generation} to {group.generation_id}")
+        self.max_generation = group.generation_id
+
+    def _check_from_leader(self, m: "SimMember") -> None:
+        machine = m.machine
+        assert machine is not None
+        by_leader = self.assignments.get(machine.generation_id)
+        if by_leader is None:
+            return  # e.g. a generation restored by a restarted coordinator
+        member_id = machine.member_id
+        while member_id not in by_leader and member_id in self.replaced:
+            member_id = self.replaced[member_id]
+        if member_id not in by_leader:
+            return
+        if sorted(by_leader[member_id]) != sorted(machine.owned):
+            self.fail("assignment from the leader", f"{m.name} owns {sorted(machine.owned)} in generation "
+                                                   f"{machine.generation_id}, the leader assigned {sorted(by_leader[member_id])}")
+
+    # ------------------------------------------------------------------ liveness and metrics
+
+    def all_partitions(self) -> set[TopicPartition]:
+        if self._all is None:
+            self._all = self.sim.all_partitions()
+        return self._all
+
+    def settled(self) -> bool:
+        group = self.sim.group_state()
+        if group is None or group.state is not GroupState.STABLE or group.pending_members:
+            return False
+        live = self.sim.live_members()
+        if any(m.hung or m.machine.state is not MemberState.STABLE or m.machine.generation_id != group.generation_id
+               for m in live):
+            return False
+        if {m.machine.member_id for m in live} != set(group.members):
+            return False
+        owned = [tp for m in live for tp in m.machine.owned]
+        return len(owned) == len(set(owned)) and set(owned) == self.all_partitions()
+
+    def unowned_count(self) -> int:
+        all_parts = self.all_partitions()
+        owned = sum(1 for tp, holders in self.owners.items() if holders and tp in all_parts)
+        return len(all_parts) - owned
+
+    def imbalance(self) -> int:
+        counts = [len(m.machine.owned) for m in self.sim.live_members()]
+        return max(counts) - min(counts) if counts else 0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"max_generation": self.max_generation, "leaders": dict(self.leaders)}

@@ -1,0 +1,224 @@
+"""Scenarios: a small declarative description of a simulated run, loaded from TOML.
+
+    name = "crash-storm"
+    topics = { t0 = 12, t1 = 12 }
+    duration_ms = 600_000              # random faults happen in [faults_from_ms, duration_ms]
+    [broker]                           # Kafka broker config names
+    "group.initial.rebalance.delay.ms" = 3000
+    [consumer]                         # Kafka consumer config names, defaults for every member
+    "session.timeout.ms" = 10000
+    [[members]]                        # groups of identical members
+    count = 10
+    assignors = ["range"]
+    [network]                          # every member <-> coordinator link, while faults are on
+    delay_ms = [1, 20]
+    loss = 0.01
+    [random]                           # fault rates per hour of virtual time
+    crash = 30
+    [[schedule]]                       # and/or faults at fixed times
+    at_ms = 60000
+    fault = "partition"
+    members = 2                        # a count (picked by the seed) or a list of member names
+    duration_ms = 30000
+
+Every name here is checked when the file is loaded, so a typo fails loudly instead of silently
+running a different scenario.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+FAULT_KINDS = (
+    "crash",  # process gone, no LeaveGroup; restarts after duration_ms (or never if omitted/0)
+    "hang",  # alive and connected, does nothing for duration_ms, then resumes
+    "slow",  # the application stops polling for duration_ms (beyond max.poll.interval.ms: it leaves)
+    "leave",  # clean shutdown with LeaveGroup; restarts after duration_ms (or never)
+    "partition",  # the member's link drops everything both ways for duration_ms, then heals
+    "disconnect",  # the member's connection closes; it reconnects
+    "coordinator_restart",  # the coordinator crashes and comes back after duration_ms from its durable log
+    "static_restart",  # a static member restarts (new process, same group.instance.id) after duration_ms
+    "zombie",  # a static member is replaced by a new process while the old one keeps running for duration_ms
+    "add_partitions",  # `topic` grows by `partitions`
+    "join_burst",  # `count` new members join at once
+    "leave_burst",  # `count` members leave at once (clean shutdown)
+)
+
+RANDOM_KINDS = ("crash", "hang", "slow", "leave", "partition", "disconnect", "coordinator_restart", "static_restart")
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+@dataclass
+class MemberSpec:
+    count: int = 1
+    name: str = "m"
+    topics: list[str] | None = None  # None: every topic of the scenario
+    assignors: list[str] = field(default_factory=lambda: ["range"])
+    static: bool = False
+    start_ms: list[int] = field(default_factory=lambda: [0, 0])  # uniform in [lo, hi]
+    config: dict[str, Any] = field(default_factory=dict)  # Kafka consumer names
+
+
+@dataclass
+class NetworkSpec:
+    delay_ms: list[int] = field(default_factory=lambda: [1, 5])
+    loss: float = 0.0
+    duplicate: float = 0.0
+
+
+@dataclass
+class RandomFaults:
+    """Expected faults per hour of virtual time, by kind, and how long each lasts."""
+
+    crash: float = 0.0
+    hang: float = 0.0
+    slow: float = 0.0
+    leave: float = 0.0
+    partition: float = 0.0
+    disconnect: float = 0.0
+    coordinator_restart: float = 0.0
+    static_restart: float = 0.0
+    duration_ms: list[int] = field(default_factory=lambda: [1_000, 20_000])
+
+
+@dataclass
+class ScheduledFault:
+    at_ms: int
+    fault: str
+    members: Any = 1  # a count picked by the seed, or a list of member names
+    duration_ms: int = 0
+    topic: str = ""
+    partitions: int = 0
+    count: int = 0
+
+
+@dataclass
+class Scenario:
+    name: str = "scenario"
+    description: str = ""
+    group_id: str = "sim"
+    topics: dict[str, int] = field(default_factory=lambda: {"t0": 6})
+    duration_ms: int = 600_000
+    faults_from_ms: int = 10_000
+    broker: dict[str, Any] = field(default_factory=dict)
+    consumer: dict[str, Any] = field(default_factory=dict)
+    members: list[MemberSpec] = field(default_factory=lambda: [MemberSpec(count=3)])
+    network: NetworkSpec = field(default_factory=NetworkSpec)
+    random: RandomFaults = field(default_factory=RandomFaults)
+    schedule: list[ScheduledFault] = field(default_factory=list)
+    settle_ms: int | None = None  # liveness bound after the last fault; None: derived from the timeouts
+
+    @property
+    def member_count(self) -> int:
+        return sum(m.count for m in self.members)
+
+    def with_members(self, count: int) -> "Scenario":
+        """The same scenario with `count` members in total (sweeps vary the size)."""
+        import copy
+
+        out = copy.deepcopy(self)
+        total = self.member_count
+        out.members = []
+        left = count
+        for i, spec in enumerate(self.members):
+            share = count - sum(m.count for m in out.members) if i == len(self.members) - 1 else round(count * spec.count / total)
+            spec = copy.deepcopy(spec)
+            spec.count = max(share, 0)
+            left -= spec.count
+            out.members.append(spec)
+        return out
+
+    def with_assignors(self, assignors: list[str]) -> "Scenario":
+        import copy
+
+        out = copy.deepcopy(self)
+        for spec in out.members:
+            spec.assignors = list(assignors)
+        return out
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{where}: expected a table, got {type(raw).__name__}")
+    known = {f.name for f in fields(cls)}
+    unknown = set(raw) - known
+    if unknown:
+        raise ScenarioError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
+    return cls(**raw)
+
+
+def _range(value: Any, where: str) -> list[int]:
+    if isinstance(value, int):
+        return [value, value]
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value) and value[0] <= value[1]:
+        return list(value)
+    raise ScenarioError(f"{where}: expected an integer or [low, high], got {value!r}")
+
+
+def parse_scenario(raw: dict[str, Any], source: str = "<scenario>") -> Scenario:
+    raw = dict(raw)
+    members = [_build(MemberSpec, m, f"{source}: members[{i}]") for i, m in enumerate(raw.pop("members", [{"count": 3}]))]
+    network = _build(NetworkSpec, raw.pop("network", {}), f"{source}: network")
+    random_faults = _build(RandomFaults, raw.pop("random", {}), f"{source}: random")
+    schedule = [_build(ScheduledFault, s, f"{source}: schedule[{i}]") for i, s in enumerate(raw.pop("schedule", []))]
+    scenario = _build(Scenario, raw, source)
+    scenario.members, scenario.network, scenario.random, scenario.schedule = members, network, random_faults, schedule
+    _validate(scenario, source)
+    return scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ScenarioError(f"no scenario file {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+    raw.setdefault("name", path.stem)
+    return parse_scenario(raw, str(path))
+
+
+def _validate(s: Scenario, source: str) -> None:
+    from consumer.assignors import get_assignor
+    from consumer.config import ConsumerConfig
+    from coordinator.config import BrokerConfig
+
+    if not s.topics or any(not isinstance(n, int) or n < 1 for n in s.topics.values()):
+        raise ScenarioError(f"{source}: topics must map names to partition counts >= 1")
+    BrokerConfig().with_overrides(f"{k}={_kafka_value(v)}" for k, v in s.broker.items())
+    for i, m in enumerate(s.members):
+        m.start_ms = _range(m.start_ms, f"{source}: members[{i}].start_ms")
+        for a in m.assignors:
+            get_assignor(a)
+        for t in m.topics or []:
+            if t not in s.topics:
+                raise ScenarioError(f"{source}: members[{i}] subscribes to unknown topic {t!r}")
+        ConsumerConfig(group_id=s.group_id, topics=m.topics or list(s.topics)).with_overrides(
+            f"{k}={_kafka_value(v)}" for k, v in {**s.consumer, **m.config}.items())
+    s.network.delay_ms = _range(s.network.delay_ms, f"{source}: network.delay_ms")
+    s.random.duration_ms = _range(s.random.duration_ms, f"{source}: random.duration_ms")
+    for p in ("loss", "duplicate"):
+        if not 0.0 <= getattr(s.network, p) < 1.0:
+            raise ScenarioError(f"{source}: network.{p} must be in [0, 1)")
+    for i, f in enumerate(s.schedule):
+        if f.fault not in FAULT_KINDS:
+            raise ScenarioError(f"{source}: schedule[{i}]: unknown fault {f.fault!r}; known: {', '.join(FAULT_KINDS)}")
+        if f.fault == "add_partitions" and (f.topic not in s.topics or f.partitions < 1):
+            raise ScenarioError(f"{source}: schedule[{i}]: add_partitions needs a known topic and partitions >= 1")
+    if s.duration_ms < 0 or s.faults_from_ms < 0:
+        raise ScenarioError(f"{source}: duration_ms and faults_from_ms must be >= 0")
+
+
+def _kafka_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(map(str, v))
+    return str(v)

@@ -1,0 +1,52 @@
+"""A readable timeline of a simulated run: faults as they were injected, rebalances as they
+completed, members the coordinator removed, and when the group settled."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.table import Table
+
+from protocol.effects import LogEvent
+
+
+@dataclass
+class Timeline:
+    group_id: str
+    rows: list[tuple[int, str, str]] = field(default_factory=list)
+    _rebalance_from: int | None = None
+    _trigger: str = ""
+    _clients: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, node: str, ev: LogEvent) -> None:
+        f = ev.fields
+        if node == "simulator":
+            detail = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("group_id", "seed") and v not in (None, [], ""))
+            self.rows.append((ev.ts_ms, ev.event.replace("_", " "), detail))
+        elif node == "coordinator" and f.get("group_id") == self.group_id:
+            if ev.event == "rebalance_started" and self._rebalance_from is None:
+                self._rebalance_from, self._trigger = ev.ts_ms, f.get("trigger", "")
+            elif ev.event == "member_removed":
+                self.rows.append((ev.ts_ms, "member removed", f"{f['member_id']} ({f['reason']})"))
+            elif ev.event == "group_stable":
+                took = ev.ts_ms - self._rebalance_from if self._rebalance_from is not None else 0
+                sizes = sorted(len(p) for p in f["assignments"].values() if isinstance(p, list))
+                spread = f"{sizes[0]}-{sizes[-1]} partitions each" if sizes else "no partitions"
+                self.rows.append((ev.ts_ms, f"generation {f['generation_id']} stable",
+                                  f"{len(f['assignments'])} members, {spread}, {f.get('protocol_name')}, "
+                                  f"took {took} ms; trigger: {self._trigger}"))
+                self._rebalance_from = None
+
+    def render(self, limit: int = 60, title: str = "timeline") -> Table:
+        table = Table(title=title, title_justify="left", header_style="bold")
+        table.add_column("t (s)", justify="right")
+        table.add_column("what")
+        table.add_column("detail")
+        rows = self.rows
+        if limit and len(rows) > limit:
+            head, tail = rows[: limit // 2], rows[-(limit // 2):]
+            rows = head + [(head[-1][0], "…", f"{len(self.rows) - len(head) - len(tail)} more rows")] + tail
+        for ts, what, detail in rows:
+            style = "yellow" if what.startswith(("fault", "coordinator crashed", "process exited")) else None
+            table.add_row(f"{ts / 1000:.3f}", what, detail, style=style)
+        return table

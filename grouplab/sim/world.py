@@ -1,0 +1,605 @@
+"""The deterministic simulator: the real pure state machines (Broker, ConsumerCoordinator) on
+virtual time and an in-memory network, all randomness from one seeded `random.Random`.
+
+One heap of events ordered by (virtual time, sequence number) drives everything: message
+deliveries, both sides' timers, reconnects and faults. Nothing sleeps and nothing reads a clock,
+so a seed replays the run exactly, event log included.
+
+How the shells are modelled (the same behaviour as coordinator/server.py and consumer/client.py):
+- a member talks to the coordinator over one connection; every message gets a delay drawn from
+  the scenario's range and, while faults are on, may be lost or duplicated;
+- a connection that closes (member Reconnect output, coordinator crash, disconnect fault) loses
+  what is in flight; the member reconnects after 50 ms, doubling while the coordinator is down, and
+  a request it tried to send while disconnected makes it rejoin once reconnected;
+- the application polls whenever its poll timer would fire (no extra events), unless it is slow;
+- a hung member processes nothing (messages and timers wait) until it resumes;
+- a crashed member's process is gone; a restart is a new process with the same client id.
+
+`check()` runs the invariants after every event (grouplab/sim/invariants.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from consumer.config import ConsumerConfig
+from consumer.coordinator import (
+    JOIN_GRACE_MS,
+    ConsumerCoordinator,
+    MemberState,
+    PartitionsAssigned,
+    PartitionsLost,
+    PartitionsRevoked,
+    Reconnect,
+    Send,
+)
+from coordinator.broker import Broker, RequestContext
+from coordinator.config import BrokerConfig
+from coordinator.group import GroupState
+from grouplab.sim.invariants import Invariants, Violation
+from grouplab.sim.scenario import Scenario, ScheduledFault, _kafka_value
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
+from protocol.types import TopicPartition
+
+RECONNECT_BACKOFF_MS = 50
+RECONNECT_BACKOFF_MAX_MS = 1000
+POLL_KEY = ("poll",)
+
+# Heap event kinds.
+_TO_BROKER, _TO_MEMBER, _BROKER_TIMER, _MEMBER_TIMER, _ACTION = range(5)
+
+
+class SequentialIds:
+    """Deterministic member ids in Kafka's form `client.id-<n>` (a counter instead of a UUID)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, client_id: str) -> str:
+        self.n += 1
+        return f"{client_id}-{self.n:06d}"
+
+
+@dataclass
+class SimMember:
+    index: int
+    name: str  # client.id, stable across restarts
+    config: ConsumerConfig
+    machine: ConsumerCoordinator | None = None  # None while the process is down
+    incarnation: int = 0
+    epoch: int = 0  # connection number; messages of an older connection are lost
+    connected: bool = False
+    dropped_sends: bool = False
+    reconnect_backoff_ms: int = RECONNECT_BACKOFF_MS
+    hung: bool = False
+    held: list[tuple] = field(default_factory=list)  # events that reached a hung member
+    slow: bool = False
+    partitioned: bool = False
+    permanently_down: bool = False
+    timers: dict[tuple, int] = field(default_factory=dict)  # key -> token
+
+    @property
+    def up(self) -> bool:
+        return self.machine is not None
+
+
+@dataclass
+class SimStats:
+    events: int = 0
+    messages_sent: int = 0
+    messages_delivered: int = 0
+    messages_lost: int = 0
+    messages_duplicated: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
+    generations: int = 0
+    rebalance_durations_ms: list[int] = field(default_factory=list)
+    partitions_moved: int = 0
+    unowned_partition_ms: int = 0
+    settled_at_ms: int | None = None
+    quiet_at_ms: int = 0
+    final_imbalance: int | None = None
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario, seed: int, events: Callable[[str, LogEvent], None] | None = None,
+                 trace_len: int = 40) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.now = 0
+        self.emit = events  # (node, LogEvent) -> None, or None for no event log
+        self.stats = SimStats()
+        self._heap: list[tuple] = []
+        self._seq = itertools.count()
+        self._tokens = itertools.count(1)
+        self.trace: deque[str] = deque(maxlen=trace_len)
+        self.broker_config = BrokerConfig().with_overrides(f"{k}={_kafka_value(v)}" for k, v in scenario.broker.items())
+        self.ids = SequentialIds()
+        self.broker: Broker | None = self._new_broker()
+        self.broker_timers: dict[tuple, int] = {}
+        self.durable: list[Any] = []  # what the coordinator persisted: its durable log
+        self.members: list[SimMember] = []
+        self.faults_on = True
+        self._pending_fault_ends = 0
+        self.invariants = Invariants(self)
+        self._build_members()
+        self._schedule_faults()
+
+    # ------------------------------------------------------------------ set-up
+
+    def _new_broker(self) -> Broker:
+        broker = Broker(self.broker_config, self.ids)
+        broker.topics.partitions.update(self.scenario.topics)
+        return broker
+
+    def _consumer_config(self, spec: Any, name: str, instance: str | None) -> ConsumerConfig:
+        overrides = {**self.scenario.consumer, **spec.config}
+        return ConsumerConfig(group_id=self.scenario.group_id, topics=sorted(spec.topics or self.scenario.topics),
+                              client_id=name, group_instance_id=instance,
+                              assignors=list(spec.assignors)).with_overrides(
+            f"{k}={_kafka_value(v)}" for k, v in overrides.items())
+
+    def _build_members(self) -> None:
+        for g, spec in enumerate(self.scenario.members):
+            for k in range(spec.count):
+                self._add_member(spec, f"{spec.name}{g}-{k}" if len(self.scenario.members) > 1 else f"{spec.name}-{k}",
+                                 self.rng.randint(*spec.start_ms))
+
+    def _add_member(self, spec: Any, name: str, start_at: int) -> SimMember:
+        instance = f"{name}-instance" if spec.static else None
+        member = SimMember(len(self.members), name, self._consumer_config(spec, name, instance))
+        self.members.append(member)
+        self._at(start_at, lambda m=member: self._start_process(m))
+        return member
+
+    # ------------------------------------------------------------------ the loop
+
+    def _push(self, at: int, kind: int, *payload: Any) -> None:
+        heapq.heappush(self._heap, (at, next(self._seq), kind, payload))
+
+    def _at(self, at: int, action: Callable[[], None]) -> None:
+        self._push(max(at, self.now), _ACTION, action)
+
+    def run(self, until_ms: int | None = None) -> "SimResult":
+        """Run until settled after the faults (or the liveness bound passes), or `until_ms`."""
+        bound = self.liveness_bound_ms()
+        try:
+            while self._heap:
+                at = self._heap[0][0]
+                if until_ms is not None and at > until_ms:
+                    break
+                if not self.faults_on and self.stats.settled_at_ms is None and at > self.stats.quiet_at_ms + bound:
+                    self.now = self.stats.quiet_at_ms + bound
+                    self.invariants.fail("liveness", f"not settled {bound} ms after the last fault "
+                                                     f"(quiet since t={self.stats.quiet_at_ms})")
+                _, _, kind, payload = heapq.heappop(self._heap)
+                self._account_unowned(at)
+                self.now = at
+                self._dispatch(kind, payload)
+                self.stats.events += 1
+                self.invariants.check()
+                if not self.faults_on and self.stats.settled_at_ms is None and self.invariants.settled():
+                    self.stats.settled_at_ms = self.now
+                    self.stats.final_imbalance = self.invariants.imbalance()
+                    self._log_sim("settled", quiet_at_ms=self.stats.quiet_at_ms)
+                    break
+        except Violation as v:
+            return SimResult(self.scenario.name, self.seed, self.stats, v, list(self.trace), self.now)
+        return SimResult(self.scenario.name, self.seed, self.stats, None, list(self.trace), self.now)
+
+    def _dispatch(self, kind: int, payload: tuple) -> None:
+        if kind == _TO_BROKER:
+            idx, epoch, send = payload
+            self._deliver_to_broker(self.members[idx], epoch, send)
+        elif kind == _TO_MEMBER:
+            idx, epoch, cid, body = payload
+            self._deliver_to_member(self.members[idx], epoch, cid, body, payload)
+        elif kind == _BROKER_TIMER:
+            key, token = payload
+            if self.broker is not None and self.broker_timers.get(key) == token:
+                del self.broker_timers[key]
+                self.trace.append(f"t={self.now} coordinator timer {key}")
+                self._broker_outputs(self.broker.on_timer(key, self.now))
+        elif kind == _MEMBER_TIMER:
+            idx, incarnation, key, token = payload
+            m = self.members[idx]
+            if m.incarnation != incarnation or m.timers.get(key) != token:
+                return
+            if m.hung:
+                m.held.append((kind, payload))
+                return
+            del m.timers[key]
+            self._member_timer(m, key)
+        else:
+            payload[0]()
+
+    # ------------------------------------------------------------------ network
+
+    def _link_drops(self, m: SimMember) -> bool:
+        if m.partitioned:
+            return True
+        if self.faults_on and self.scenario.network.loss and self.rng.random() < self.scenario.network.loss:
+            self.stats.messages_lost += 1
+            return True
+        return False
+
+    def _transmit(self, m: SimMember, kind: int, *payload: Any) -> None:
+        self.stats.messages_sent += 1
+        if self._link_drops(m):
+            return
+        lo, hi = self.scenario.network.delay_ms
+        self._push(self.now + self.rng.randint(lo, hi), kind, *payload)
+        net = self.scenario.network
+        if self.faults_on and net.duplicate and self.rng.random() < net.duplicate:
+            self.stats.messages_duplicated += 1
+            self._push(self.now + self.rng.randint(lo, hi), kind, *payload)
+
+    def _deliver_to_broker(self, m: SimMember, epoch: int, send: Send) -> None:
+        if self.broker is None or epoch != m.epoch or not m.connected:
+            return  # the coordinator is down, or the connection it came on is gone
+        self.stats.messages_delivered += 1
+        self.trace.append(f"t={self.now} {m.name} -> coordinator {send.api} #{send.correlation_id}")
+        ctx = RequestContext((m.index, epoch, send.correlation_id), m.name, "sim")
+        self._broker_outputs(self.broker.handle(send.api, send.body, ctx, self.now))
+
+    def _deliver_to_member(self, m: SimMember, epoch: int, cid: int, body: Any, payload: tuple) -> None:
+        if epoch != m.epoch or not m.up or not m.connected:
+            return
+        if m.hung:
+            m.held.append((_TO_MEMBER, payload))
+            return
+        self.stats.messages_delivered += 1
+        self.trace.append(f"t={self.now} coordinator -> {m.name} {type(body).__name__} #{cid} "
+                          f"error={getattr(body, 'error_code', 0)}")
+        self._member_outputs(m, m.machine.on_response(cid, body, self.now))
+
+    # ------------------------------------------------------------------ coordinator side
+
+    def _broker_outputs(self, outputs: list) -> None:
+        for out in outputs:
+            kind = type(out)
+            if kind is Reply:
+                if out.to is None:
+                    continue
+                idx, epoch, cid = out.to
+                m = self.members[idx]
+                if epoch == m.epoch and m.connected:
+                    self._transmit(m, _TO_MEMBER, idx, epoch, cid, out.body)
+            elif kind is ArmTimer:
+                token = next(self._tokens)
+                self.broker_timers[out.key] = token
+                self._push(max(out.deadline_ms, self.now), _BROKER_TIMER, out.key, token)
+            elif kind is CancelTimer:
+                self.broker_timers.pop(out.key, None)
+            elif kind is LogEvent:
+                self.invariants.on_coordinator_event(out)
+                if self.emit is not None:
+                    self.emit("coordinator", out)
+            elif kind.__name__ == "Persist":
+                self.durable.append(out.record)
+
+    def _crash_coordinator(self, down_ms: int) -> None:
+        self.broker = None
+        self.broker_timers.clear()
+        self._log_sim("coordinator_crashed", down_ms=down_ms)
+        for m in self.members:
+            if m.up and m.connected:
+                self._connection_lost(m)
+        self._at(self.now + down_ms, self._restart_coordinator)
+
+    def _restart_coordinator(self) -> None:
+        broker = self._new_broker()
+        restore = getattr(broker, "restore", None)
+        outputs = restore(list(self.durable), self.now) if restore is not None and self.durable else []
+        self.broker = broker
+        self._log_sim("coordinator_restarted", records=len(self.durable))
+        self._broker_outputs(outputs or [])
+        self.invariants.on_coordinator_restart()
+
+    # ------------------------------------------------------------------ member side
+
+    def _start_process(self, m: SimMember) -> None:
+        if m.permanently_down and m.up:
+            return
+        m.incarnation += 1
+        m.machine = ConsumerCoordinator(m.config)
+        m.timers.clear()
+        m.hung = m.slow = False
+        m.held.clear()
+        m.epoch += 1
+        m.connected = self.broker is not None
+        m.dropped_sends = False
+        m.reconnect_backoff_ms = RECONNECT_BACKOFF_MS
+        self._log_sim("process_started", member=m.name, incarnation=m.incarnation)
+        if self.emit is not None:
+            self.emit(m.name, LogEvent("coordinator_connected", self.now, {"group_id": m.config.group_id, "member_id": ""}))
+        self._member_outputs(m, m.machine.start(self.now))
+        if not m.connected:
+            self._schedule_reconnect(m)
+
+    def _stop_process(self, m: SimMember, clean: bool) -> None:
+        if not m.up:
+            return
+        if clean:
+            self._member_outputs(m, m.machine.close(self.now))
+        self.invariants.on_member_gone(m)
+        m.machine = None
+        m.timers.clear()
+        m.held.clear()
+        m.hung = False
+        m.connected = False
+        m.epoch += 1
+
+    def _member_timer(self, m: SimMember, key: tuple) -> None:
+        assert m.machine is not None
+        if key == POLL_KEY and not m.slow:
+            # A healthy application polls all the time; only its latest poll matters here.
+            self._member_outputs(m, m.machine.poll(self.now))
+        self.trace.append(f"t={self.now} {m.name} timer {key}")
+        self._member_outputs(m, m.machine.on_timer(key, self.now))
+
+    def _member_outputs(self, m: SimMember, outputs: list) -> None:
+        for out in outputs:
+            kind = type(out)
+            if kind is Send:
+                if m.connected:
+                    self._transmit(m, _TO_BROKER, m.index, m.epoch, out)
+                else:
+                    m.dropped_sends = True
+            elif kind is ArmTimer:
+                token = next(self._tokens)
+                m.timers[out.key] = token
+                self._push(max(out.deadline_ms, self.now), _MEMBER_TIMER, m.index, m.incarnation, out.key, token)
+            elif kind is CancelTimer:
+                m.timers.pop(out.key, None)
+            elif kind is LogEvent:
+                if self.emit is not None:
+                    self.emit(m.name, out)
+            elif kind is PartitionsAssigned:
+                self.invariants.on_assigned(m, out.partitions)
+            elif kind is PartitionsRevoked or kind is PartitionsLost:
+                self.invariants.on_released(m, out.partitions)
+            elif kind is Reconnect:
+                m.connected = False
+                m.epoch += 1
+                self._schedule_reconnect(m)
+        if m.machine is not None and m.machine.state is MemberState.FAILED:
+            # A fatal error (e.g. FENCED_INSTANCE_ID for a zombie) ends the application, as it
+            # does a KafkaConsumer's owner.
+            self._log_sim("process_exited", member=m.name, error=m.machine.fatal_error.name)
+            self._stop_process(m, clean=False)
+            m.permanently_down = True
+
+    def _connection_lost(self, m: SimMember) -> None:
+        """The socket closed under the member: it hears of it and reconnects."""
+        m.connected = False
+        m.epoch += 1
+        if m.machine is not None and not m.hung:
+            self._member_outputs(m, m.machine.on_disconnect(self.now))
+        elif m.machine is not None:
+            m.held.append((_ACTION, (lambda m=m: self._member_outputs(m, m.machine.on_disconnect(self.now)),)))
+        self._schedule_reconnect(m)
+
+    def _schedule_reconnect(self, m: SimMember) -> None:
+        incarnation = m.incarnation
+        self._at(self.now + m.reconnect_backoff_ms, lambda: self._try_reconnect(m, incarnation))
+
+    def _try_reconnect(self, m: SimMember, incarnation: int) -> None:
+        if not m.up or m.incarnation != incarnation or m.connected:
+            return
+        if self.broker is None:
+            m.reconnect_backoff_ms = min(m.reconnect_backoff_ms * 2, RECONNECT_BACKOFF_MAX_MS)
+            self._schedule_reconnect(m)
+            return
+        m.connected = True
+        m.epoch += 1
+        m.reconnect_backoff_ms = RECONNECT_BACKOFF_MS
+        if self.emit is not None:
+            self.emit(m.name, LogEvent("coordinator_connected", self.now,
+                                       {"group_id": m.config.group_id, "member_id": m.machine.member_id}))
+        if m.dropped_sends:
+            m.dropped_sends = False
+            self._member_outputs(m, m.machine.on_disconnect(self.now))
+
+    def _resume(self, m: SimMember) -> None:
+        m.hung = False
+        held, m.held = m.held, []
+        for kind, payload in held:
+            self._push(self.now, kind, *payload)
+
+    # ------------------------------------------------------------------ faults
+
+    def _schedule_faults(self) -> None:
+        s = self.scenario
+        end = s.duration_ms
+        self.stats.quiet_at_ms = end
+        for f in s.schedule:
+            self._at(f.at_ms, lambda f=f: self.inject(f))
+            end = max(end, f.at_ms + f.duration_ms)
+        hours = max(s.duration_ms - s.faults_from_ms, 0) / 3_600_000
+        for kind in ("crash", "hang", "slow", "leave", "partition", "disconnect", "coordinator_restart", "static_restart"):
+            rate = getattr(s.random, kind)
+            if rate <= 0 or hours <= 0:
+                continue
+            count = _poisson(self.rng, rate * hours)
+            for _ in range(count):
+                at = self.rng.randint(s.faults_from_ms, s.duration_ms)
+                duration = self.rng.randint(*s.random.duration_ms)
+                self._at(at, lambda kind=kind, duration=duration: self.inject(ScheduledFault(self.now, kind, 1, duration)))
+                end = max(end, at + duration)
+        self.stats.quiet_at_ms = end
+        self._at(end, self._faults_over)
+
+    def _faults_over(self) -> None:
+        self.faults_on = False
+        self.stats.quiet_at_ms = self.now
+        for m in self.members:
+            if m.partitioned:
+                m.partitioned = False
+            if m.hung:
+                self._resume(m)
+            m.slow = False
+        self._log_sim("faults_over")
+
+    def _pick(self, spec: Any, want: Callable[[SimMember], bool]) -> list[SimMember]:
+        candidates = [m for m in self.members if want(m)]
+        if isinstance(spec, list):
+            names = set(spec)
+            return [m for m in candidates if m.name in names]
+        count = min(int(spec), len(candidates))
+        return self.rng.sample(candidates, count) if count else []
+
+    def inject(self, f: ScheduledFault) -> None:
+        """Apply one fault now. Faults that find no suitable member are skipped (and not counted)."""
+        kind = f.fault
+        alive = lambda m: m.up and not m.permanently_down  # noqa: E731
+        chosen: list[SimMember] = []
+        if kind == "coordinator_restart":
+            if self.broker is None:
+                return
+            self._crash_coordinator(max(f.duration_ms, 1))
+        elif kind == "add_partitions":
+            if self.broker is not None:
+                self.broker.topics.partitions[f.topic] = self.broker.topics.partitions.get(f.topic, 0) + f.partitions
+                self.invariants.on_topics_changed()
+        elif kind == "join_burst":
+            spec = self.scenario.members[0]
+            for k in range(f.count or int(f.members)):
+                chosen.append(self._add_member(spec, f"burst-{len(self.members)}", self.now))
+        elif kind == "leave_burst":
+            chosen = self._pick(f.count or f.members, lambda m: alive(m) and not m.hung)
+            for m in chosen:
+                self._stop_process(m, clean=True)
+                m.permanently_down = True
+        else:
+            static_only = kind in ("static_restart", "zombie")
+            chosen = self._pick(f.members, lambda m: alive(m) and not m.hung and not m.partitioned
+                                and (m.config.group_instance_id is not None or not static_only))
+            for m in chosen:
+                self._member_fault(m, kind, f.duration_ms)
+        if kind in ("coordinator_restart", "add_partitions") or chosen:
+            self.stats.faults[kind] = self.stats.faults.get(kind, 0) + 1
+            self._log_sim("fault_injected", fault=kind, members=[m.name for m in chosen], duration_ms=f.duration_ms,
+                          topic=f.topic or None)
+
+    def _member_fault(self, m: SimMember, kind: str, duration_ms: int) -> None:
+        if kind == "crash":
+            self._stop_process(m, clean=False)
+            self._restart_later(m, duration_ms)
+        elif kind == "leave":
+            self._stop_process(m, clean=True)
+            self._restart_later(m, duration_ms)
+        elif kind == "hang":
+            m.hung = True
+            self._at(self.now + duration_ms, lambda: m.hung and self._resume(m))
+        elif kind == "slow":
+            m.slow = True
+            self._at(self.now + duration_ms, lambda: self._end_slow(m))
+        elif kind == "partition":
+            m.partitioned = True
+            self._at(self.now + duration_ms, lambda: setattr(m, "partitioned", False))
+        elif kind == "disconnect":
+            if m.connected:
+                self._connection_lost(m)
+        elif kind == "static_restart":
+            self._stop_process(m, clean=False)
+            self._restart_later(m, duration_ms or 1)
+        elif kind == "zombie":
+            self._start_zombie_replacement(m, duration_ms)
+
+    def _end_slow(self, m: SimMember) -> None:
+        m.slow = False
+        if m.machine is not None:
+            self._member_outputs(m, m.machine.poll(self.now))
+
+    def _restart_later(self, m: SimMember, duration_ms: int) -> None:
+        if duration_ms > 0:
+            self._at(self.now + duration_ms, lambda: self._start_process(m) if not m.up else None)
+        else:
+            m.permanently_down = True
+
+    def _start_zombie_replacement(self, old: SimMember, duration_ms: int) -> None:
+        """A new process with the same group.instance.id starts while the old one keeps running
+        (a zombie). The coordinator fences the old member id; the old process dies later."""
+        spec = next(s for s in self.scenario.members if s.static) if any(s.static for s in self.scenario.members) else None
+        if spec is None:
+            return
+        new = SimMember(len(self.members), f"{old.name}-new", old.config)
+        self.members.append(new)
+        self._start_process(new)
+        self._at(self.now + max(duration_ms, 1), lambda: (self._stop_process(old, clean=False),
+                                                           setattr(old, "permanently_down", True)))
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def liveness_bound_ms(self) -> int:
+        """How long after the last fault the group must be Stable again, from the timeouts: a lost
+        JoinGroup answer (request timeout), a rebalance and its sync phase (2 x rebalance timeout),
+        a dead member's session, the initial delay, the leader's metadata refresh, and 10 s."""
+        if self.scenario.settle_ms is not None:
+            return self.scenario.settle_ms
+        configs = [m.config for m in self.members] or [self._consumer_config(self.scenario.members[0], "x", None)]
+        max_poll = max(c.max_poll_interval_ms for c in configs)
+        session = max(c.session_timeout_ms for c in configs)
+        metadata = max(c.metadata_max_age_ms for c in configs)
+        return (max_poll + JOIN_GRACE_MS) + 2 * max_poll + session + self.broker_config.group_initial_rebalance_delay_ms \
+            + metadata + 10_000
+
+    def _account_unowned(self, until: int) -> None:
+        if until > self.now:
+            self.stats.unowned_partition_ms += (until - self.now) * self.invariants.unowned_count()
+
+    def _log_sim(self, event: str, **fields: Any) -> None:
+        self.trace.append(f"t={self.now} simulator {event} {fields}")
+        if self.emit is not None:
+            self.emit("simulator", LogEvent(event, self.now, {"group_id": self.scenario.group_id, "seed": self.seed, **fields}))
+
+    def live_members(self) -> list[SimMember]:
+        return [m for m in self.members if m.up and not m.permanently_down]
+
+    def all_partitions(self) -> set[TopicPartition]:
+        topics = {t for m in self.members for t in m.config.topics}
+        sizes = self.broker.topics.partitions if self.broker is not None else self.scenario.topics
+        return {TopicPartition(t, p) for t in topics for p in range(sizes.get(t, 0))}
+
+    def group_state(self) -> Any:
+        return self.broker.groups.get(self.scenario.group_id) if self.broker is not None else None
+
+
+@dataclass
+class SimResult:
+    scenario: str
+    seed: int
+    stats: SimStats
+    violation: Violation | None
+    trace: list[str]
+    ended_ms: int
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    """Knuth's method; fine for the small means of fault counts."""
+    if mean <= 0:
+        return 0
+    if mean > 50:
+        return max(0, round(rng.gauss(mean, mean ** 0.5)))
+    import math
+
+    limit, k, p = math.exp(-mean), 0, 1.0
+    while True:
+        p *= rng.random()
+        if p <= limit:
+            return k
+        k += 1
+
+
+GROUP_STABLE = GroupState.STABLE
+MEMBER_STABLE = MemberState.STABLE
