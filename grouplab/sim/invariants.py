@@ -38,6 +38,17 @@ class Violation(Exception):
         self.trace = trace
 
 
+def format_step(step: tuple) -> str:
+    """One trace step as a line: `t=1234 m-3 -> JoinGroup #7`, `t=1250 m-3 <- JoinGroupResponse #7 error=0`."""
+    now, who, what, *rest = step
+    if what == "->":
+        return f"t={now} {who} -> coordinator {rest[0]} #{rest[1]}"
+    if what == "<-":
+        body, cid = rest
+        return f"t={now} coordinator -> {who} {type(body).__name__} #{cid} error={getattr(body, 'error_code', 0)}"
+    return f"t={now} {who} {what} {' '.join(map(str, rest))}".rstrip()
+
+
 class Invariants:
     def __init__(self, sim: "Simulation") -> None:
         self.sim = sim
@@ -53,19 +64,25 @@ class Invariants:
         self._all: set[TopicPartition] | None = None
         self._open_rebalance_ms: int | None = None
         self._last_owner: dict[TopicPartition, str] = {}
+        self.owned_count = 0  # partitions with at least one owner
+        # Set by anything that can change whether the group has settled; heartbeats do not.
+        self.dirty = True
 
     # ------------------------------------------------------------------ events from the world
 
     def fail(self, invariant: str, detail: str) -> None:
-        raise Violation(invariant, detail, self.sim.now, self.sim.seed, list(self.sim.trace))
+        raise Violation(invariant, detail, self.sim.now, self.sim.seed, [format_step(s) for s in self.sim.trace])
 
     def on_assigned(self, m: "SimMember", partitions: list[TopicPartition]) -> None:
         machine = m.machine
         assert machine is not None
         group = self.sim.group_state()
         in_group = set(group.members) if group is not None else set()
+        self.dirty = True
         for tp in partitions:
             holders = self.owners.setdefault(tp, set())
+            if not holders:
+                self.owned_count += 1
             for o in holders:
                 if o == m.index:
                     continue
@@ -84,10 +101,13 @@ class Invariants:
         self._check_from_leader(m)
 
     def on_released(self, m: "SimMember", partitions: list[TopicPartition]) -> None:
+        self.dirty = True
         for tp in partitions:
             holders = self.owners.get(tp)
-            if holders is not None:
+            if holders and m.index in holders:
                 holders.discard(m.index)
+                if not holders:
+                    self.owned_count -= 1
 
     def on_member_gone(self, m: "SimMember") -> None:
         """The process died or closed: whatever it owned, nobody processes any more."""
@@ -96,6 +116,7 @@ class Invariants:
 
     def on_topics_changed(self) -> None:
         self._all = None
+        self.dirty = True
 
     def on_coordinator_restart(self) -> None:
         group = self.sim.group_state()
@@ -108,6 +129,7 @@ class Invariants:
         f = ev.fields
         if f.get("group_id") != self.sim.scenario.group_id:
             return
+        self.dirty = True
         name = ev.event
         if name == "generation_completed":
             gen, leader = f["generation_id"], f.get("leader")
@@ -174,6 +196,9 @@ class Invariants:
         return self._all
 
     def settled(self) -> bool:
+        if not self.dirty:
+            return False
+        self.dirty = False
         group = self.sim.group_state()
         if group is None or group.state is not GroupState.STABLE or group.pending_members:
             return False
@@ -187,9 +212,7 @@ class Invariants:
         return len(owned) == len(set(owned)) and set(owned) == self.all_partitions()
 
     def unowned_count(self) -> int:
-        all_parts = self.all_partitions()
-        owned = sum(1 for tp, holders in self.owners.items() if holders and tp in all_parts)
-        return len(all_parts) - owned
+        return len(self.all_partitions()) - self.owned_count
 
     def imbalance(self) -> int:
         counts = [len(m.machine.owned) for m in self.sim.live_members()]

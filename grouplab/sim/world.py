@@ -41,7 +41,7 @@ from consumer.coordinator import (
 from coordinator.broker import Broker, RequestContext
 from coordinator.config import BrokerConfig
 from coordinator.group import GroupState
-from grouplab.sim.invariants import Invariants, Violation
+from grouplab.sim.invariants import Invariants, Violation, format_step
 from grouplab.sim.scenario import Scenario, ScheduledFault, _kafka_value
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
 from protocol.types import TopicPartition
@@ -117,7 +117,8 @@ class Simulation:
         self._heap: list[tuple] = []
         self._seq = itertools.count()
         self._tokens = itertools.count(1)
-        self.trace: deque[str] = deque(maxlen=trace_len)
+        # The last steps, kept as tuples and turned into text only when a run fails.
+        self.trace: deque[tuple] = deque(maxlen=trace_len)
         self.broker_config = BrokerConfig().with_overrides(f"{k}={_kafka_value(v)}" for k, v in scenario.broker.items())
         self.ids = SequentialIds()
         self.broker: Broker | None = self._new_broker()
@@ -189,8 +190,8 @@ class Simulation:
                     self._log_sim("settled", quiet_at_ms=self.stats.quiet_at_ms)
                     break
         except Violation as v:
-            return SimResult(self.scenario.name, self.seed, self.stats, v, list(self.trace), self.now)
-        return SimResult(self.scenario.name, self.seed, self.stats, None, list(self.trace), self.now)
+            return SimResult(self.scenario.name, self.seed, self.stats, v, v.trace, self.now)
+        return SimResult(self.scenario.name, self.seed, self.stats, None, [format_step(s) for s in self.trace], self.now)
 
     def _dispatch(self, kind: int, payload: tuple) -> None:
         if kind == _TO_BROKER:
@@ -203,7 +204,7 @@ class Simulation:
             key, token = payload
             if self.broker is not None and self.broker_timers.get(key) == token:
                 del self.broker_timers[key]
-                self.trace.append(f"t={self.now} coordinator timer {key}")
+                self.trace.append((self.now, "coordinator timer", key))
                 self._broker_outputs(self.broker.on_timer(key, self.now))
         elif kind == _MEMBER_TIMER:
             idx, incarnation, key, token = payload
@@ -232,18 +233,21 @@ class Simulation:
         self.stats.messages_sent += 1
         if self._link_drops(m):
             return
-        lo, hi = self.scenario.network.delay_ms
-        self._push(self.now + self.rng.randint(lo, hi), kind, *payload)
+        self._push(self.now + self._delay(), kind, *payload)
         net = self.scenario.network
         if self.faults_on and net.duplicate and self.rng.random() < net.duplicate:
             self.stats.messages_duplicated += 1
-            self._push(self.now + self.rng.randint(lo, hi), kind, *payload)
+            self._push(self.now + self._delay(), kind, *payload)
+
+    def _delay(self) -> int:
+        lo, hi = self.scenario.network.delay_ms
+        return lo + int(self.rng.random() * (hi - lo + 1))  # randint's result, at a fraction of its cost
 
     def _deliver_to_broker(self, m: SimMember, epoch: int, send: Send) -> None:
         if self.broker is None or epoch != m.epoch or not m.connected:
             return  # the coordinator is down, or the connection it came on is gone
         self.stats.messages_delivered += 1
-        self.trace.append(f"t={self.now} {m.name} -> coordinator {send.api} #{send.correlation_id}")
+        self.trace.append((self.now, m.name, "->", send.api, send.correlation_id))
         ctx = RequestContext((m.index, epoch, send.correlation_id), m.name, "sim")
         self._broker_outputs(self.broker.handle(send.api, send.body, ctx, self.now))
 
@@ -254,8 +258,7 @@ class Simulation:
             m.held.append((_TO_MEMBER, payload))
             return
         self.stats.messages_delivered += 1
-        self.trace.append(f"t={self.now} coordinator -> {m.name} {type(body).__name__} #{cid} "
-                          f"error={getattr(body, 'error_code', 0)}")
+        self.trace.append((self.now, m.name, "<-", body, cid))
         self._member_outputs(m, m.machine.on_response(cid, body, self.now))
 
     # ------------------------------------------------------------------ coordinator side
@@ -316,6 +319,7 @@ class Simulation:
         m.dropped_sends = False
         m.reconnect_backoff_ms = RECONNECT_BACKOFF_MS
         self._log_sim("process_started", member=m.name, incarnation=m.incarnation)
+        self.invariants.dirty = True
         if self.emit is not None:
             self.emit(m.name, LogEvent("coordinator_connected", self.now, {"group_id": m.config.group_id, "member_id": ""}))
         self._member_outputs(m, m.machine.start(self.now))
@@ -328,6 +332,7 @@ class Simulation:
         if clean:
             self._member_outputs(m, m.machine.close(self.now))
         self.invariants.on_member_gone(m)
+        self.invariants.dirty = True
         m.machine = None
         m.timers.clear()
         m.held.clear()
@@ -340,7 +345,7 @@ class Simulation:
         if key == POLL_KEY and not m.slow:
             # A healthy application polls all the time; only its latest poll matters here.
             self._member_outputs(m, m.machine.poll(self.now))
-        self.trace.append(f"t={self.now} {m.name} timer {key}")
+        self.trace.append((self.now, m.name, "timer", key))
         self._member_outputs(m, m.machine.on_timer(key, self.now))
 
     def _member_outputs(self, m: SimMember, outputs: list) -> None:
@@ -408,6 +413,7 @@ class Simulation:
 
     def _resume(self, m: SimMember) -> None:
         m.hung = False
+        self.invariants.dirty = True
         held, m.held = m.held, []
         for kind, payload in held:
             self._push(self.now, kind, *payload)
@@ -437,6 +443,7 @@ class Simulation:
 
     def _faults_over(self) -> None:
         self.faults_on = False
+        self.invariants.dirty = True
         self.stats.quiet_at_ms = self.now
         for m in self.members:
             if m.partitioned:
@@ -555,7 +562,7 @@ class Simulation:
             self.stats.unowned_partition_ms += (until - self.now) * self.invariants.unowned_count()
 
     def _log_sim(self, event: str, **fields: Any) -> None:
-        self.trace.append(f"t={self.now} simulator {event} {fields}")
+        self.trace.append((self.now, "simulator", event, fields))
         if self.emit is not None:
             self.emit("simulator", LogEvent(event, self.now, {"group_id": self.scenario.group_id, "seed": self.seed, **fields}))
 
