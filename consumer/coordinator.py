@@ -57,29 +57,29 @@ class MemberState(Enum):
     FAILED = "failed"  # a fatal error: the application must look at `fatal_error`
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Send:
     correlation_id: int
     api: str
     body: Any
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PartitionsRevoked:
     partitions: list[TopicPartition]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PartitionsAssigned:
     partitions: list[TopicPartition]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PartitionsLost:
     partitions: list[TopicPartition]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Reconnect:
     """The coordinator stopped answering: drop the connection and open a new one."""
 
@@ -120,6 +120,9 @@ class ConsumerCoordinator:
     assigned_metadata: dict[str, int] = field(default_factory=dict)
     group_subscription: set[str] = field(default_factory=set)
     last_poll_ms: int = 0
+    # A shell with no event log (the simulator running many seeds) may turn LogEvents off; they
+    # are only ever reports, never decisions.
+    log_events: bool = True
     # The last assignment received (kept through an eager revoke) and its generation.
     last_assignment: list[TopicPartition] = field(default_factory=list)
     last_assignment_generation: int = NO_GENERATION
@@ -134,6 +137,7 @@ class ConsumerCoordinator:
         self._out: list[Any] = []
         self._now = 0
         self._heartbeat_inflight = False
+        self._heartbeat_sent_ms = 0
 
     # ------------------------------------------------------------------ inputs
 
@@ -163,11 +167,20 @@ class ConsumerCoordinator:
         return self._end()
 
     def on_disconnect(self, now_ms: int) -> list[Any]:
-        """The connection dropped: in-flight requests are gone; rejoin (with our member id) later."""
+        """The connection dropped: in-flight requests are gone. A stable member keeps its
+        generation and heartbeats on once reconnected, as Kafka's does when it loses its
+        coordinator (the coordinator, restarted or not, still knows the generation, or answers
+        the heartbeat with an error that makes it rejoin). A joining or syncing member rejoins
+        with its member id after the backoff."""
         self._begin(now_ms)
+        watching = "watch" in self._inflight.values()
         self._inflight.clear()
         self._heartbeat_inflight = False
-        if self.state in (MemberState.JOINING, MemberState.SYNCING, MemberState.STABLE):
+        if self.state is MemberState.STABLE:
+            self._log("coordinator_disconnected", previous_state=self.state.value)
+            if watching:  # the leader's metadata watch lost its request: ask again after the backoff
+                self._arm(_TIMER_METADATA, now_ms + self.config.retry_backoff_ms)
+        elif self.state in (MemberState.JOINING, MemberState.SYNCING):
             self._log("coordinator_disconnected", previous_state=self.state.value)
             self._request_rejoin("coordinator connection lost", backoff=True)
         return self._end()
@@ -372,10 +385,14 @@ class ConsumerCoordinator:
             self._out.append(Reconnect("no heartbeat answer within session.timeout.ms"))
             self._request_rejoin("coordinator unresponsive", backoff=True)
             return
-        if not self._heartbeat_inflight:
+        # At most one heartbeat in flight; but one unanswered for request.timeout.ms is given up (as
+        # Kafka fails any request after request.timeout.ms), or a single lost answer would silence
+        # the member until its session expired.
+        if not self._heartbeat_inflight or self._now - self._heartbeat_sent_ms >= self.config.request_timeout_ms:
             req = HeartbeatRequest(self.config.group_id, self.generation_id, self.member_id, self.config.group_instance_id)
             self._send(req, "Heartbeat", f"heartbeat:{self.generation_id}")
             self._heartbeat_inflight = True
+            self._heartbeat_sent_ms = self._now
         self._arm(_TIMER_HEARTBEAT, self._now + self.config.heartbeat_interval_ms)
 
     def _on_heartbeat_response(self, resp: HeartbeatResponse) -> None:
@@ -506,6 +523,8 @@ class ConsumerCoordinator:
         self.state = state
 
     def _log(self, event: str, **fields: Any) -> None:
+        if not self.log_events:
+            return
         base = {"group_id": self.config.group_id, "member_id": self.member_id, "generation_id": self.generation_id,
                 "state": self.state.value}
         base.update(fields)

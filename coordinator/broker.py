@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from coordinator.config import BrokerConfig
 from coordinator.group import Group, GroupState
+from coordinator.group_log import GroupMetadataRecord, Persist, Record, TopicRecord, latest
 from protocol.effects import LogEvent, Output, Reply
 from coordinator.topics import TopicStore
 from protocol.errors import ErrorCode
@@ -40,7 +41,7 @@ from protocol.messages import (
 GROUP_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestContext:
     """Who sent a request and how to answer it: `reply_to` is the shell's opaque token."""
 
@@ -66,6 +67,8 @@ class Broker:
         self.new_member_id = new_member_id
         self.topics = TopicStore(self.config, host, port)
         self.groups: dict[str, Group] = {}
+        self._handlers: dict[str, Callable[[Any, RequestContext, int], list[Output]]] = {
+            api: getattr(self, f"_on_{api}") for api in API}
 
     @staticmethod
     def group_key(api: str, body: Any) -> str | None:
@@ -82,8 +85,20 @@ class Broker:
         if api in GROUP_APIS and not body.group_id:
             response = API[api].response(error_code=ErrorCode.INVALID_GROUP_ID, error_message="group_id must not be empty")
             return [Reply(ctx.reply_to, response)]
-        handler = getattr(self, f"_on_{api}")
-        return handler(body, ctx, now_ms)
+        return self._handlers[api](body, ctx, now_ms)
+
+    def restore(self, records: list[Record], now_ms: int) -> list[Output]:
+        """Rebuild topics and groups from a replayed log (only the latest record of each counts).
+        Call it on a new Broker before it handles anything; the outputs arm the restored members'
+        session timers and log `group_loaded` per group."""
+        out: list[Output] = []
+        for record in latest(records):
+            if isinstance(record, TopicRecord):
+                self.topics.partitions[record.name] = record.partition_count
+            elif isinstance(record, GroupMetadataRecord):
+                group = self.groups[record.group_id] = Group(record.group_id, self.config, self.new_member_id)
+                out += group.restore(record, now_ms)
+        return out
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
         group = self.groups.get(key[1])
@@ -142,13 +157,17 @@ class Broker:
 
     def _on_Metadata(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         response, created = self.topics.metadata(req)
-        out: list[Output] = [Reply(ctx.reply_to, response)]
+        out: list[Output] = [self._persist_topic(t, now_ms) for t in created]
+        out.append(Reply(ctx.reply_to, response))
         out += [LogEvent("topic_created", now_ms, {"topic": t, "partition_count": self.topics.partitions[t], "auto": True}) for t in created]
         return out
 
     def _on_CreateTopics(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         response = self.topics.create_topics(req)
-        out: list[Output] = [Reply(ctx.reply_to, response)]
+        out: list[Output] = []
+        if not req.validate_only:
+            out += [self._persist_topic(r.name, now_ms) for r in response.topics if r.error_code == 0]
+        out.append(Reply(ctx.reply_to, response))
         if not req.validate_only:
             out += [LogEvent("topic_created", now_ms, {"topic": r.name, "partition_count": r.num_partitions, "auto": False})
                     for r in response.topics if r.error_code == 0]
@@ -156,8 +175,15 @@ class Broker:
 
     def _on_CreatePartitions(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         response = self.topics.create_partitions(req)
-        out: list[Output] = [Reply(ctx.reply_to, response)]
+        out: list[Output] = []
+        if not req.validate_only:
+            out += [self._persist_topic(r.name, now_ms) for r in response.results if r.error_code == 0]
+        out.append(Reply(ctx.reply_to, response))
         if not req.validate_only:
             out += [LogEvent("partitions_created", now_ms, {"topic": r.name, "partition_count": self.topics.partitions[r.name]})
                     for r in response.results if r.error_code == 0]
         return out
+
+    def _persist_topic(self, name: str, now_ms: int) -> Persist:
+        """Topic metadata is durable before the request that changed it is answered."""
+        return Persist(TopicRecord(name, self.topics.partitions[name], now_ms))

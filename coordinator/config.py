@@ -23,7 +23,11 @@ _KEYS: dict[str, tuple[str, object]] = {
     "socket.request.max.bytes": ("socket_request_max_bytes", 1024 * 1024),
     # Kafka's default -1 means "generate one"; grouplab runs one broker, node 0.
     "broker.id": ("broker_id", 0),
+    # grouplab's own: when the durable group log (--data-dir) syncs appends to disk.
+    "grouplab.log.fsync": ("log_fsync", "always"),
 }
+
+LOG_FSYNC_POLICIES = ("always", "never")
 
 
 class ConfigError(ValueError):
@@ -40,6 +44,7 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 1024 * 1024
     broker_id: int = 0
+    log_fsync: str = "always"
 
     @classmethod
     def names(cls) -> list[str]:
@@ -82,6 +87,8 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be >= 1")
         if self.socket_request_max_bytes < 64:
             raise ConfigError("socket.request.max.bytes must be >= 64")
+        if self.log_fsync not in LOG_FSYNC_POLICIES:
+            raise ConfigError(f"grouplab.log.fsync must be one of {', '.join(LOG_FSYNC_POLICIES)}, got {self.log_fsync!r}")
 
     def as_kafka_names(self) -> dict[str, object]:
         return {name: getattr(self, attr) for name, (attr, _) in _KEYS.items()}

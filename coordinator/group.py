@@ -21,6 +21,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from coordinator.config import BrokerConfig
+from coordinator.group_log import GroupMetadataRecord, MemberMetadata, Persist
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply
 from protocol import consumer_protocol
 from protocol.errors import ErrorCode
@@ -117,6 +118,9 @@ class Group:
     pending_members: dict[str, int] = field(default_factory=dict)  # member id -> session timeout
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     pending_sync: set[str] = field(default_factory=set)
+    # Reply token of each JoinGroup that came without a member id -> the id it was given, so that
+    # a duplicated copy of that request is recognised (see _answer_duplicate_first_join).
+    first_joins: dict[Any, str] = field(default_factory=dict)
     # The initial rebalance delay (group.initial.rebalance.delay.ms) of an Empty group.
     initial_delay_active: bool = False
     initial_delay_remaining_ms: int = 0
@@ -127,6 +131,9 @@ class Group:
         self.timers = Timers(self.group_id)
         self._out: list[Output] = []
         self._now = 0
+        # How many members support each protocol: the vote and the join check read it instead of
+        # intersecting every member's list (which made forming a 1,000-member group quadratic).
+        self._support: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ public inputs
 
@@ -138,7 +145,9 @@ class Group:
             self._reply(reply_to, JoinGroupResponse(error_code=code, member_id=req.member_id, error_message=message))
             self._log("join_rejected", member_id=req.member_id, error=code.name, reason=message)
             return self._end()
-        if req.member_id == "":
+        if req.member_id == "" and reply_to in self.first_joins:
+            self._answer_duplicate_first_join(self.first_joins[reply_to], reply_to)
+        elif req.member_id == "":
             if req.group_instance_id is not None:
                 self._join_static_unknown(req, reply_to, client_id, client_host)
             else:
@@ -182,6 +191,7 @@ class Group:
             for m in self.members.values():
                 m.assignment = given.get(m.member_id, b"")
             self._transition(GroupState.STABLE)
+            self._persist()
             self._log_stable()
             for m in self.members.values():
                 if m.sync_reply is not None:
@@ -213,6 +223,7 @@ class Group:
             elif member_id in self.pending_members:
                 # Kafka: a member that got its id but never joined may leave too.
                 del self.pending_members[member_id]
+                self._forget_first_join(member_id)
                 self._out.append(CancelTimer(self.timers.pending(member_id)))
                 self._log("pending_member_left", member_id=member_id)
                 results.append(LeaveGroupResponseMember(member_id=member_id, group_instance_id=who.group_instance_id))
@@ -239,6 +250,7 @@ class Group:
             self._on_session_deadline(self.members[key[2]])
         elif kind == "pending" and key[2] in self.pending_members:
             del self.pending_members[key[2]]
+            self._forget_first_join(key[2])
             self._log("pending_member_expired", member_id=key[2])
             if self.state is GroupState.PREPARING_REBALANCE:
                 self._try_complete_join()
@@ -266,6 +278,31 @@ class Group:
             leader=self.leader_id or "",
         )
 
+    def restore(self, record: GroupMetadataRecord, now_ms: int) -> list[Output]:
+        """Load this new group from its latest persisted record, as Kafka loads a group from
+        __consumer_offsets: Stable with the record's generation, protocol, leader, members and
+        assignments (or Empty), every member's session deadline reset to now + its session
+        timeout. Members that keep heartbeating their generation carry on; the others expire."""
+        self._begin(now_ms)
+        assert not self.members and record.group_id == self.group_id
+        self.generation_id = record.generation_id
+        self.protocol_type, self.protocol_name = record.protocol_type, record.protocol_name
+        self.leader_id = record.leader
+        for m in record.members:
+            member = Member(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                            client_host=m.client_host, session_timeout_ms=m.session_timeout_ms,
+                            rebalance_timeout_ms=m.rebalance_timeout_ms, protocol_type=record.protocol_type or "",
+                            protocols=list(m.protocols), assignment=m.assignment, last_heartbeat_ms=now_ms)
+            self.members[m.member_id] = member
+            self._track(member, +1)
+            if m.group_instance_id is not None:
+                self.static_members[m.group_instance_id] = m.member_id
+            self._arm_session(member)
+        self.state = GroupState.STABLE if self.members else GroupState.EMPTY
+        self._log("group_loaded", leader=self.leader_id, protocol_name=self.protocol_name, members=list(self.members),
+                  written_ms=record.ts_ms)
+        return self._end()
+
     # ------------------------------------------------------------------ joins
 
     def _validate_join(self, req: JoinGroupRequest) -> tuple[ErrorCode, str] | None:
@@ -287,12 +324,13 @@ class Group:
             return ErrorCode.UNKNOWN_MEMBER_ID, f"member {req.member_id} is not in group {self.group_id}"
         if req.member_id in self.members and self._is_fenced(req.member_id, req.group_instance_id):
             return ErrorCode.FENCED_INSTANCE_ID, f"instance {req.group_instance_id} is owned by another member id"
-        others = [m for m in self.members.values() if m.member_id != req.member_id]
-        if others and not self._supports(req.protocol_type, names, others):
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (
-                f"protocols {names} share none with the group's {sorted(self._candidates(others))} "
-                f"(protocol_type {self._protocol_type_of(others)!r})"
-            )
+        others_type = next((m.protocol_type for m in self.members.values() if m.member_id != req.member_id), None)
+        if others_type is not None:
+            shared = self._candidates(excluding=req.member_id)
+            if req.protocol_type != others_type or not shared & set(names):
+                return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (
+                    f"protocols {names} share none with the group's {sorted(shared)} (protocol_type {others_type!r})"
+                )
         is_new = not known and not (req.group_instance_id is not None and req.group_instance_id in self.static_members)
         if is_new and len(self.members) + len(self.pending_members) >= cfg.group_max_size:
             return ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {self.group_id} has reached group.max.size={cfg.group_max_size}"
@@ -300,9 +338,20 @@ class Group:
             return ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {self.group_id} has reached group.max.size={cfg.group_max_size}"
         return None
 
+    def _answer_duplicate_first_join(self, member_id: str, reply_to: Any) -> None:
+        """The same JoinGroup (same connection and correlation id) arrived again: a duplicated
+        message, not a new process. Minting another id would fence or strand the real one."""
+        if member_id in self.pending_members:
+            self._reply(reply_to, JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id))
+        elif member_id in self.members and self.members[member_id].join_reply is None:
+            member = self.members[member_id]
+            self._reply(reply_to, self._join_response(member, skip_assignment=self.state is GroupState.STABLE))
+        self._log("duplicate_join_ignored", member_id=member_id)
+
     def _join_new_dynamic(self, req: JoinGroupRequest, reply_to: Any, client_id: str) -> None:
         """KIP-394: hand out a member id first; the member joins for real with it."""
         member_id = self.new_member_id(client_id or "consumer")
+        self.first_joins[reply_to] = member_id
         self.pending_members[member_id] = req.session_timeout_ms
         self._out.append(ArmTimer(self.timers.pending(member_id), self._now + req.session_timeout_ms))
         self._reply(reply_to, JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id))
@@ -312,6 +361,7 @@ class Group:
         instance = req.group_instance_id
         assert instance is not None
         member_id = self.new_member_id(client_id or instance)
+        self.first_joins[reply_to] = member_id
         old_id = self.static_members.get(instance)
         if old_id is None:
             member = self._new_member(req, member_id, client_id, client_host)
@@ -319,6 +369,7 @@ class Group:
             return
         # KIP-345: a known instance comes back under a new member id and takes the old one's place.
         old = self.members[old_id]
+        self._forget_first_join(old_id)
         self._supersede(old.join_reply, reply_to, JoinGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
         self._supersede(old.sync_reply, None, SyncGroupResponse(error_code=ErrorCode.FENCED_INSTANCE_ID))
         self._out.append(CancelTimer(self.timers.session(old_id)))
@@ -327,6 +378,8 @@ class Group:
         member.last_heartbeat_ms = self._now
         # The new id takes the old one's place in join order (leader choice and vote tie-breaks use it).
         self.members = {(member_id if mid == old_id else mid): (member if mid == old_id else m) for mid, m in self.members.items()}
+        self._track(old, -1)
+        self._track(member, +1)
         self.static_members[instance] = member_id
         if self.leader_id == old_id:
             self.leader_id = member_id
@@ -337,6 +390,7 @@ class Group:
         unchanged = old.protocol_type == member.protocol_type and old.protocols == member.protocols
         if self.state is GroupState.STABLE and unchanged:
             self._arm_session(member)
+            self._persist()
             self._reply(reply_to, self._join_response(member, skip_assignment=True))
         elif self.state is GroupState.PREPARING_REBALANCE:
             member.join_reply = reply_to
@@ -378,13 +432,16 @@ class Group:
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.protocol_type = req.protocol_type
+        self._track(member, -1)
         member.protocols = [(p.name, p.metadata) for p in req.protocols]
+        self._track(member, +1)
         self._supersede(member.join_reply, reply_to,
                         JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.join_reply = reply_to
 
     def _add_member_and_rebalance(self, member: Member, reply_to: Any, why: str) -> None:
         self.members[member.member_id] = member
+        self._track(member, +1)
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
@@ -455,6 +512,7 @@ class Group:
         if not self.members:
             self.protocol_type = self.protocol_name = None
             self._transition(GroupState.EMPTY)
+            self._persist()
             self._log("generation_completed", protocol_name=None, leader=None, members=[], trigger=self.rebalance_trigger)
             return
         self.protocol_type = next(iter(self.members.values())).protocol_type
@@ -475,7 +533,7 @@ class Group:
         its most preferred candidate; most votes wins. Ties (Kafka leaves them to hash order) go to
         the candidate the earliest-joined member prefers most."""
         members = list(self.members.values())
-        candidates = self._candidates(members)
+        candidates = self._candidates()
         votes = Counter(m.vote(candidates) for m in members)
         first_pref = [name for name in members[0].protocol_names if name in candidates]
         return max(first_pref, key=lambda name: (votes[name], -first_pref.index(name)))
@@ -510,6 +568,8 @@ class Group:
     def _remove_member(self, member: Member, reason: RemovalReason, detail: str, update: bool = True) -> None:
         mid = member.member_id
         del self.members[mid]
+        self._track(member, -1)
+        self._forget_first_join(mid)
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == mid:
             del self.static_members[member.group_instance_id]
         self.pending_sync.discard(mid)
@@ -539,20 +599,25 @@ class Group:
             return ErrorCode.ILLEGAL_GENERATION
         return None
 
+    def _forget_first_join(self, member_id: str) -> None:
+        for token in [t for t, mid in self.first_joins.items() if mid == member_id]:
+            del self.first_joins[token]
+
     def _is_fenced(self, member_id: str, instance_id: str | None) -> bool:
         return instance_id is not None and self.static_members.get(instance_id, member_id) != member_id
 
-    @staticmethod
-    def _candidates(members: list[Member]) -> set[str]:
-        sets = [set(m.protocol_names) for m in members]
-        return set.intersection(*sets) if sets else set()
+    def _track(self, member: Member, sign: int) -> None:
+        for name, _ in member.protocols:
+            self._support[name] += sign
+            if not self._support[name]:
+                del self._support[name]
 
-    @staticmethod
-    def _protocol_type_of(members: list[Member]) -> str | None:
-        return members[0].protocol_type if members else None
-
-    def _supports(self, protocol_type: str, names: list[str], others: list[Member]) -> bool:
-        return protocol_type == self._protocol_type_of(others) and bool(self._candidates(others) & set(names))
+    def _candidates(self, excluding: str | None = None) -> set[str]:
+        """The protocols every member supports (every member but `excluding`, if given)."""
+        left_out = self.members.get(excluding) if excluding is not None else None
+        n = len(self.members) - (left_out is not None)
+        mine = set(left_out.protocol_names) if left_out is not None else set()
+        return {name for name, count in self._support.items() if n and count - (name in mine) == n}
 
     def _rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -588,6 +653,18 @@ class Group:
         if to is not self.state:
             from_state, self.state = self.state, to
             self._log("state_changed", from_state=from_state.value, to_state=to.value)
+
+    def _persist(self) -> None:
+        """Make the group's current metadata durable (the shell appends it to its log, if any,
+        before sending the replies that follow). Called where Kafka writes the group to
+        __consumer_offsets: a generation becomes Stable, a generation completes Empty, a static
+        member is replaced without a rebalance."""
+        members = [MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                                  m.rebalance_timeout_ms, list(m.protocols), m.assignment)
+                   for m in self.members.values()]
+        self._out.append(Persist(GroupMetadataRecord(self.group_id, self.generation_id, self.state.value,
+                                                     self.protocol_type, self.protocol_name, self.leader_id,
+                                                     members, self._now)))
 
     def _log_stable(self) -> None:
         assignments: dict[str, Any] = {}

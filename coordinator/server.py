@@ -5,17 +5,23 @@
 - Group requests go through one serialized input queue per group (a deque drained by a scheduled
   callback, so handlers never await); timer firings come back through the same queue.
 - Timers are loop.call_later handles keyed as the state machine asks.
+- With a data directory, `Persist` outputs are appended to the durable group log (coordinator/
+  group_log.py) before the outputs after them are carried out; at start the log is replayed into the
+  Broker and compacted, so a restarted coordinator comes back with its groups and topics.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
+from pathlib import Path
 from typing import Any, Callable
 
 from coordinator.broker import Broker, RequestContext, uuid_member_ids
 from coordinator.config import BrokerConfig
+from coordinator.group_log import GroupLog, Persist
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerTable, wall_clock_ms
 from protocol.errors import ErrorCode, FrameTooLarge
 from protocol.framing import BadRequest, FrameReader, decode_request, encode_response
@@ -96,6 +102,7 @@ class CoordinatorServer:
         events: Any = None,
         clock: Callable[[], int] = wall_clock_ms,
         new_member_id: Callable[[str], str] = uuid_member_ids,
+        data_dir: str | Path | None = None,
     ) -> None:
         self.config = config or BrokerConfig()
         self.host = host
@@ -109,18 +116,57 @@ class CoordinatorServer:
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.bad_frames = 0
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.group_log: GroupLog | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> "CoordinatorServer":
         self._loop = asyncio.get_running_loop()
         self._timers = TimerTable(self._loop.call_later, self.clock, self._fire)
-        self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port, backlog=4096)
+        restored = self._recover() if self.data_dir is not None else []
+        try:
+            self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port, backlog=4096)
+        except BaseException:
+            self._timers.cancel_all()
+            self._close_log()
+            raise
         self.port = self._server.sockets[0].getsockname()[1]
         self.broker.topics.port = self.port
         self._emit(LogEvent("coordinator_started", self.clock(), {"host": self.host, "port": self.port,
-                                                                  "config": self.config.as_kafka_names()}))
+                                                                  "config": self.config.as_kafka_names(),
+                                                                  "data_dir": str(self.data_dir) if self.data_dir else None}))
+        self._apply(restored)
         return self
+
+    def _recover(self) -> list:
+        """Replay the data directory's log into the (new) broker and compact it. Returns the
+        outputs to apply once the server listens (so `coordinator_started` stays the first event):
+        `log_recovered`, then the restore's session timers and `group_loaded` events."""
+        assert self.data_dir is not None
+        started = time.perf_counter()
+        log = GroupLog.in_dir(self.data_dir, fsync=self.config.log_fsync == "always")
+        try:
+            records = log.replay()
+            compacted = log.compact(records)
+            now = self.clock()  # after the (synced) compaction: restored sessions start from here
+            outputs = self.broker.restore(records, now)
+        except BaseException:
+            log.close()
+            raise
+        self.group_log = log
+        st = log.stats
+        recovered = LogEvent("log_recovered", now, {
+            "path": str(log.path), "records": st.records, "bytes": st.bytes, "torn_tail_bytes": st.torn_tail_bytes,
+            "corrupt_records": st.corrupt_records, "groups": len(self.broker.groups),
+            "topics": len(self.broker.topics.partitions), "compacted_bytes": compacted,
+            "ms": round((time.perf_counter() - started) * 1000, 3)})
+        return [recovered, *outputs]
+
+    def _close_log(self) -> None:
+        if self.group_log is not None:
+            self.group_log.close()
+            self.group_log = None
 
     async def stop(self) -> None:
         if self._timers is not None:
@@ -131,7 +177,9 @@ class CoordinatorServer:
                 conn.close()
             await self._server.wait_closed()
             self._server = None
+            self._close_log()
             self._emit(LogEvent("coordinator_stopped", self.clock(), {}))
+        self._close_log()
 
     async def __aenter__(self) -> "CoordinatorServer":
         return await self.start()
@@ -207,6 +255,20 @@ class CoordinatorServer:
                 self._timers.apply(out)
             elif type(out) is LogEvent:
                 self._emit(out)
+            elif type(out) is Persist:
+                self._persist(out)
+
+    def _persist(self, out: Persist) -> None:
+        """Append before the outputs that follow (the replies) go out. Without a data directory
+        nothing is kept; a failed write is logged and the coordinator carries on in memory."""
+        if self.group_log is None:
+            return
+        try:
+            self.group_log.append(out.record)
+        except OSError as exc:
+            _log.error("group log append failed: %r", exc)
+            self._emit(LogEvent("log_write_failed", self.clock(), {"record": type(out.record).__name__,
+                                                                   "key": list(out.record.key), "error": repr(exc)}))
 
     def _fire(self, key: tuple) -> None:
         self._enqueue(key[1], ("timer", key))

@@ -15,6 +15,7 @@ from rich.console import Console
 from consumer.assignors import UnknownAssignor, assignor_names, get_assignor
 from consumer.config import ConsumerConfig, ConsumerConfigError
 from coordinator.config import BrokerConfig, ConfigError
+from coordinator.group_log import LogLockedError
 from protocol.types import Subscription, TopicPartition, format_partitions
 
 console = Console(highlight=False)
@@ -70,11 +71,17 @@ async def cmd_run(args: argparse.Namespace) -> int:
     view = RebalanceView(console, args.group)
     run_dir = Path(args.run_dir) if args.run_dir else None
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
-                           run_dir, port=args.port, listeners=[view])
+                           run_dir, port=args.port, listeners=[view], data_dir=args.data_dir,
+                           faults=args.faults, fault_seed=args.fault_seed)
     await cluster.start()
     console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
                   f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
-                  + (f" · event log in {run_dir}/" if run_dir else ""))
+                  + (f" · event log in {run_dir}/" if run_dir else "")
+                  + (f" · group log in {args.data_dir}/" if args.data_dir else ""))
+    if cluster.proxy is not None:
+        console.print(f"[bold]fault proxy[/] on {cluster.host}:{cluster.proxy.port} (consumers connect through it) · "
+                      f"faults {', '.join(rule.spec() for rule in cluster.proxy.rules)}"
+                      + (f" · seed {args.fault_seed}" if args.fault_seed is not None else ""))
     try:
         console.print(f"[dim]starting {args.consumers} consumers…[/]")
         for _ in range(args.consumers):
@@ -103,6 +110,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         processed = sum(sum(app.stats.processed.values()) for app in apps)
         console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} synthetic records processed"
                       + (f" · event log: {run_dir}/" if run_dir else ""))
+        if cluster.proxy is not None:
+            console.print("faults fired: " + ", ".join(f"{rule.spec()} ×{rule.fired}" for rule in cluster.proxy.rules))
     return 0
 
 
@@ -114,9 +123,16 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     from grouplab.eventlog import run_dir_log, stderr_log
 
     events = run_dir_log(args.run_dir, "coordinator") if args.run_dir else stderr_log("coordinator")
-    server = CoordinatorServer(broker_config(args), args.host, args.port, events=events)
-    await server.start()
-    err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port} (Ctrl-C to stop)")
+    server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir)
+    try:
+        await server.start()
+    except BaseException:
+        events.close()
+        raise
+    groups, topics = len(server.broker.groups), len(server.broker.topics.partitions)
+    restored = (f" · restored {groups} group{'s' * (groups != 1)} and {topics} topic{'s' * (topics != 1)} "
+                f"from {args.data_dir}") if args.data_dir else ""
+    err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{restored} (Ctrl-C to stop)")
     try:
         await server.serve_forever()
     except asyncio.CancelledError:
@@ -263,7 +279,71 @@ def cmd_assign(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------- simulate
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from grouplab.sim.runner import parse_seeds, result_row, run_seed, totals
+    from grouplab.sim.scenario import load_scenario
+    from grouplab.sim.timeline import Timeline
+
+    scenario = load_scenario(args.scenario)
+    if args.members:
+        scenario = scenario.with_members(args.members)
+    if args.assignor:
+        scenario = scenario.with_assignors(check_assignors(parse_list(args.assignor)))
+    seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    if len(seeds) == 1:
+        timeline = Timeline(scenario.group_id)
+        result = run_seed(scenario, seeds[0], args.run_dir, listener=timeline)
+        console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seeds[0]}"))
+        results = [result]
+    else:
+        if args.run_dir:
+            raise UsageError("--run-dir writes one run's event log: use it with --seed, not --seeds")
+        results = []
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=True) as progress:
+            task = progress.add_task(f"{scenario.name}: seeds", total=len(seeds))
+            for seed in seeds:
+                results.append(run_seed(scenario, seed))
+                progress.advance(task)
+    rows = [result_row(r) for r in results]
+    summary = totals(results)
+    for r in results:
+        if not r.ok:
+            v = r.violation
+            assert v is not None
+            console.print(f"[red bold]seed {r.seed}: invariant '{v.invariant}' violated at t={v.now_ms} ms[/]\n  {v.detail}")
+            console.print("  last steps:\n" + "\n".join(f"    {line}" for line in v.trace[-args.trace_lines:]))
+            console.print(f"  replay: grouplab simulate --scenario {args.scenario} --seed {r.seed} --run-dir runs/seed-{r.seed}")
+    console.print(f"{scenario.name}: {summary['seeds']} seed(s), {summary['events']:,} events, "
+                  f"{summary['rebalances']} rebalances, {summary['partitions_moved']} partitions moved, "
+                  f"settled after the faults in median {summary['settle_ms_median']} ms (max {summary['settle_ms_max']} ms); "
+                  + ("[green]all invariants held[/]" if not summary["failed"] else f"[red]failed seeds: {summary['failed']}[/]"))
+    if args.summary_json:
+        Path(args.summary_json).write_text(json.dumps({"scenario": scenario.name, "totals": summary, "seeds": rows}, indent=2))
+    return 1 if summary["failed"] else 0
+
+
 # ----------------------------------------------------------------------------- main
+
+
+FAULTS_HELP = """\
+fault SPEC (--faults, repeatable): API:ACTION[:ARG][:OPTION=VALUE...]
+  API      JoinGroup, SyncGroup, Heartbeat, LeaveGroup, Metadata, ... or * (every API)
+  ACTION   drop[:P]           never forward it (with probability P, default 1)
+           delay:MS|MIN-MAX   forward it MS (or uniformly MIN..MAX) ms later, in order
+           duplicate          forward it twice
+           error:CODE         answer it with this Kafka error code (number or name) instead
+           reorder[:WAIT_MS]  send it after the next frame on the same connection
+  OPTION   p=P  dir=request|response|both (default request)  link=CLIENT-ID-GLOB  limit=N
+examples:
+  --faults Heartbeat:drop:0.2   --faults JoinGroup:delay:200-500   --faults SyncGroup:duplicate
+  --faults '*:delay:50'         --faults Heartbeat:error:27        --faults Heartbeat:error:27:link=consumer-2:limit=1
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -278,7 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     def add_bootstrap(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
 
-    r = sub.add_parser("run", help="a coordinator plus N simulated consumers, showing each rebalance live")
+    r = sub.add_parser("run", help="a coordinator plus N simulated consumers, showing each rebalance live",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=FAULTS_HELP)
     r.add_argument("--consumers", type=int, default=3)
     r.add_argument("--topics", default="t0:3,t1:3", help="TOPIC:PARTITIONS,... to create")
     r.add_argument("--assignor", default="range", help=f"preference list of {', '.join(assignor_names())}")
@@ -288,14 +369,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--hold", type=float, default=2.0, help="seconds to keep processing between steps")
     r.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each rebalance")
     r.add_argument("--forever", action="store_true", help="skip the stop/add script; run until Ctrl-C")
+    r.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log across restarts")
     r.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE",
                    help="consumer config override with Kafka's name (repeatable)")
+    r.add_argument("--faults", action="append", default=[], metavar="SPEC",
+                   help="inject a fault through a proxy between consumers and coordinator (repeatable); "
+                        "SPEC is API:ACTION[:ARG][:OPTION=VALUE...], see below and docs/faults.md")
+    r.add_argument("--fault-seed", type=int, metavar="N", help="seed of the fault proxy's randomness (a repeatable run)")
     add_broker_config(r)
 
     c = sub.add_parser("coordinator", help="run the coordinator server alone")
     c.add_argument("--host", default="127.0.0.1")
     c.add_argument("--port", type=int, default=9092)
     c.add_argument("--run-dir", help="write the event log to RUN_DIR/coordinator.jsonl instead of stderr")
+    c.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log: a restarted "
+                                      "coordinator recovers its groups and topics (without it nothing is kept)")
     add_broker_config(c)
 
     k = sub.add_parser("consumer", help="run one simulated consumer against a coordinator")
@@ -327,6 +415,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_bootstrap(ta)
     tl = tsub.add_parser("list")
     add_bootstrap(tl)
+
+    s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)")
+    s.add_argument("--scenario", required=True, help="a scenario TOML file, e.g. scenarios/crash-storm.toml")
+    s.add_argument("--seed", type=int, default=1, help="run one seed and print its timeline")
+    s.add_argument("--seeds", help="run many seeds: 1-500 or 1-10,42; reports every failing seed")
+    s.add_argument("--run-dir", help="write the run's JSON event log here (one file per node), with --seed")
+    s.add_argument("--members", type=int, help="resize the scenario to this many members")
+    s.add_argument("--assignor", help="use this assignor preference list for every member")
+    s.add_argument("--summary-json", metavar="OUT", help="write per-seed and total metrics as JSON")
+    s.add_argument("--timeline-rows", type=int, default=60, help="timeline rows to print (0: all)")
+    s.add_argument("--trace-lines", type=int, default=20, help="steps shown before a violation")
 
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True)
@@ -362,8 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "assign":
             return cmd_assign(args)
+        if args.command == "simulate":
+            return cmd_simulate(args)
         return _run_async(_ASYNC[args.command], args)
-    except (UsageError, ConfigError, ConsumerConfigError, UnknownAssignor, ValueError) as exc:
+    except (UsageError, ConfigError, ConsumerConfigError, UnknownAssignor, ValueError, LogLockedError,
+            FileNotFoundError) as exc:
         err.print(f"[red]grouplab {args.command}: {exc}[/]")
         return 2
     except ConnectionRefusedError as exc:

@@ -1,5 +1,7 @@
 """A local cluster for `grouplab run`, tests and benchmarks: one coordinator server and any number
-of simulated consumer apps in this process, all talking over real loopback TCP sockets."""
+of simulated consumer apps in this process, all talking over real loopback TCP sockets. With
+`faults` (SPEC strings, docs/faults.md), a FaultProxy sits between the consumers and the
+coordinator and applies them."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from coordinator.config import BrokerConfig
 from coordinator.group import GroupState
 from coordinator.server import CoordinatorServer
 from grouplab.eventlog import EventLog, null_log, run_dir_log
+from grouplab.faults.proxy import FaultProxy
+from grouplab.faults.rules import Rule, parse_spec
 from protocol.effects import LogEvent
 from protocol.types import TopicPartition
 
@@ -31,6 +35,9 @@ class LocalCluster:
         host: str = "127.0.0.1",
         port: int = 0,
         listeners: list[Callable[[str, LogEvent], None]] | None = None,
+        data_dir: str | Path | None = None,
+        faults: list[str] | None = None,
+        fault_seed: int | None = None,
     ) -> None:
         self.topics = topics
         self.group_id = group_id
@@ -41,6 +48,11 @@ class LocalCluster:
         self.host = host
         self.port = port
         self.listeners = list(listeners or [])
+        self.data_dir = data_dir
+        # Parsed now, so that a bad SPEC fails before anything starts (FaultSpecError, a ValueError).
+        self.fault_rules: list[Rule] = [parse_spec(spec) for spec in faults or []]
+        self.fault_seed = fault_seed
+        self.proxy: FaultProxy | None = None
         self.server: CoordinatorServer | None = None
         self.apps: list[SimulatedConsumerApp] = []
         self.stopped: list[SimulatedConsumerApp] = []
@@ -56,22 +68,35 @@ class LocalCluster:
         return log
 
     async def start(self) -> "LocalCluster":
-        self.server = CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"))
+        self.server = CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"),
+                                        data_dir=self.data_dir)
         await self.server.start()
         self.port = self.server.port
-        if self.topics:
+        if self.fault_rules:
+            self.proxy = FaultProxy(self.host, self.port, self.host, 0, seed=self.fault_seed, events=self._log("proxy"))
+            await self.proxy.start()
+            for rule in self.fault_rules:
+                self.proxy.add(rule)
+        # With a data directory the topics may have survived from an earlier run.
+        missing = {t: n for t, n in self.topics.items() if t not in self.server.broker.topics.partitions}
+        if missing:
             from grouplab.admin import AdminClient
 
             async with AdminClient(self.host, self.port) as admin:
-                await admin.create_topics(self.topics)
+                await admin.create_topics(missing)
         return self
+
+    @property
+    def consumer_port(self) -> int:
+        """Where consumers connect: the fault proxy if there is one, else the coordinator."""
+        return self.proxy.port if self.proxy is not None else self.port
 
     async def add_consumer(self, name: str | None = None, topics: list[str] | None = None,
                            assignors: list[str] | None = None) -> SimulatedConsumerApp:
         name = name or f"consumer-{next(self._numbers)}"
         config = ConsumerConfig(group_id=self.group_id, topics=topics or sorted(self.topics), client_id=name,
                                 assignors=assignors or self.assignors).with_overrides(self.consumer_overrides)
-        app = SimulatedConsumerApp(config, self.host, self.port, events=self._log(name))
+        app = SimulatedConsumerApp(config, self.host, self.consumer_port, events=self._log(name))
         await app.start()
         self.apps.append(app)
         return app
@@ -113,6 +138,8 @@ class LocalCluster:
         for app in list(self.apps):
             await self.stop_consumer(app, leave=True)
         await asyncio.sleep(0.05)  # let the last LeaveGroups land before the server goes
+        if self.proxy is not None:
+            await self.proxy.stop()
         if self.server is not None:
             await self.server.stop()
         for log in self._logs:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Hashable
 TimerKey = tuple[Hashable, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Reply:
     """Send `body` as the response to the request identified by the shell's opaque `to` token."""
 
@@ -19,7 +19,7 @@ class Reply:
     body: Any
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ArmTimer:
     """Fire `key` at `deadline_ms` (replacing an armed timer with the same key)."""
 
@@ -27,12 +27,12 @@ class ArmTimer:
     deadline_ms: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CancelTimer:
     key: TimerKey
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LogEvent:
     """One event-log line (DESIGN.md §5); the shell adds `node`."""
 

@@ -1,5 +1,6 @@
 """Shared test fixtures: an event recorder that any number of EventLogs feed, condition waits that
-wake on those events, and an AsyncExitStack for cleaning up servers and clients."""
+wake on those events, an AsyncExitStack for cleaning up servers and clients, and a factory of
+fault-injecting proxies (docs/faults.md)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,21 @@ async def cleanup():
     """An AsyncExitStack unwound after the test (register stops/closes with push_async_callback)."""
     async with contextlib.AsyncExitStack() as stack:
         yield stack
+
+
+@pytest.fixture
+async def fault_proxy(recorder: EventRecorder, cleanup: contextlib.AsyncExitStack):
+    """A factory: `proxy = await fault_proxy(server.port, seed=7)` starts a FaultProxy in front of
+    that port (events logged as node "proxy" into `recorder`); it is stopped at teardown, on the
+    `cleanup` stack, so clients made after it are closed before it and servers made before it
+    are stopped after it."""
+    from grouplab.faults import FaultProxy
+
+    async def start(upstream_port: int, upstream_host: str = "127.0.0.1", seed: int | None = 0,
+                    **kwargs: Any) -> FaultProxy:
+        proxy = FaultProxy(upstream_host, upstream_port, seed=seed, events=recorder.log("proxy"), **kwargs)
+        await proxy.start()
+        cleanup.push_async_callback(proxy.stop)
+        return proxy
+
+    return start

@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from coordinator.config import BrokerConfig
 from coordinator.group import Group, GroupState
+from coordinator.group_log import Persist
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -177,11 +178,12 @@ def assignment_of(member_id: str) -> bytes:
 class Effects:
     """What one input asked the shell to do: replies by token, and the net effect on timers in
     output order (key -> deadline if armed, None if cancelled). Error messages of replies are
-    blanked (free-form text); log events are kept but not compared."""
+    blanked (free-form text); log events and persisted records are kept but not compared."""
 
     replies: dict[Any, Any] = field(default_factory=dict)
     timers: dict[tuple, int | None] = field(default_factory=dict)
     logs: list[LogEvent] = field(default_factory=list, compare=False)
+    persisted: list[Any] = field(default_factory=list, compare=False)  # records of Persist outputs
 
 
 NOTHING = Effects()
@@ -202,6 +204,8 @@ def effects(outputs: list) -> Effects:
             eff.timers[o.key] = None
         elif isinstance(o, LogEvent):
             eff.logs.append(o)
+        elif isinstance(o, Persist):
+            eff.persisted.append(o.record)
         else:  # pragma: no cover
             raise AssertionError(f"unknown output {o!r}")
     return eff

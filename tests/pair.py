@@ -33,6 +33,7 @@ from consumer.coordinator import (
 from coordinator.broker import Broker, RequestContext
 from coordinator.config import BrokerConfig
 from coordinator.group import Group, GroupState
+from coordinator.group_log import Persist
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
 from protocol.types import TopicPartition
 
@@ -112,6 +113,7 @@ class Pair:
         self.member_timers: list[dict[tuple, int]] = [{} for _ in self.members]
         self.listener_calls: list[list[Any]] = [[] for _ in self.members]
         self.broker_events: list[LogEvent] = []
+        self.persisted: list[Any] = []  # records of the broker's Persist outputs
         self.violations: list[str] = []
         self.max_generation = 0
         self.steps = 0
@@ -248,6 +250,8 @@ class Pair:
                 self.broker_timers.pop(out.key, None)
             elif isinstance(out, LogEvent):
                 self.broker_events.append(out)
+            elif isinstance(out, Persist):
+                self.persisted.append(out.record)
             else:
                 raise AssertionError(f"broker: unexpected output {out!r}")
 

@@ -469,21 +469,51 @@ def test_close_before_having_a_member_id_sends_no_leave():
     assert c.state is MemberState.CLOSED
 
 
-def test_disconnect_while_stable_rejoins_after_backoff_and_forgets_in_flight_requests():
+def test_disconnect_while_stable_keeps_the_generation_and_heartbeats_on_after_reconnecting():
+    """Kafka's member does not rejoin when it loses its coordinator: it keeps its generation and
+    partitions, and heartbeats again once connected (a restarted coordinator that restored the
+    group accepts them; otherwise the heartbeat's error makes it rejoin)."""
     c, cid = stable_follower()
     c.on_timer(HB, 3_030)  # heartbeat cid in flight
     out = c.on_disconnect(3_050)
-    assert core(out) == [CancelTimer(HB), CancelTimer(META), CancelTimer(REQ), ArmTimer(REJOIN, 3_050 + BACKOFF)]
-    assert state_of(c) == (MemberState.UNJOINED, "m1", 1, "m0", "range", ASSIGNED)
-    assert core(c.on_response(cid, HeartbeatResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID), 3_060)) == []
-    assert state_of(c) == (MemberState.UNJOINED, "m1", 1, "m0", "range", ASSIGNED)
-    out = c.on_timer(REJOIN, 3_050 + BACKOFF)
-    assert core(out) == join_outputs(cid + 1, 3_050 + BACKOFF, "m1", (), 1, "coordinator connection lost",
-                                     revoked=ASSIGNED)
-    # and a heartbeat is sent again once stable (the forgotten one does not block it)
-    c.on_response(cid + 1, follower_join_response(generation=2), 3_200)
-    c.on_response(cid + 2, sync_response(ASSIGNED), 3_300)
-    assert sends(c.on_timer(HB, 6_300)) == [Send(cid + 3, "Heartbeat", HeartbeatRequest(GROUP, 2, "m1", None))]
+    assert core(out) == []
+    assert state_of(c) == (MemberState.STABLE, "m1", 1, "m0", "range", ASSIGNED)
+    assert core(c.on_response(cid, HeartbeatResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID), 3_060)) == []  # lost one
+    assert state_of(c) == (MemberState.STABLE, "m1", 1, "m0", "range", ASSIGNED)
+    # the forgotten heartbeat does not block the next one, in the same generation
+    assert sends(c.on_timer(HB, 6_030)) == [Send(cid + 1, "Heartbeat", HeartbeatRequest(GROUP, 1, "m1", None))]
+    assert core(c.on_response(cid + 1, HeartbeatResponse(), 6_040)) == []
+    assert c.last_heartbeat_ack_ms == 6_040 and state_of(c) == (MemberState.STABLE, "m1", 1, "m0", "range", ASSIGNED)
+
+
+def test_disconnect_while_stable_then_a_heartbeat_error_rejoins_as_usual():
+    c, cid = stable_follower()
+    c.on_disconnect(3_000)
+    c.on_timer(HB, 3_030)
+    out = c.on_response(cid, HeartbeatResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID), 3_040)
+    assert core(out) == [PartitionsLost(ASSIGNED), CancelTimer(HB), CancelTimer(META), CancelTimer(REQ)] + join_outputs(
+        cid + 1, 3_040, "", (), -1, "Heartbeat: UNKNOWN_MEMBER_ID")
+
+
+def test_disconnect_of_a_stable_leader_asks_for_its_lost_metadata_watch_again():
+    c, cid = stable_leader()
+    c.on_timer(META, 40 + META_AGE)  # Metadata cid in flight
+    out = c.on_disconnect(40 + META_AGE + 5)
+    assert core(out) == [ArmTimer(META, 40 + META_AGE + 5 + BACKOFF)]
+    assert sends(c.on_timer(META, 40 + META_AGE + 5 + BACKOFF))[0].api == "Metadata"
+    assert c.state is MemberState.STABLE and c.generation_id == 1
+
+
+def test_disconnect_while_joining_rejoins_after_backoff_and_forgets_in_flight_requests():
+    c = ConsumerCoordinator(config())
+    c.start(0)
+    c.on_response(1, JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id="m1"), 5)  # JoinGroup 2
+    out = c.on_disconnect(50)
+    assert core(out) == [CancelTimer(HB), CancelTimer(META), CancelTimer(REQ), ArmTimer(REJOIN, 50 + BACKOFF)]
+    assert state_of(c) == (MemberState.UNJOINED, "m1", -1, "", None, [])
+    assert core(c.on_response(2, follower_join_response(), 60)) == []  # the lost connection's answer
+    out = c.on_timer(REJOIN, 50 + BACKOFF)
+    assert core(out) == join_outputs(3, 50 + BACKOFF, "m1", reason="coordinator connection lost")
 
 
 def test_disconnect_while_unjoined_does_nothing():
@@ -532,7 +562,8 @@ def test_a_poll_timeout_during_the_rejoin_backoff_waits_for_poll_before_rejoinin
     timer armed before the timeout."""
     c, cid = stable_follower(now=30)
     c.poll(50_000)
-    c.on_disconnect(109_990)  # rejoin timer at 110_090
+    # no heartbeat answered for a session: reconnect, rejoin timer at 110_090
+    assert Reconnect("no heartbeat answer within session.timeout.ms") in core(c.on_timer(HB, 109_990))
     out = c.on_timer(POLL, 110_000)  # no poll since 50_000
     assert PartitionsLost(ASSIGNED) in core(out) and c.state is MemberState.UNJOINED
     assert CancelTimer(REJOIN) in core(out)  # the backoff's rejoin timer is withdrawn

@@ -268,19 +268,43 @@ async def test_crashed_consumer_is_removed_after_session_timeout(env: Env, recor
     assert not recorder.events("leave_sent", node=victim.config.client_id)
 
 
-async def test_consumers_rejoin_after_losing_their_connection(env: Env, recorder: EventRecorder) -> None:
+async def test_consumers_rejoin_after_losing_their_connection_mid_rebalance(env: Env, recorder: EventRecorder) -> None:
     """Regression: the backed-off rejoin (retry.backoff.ms=20) fires before the reconnect (50 ms),
     so its JoinGroup goes into no connection; the member must still rejoin once reconnected
     rather than wait in JOINING for max.poll.interval.ms + 5 s."""
-    server = await env.start_server()
+    server = await env.start_server("group.initial.rebalance.delay.ms=1000")
     clients = [await env.consumer(f"c{i}") for i in range(2)]
-    before = (await env.wait_stable(clients)).generation_id
+    # Both JoinGroups are parked in the initial delay: the members are JOINING.
+    await recorder.wait_until(lambda: env.group() is not None and len(env.group().members) == 2
+                              and all(m.join_reply is not None for m in env.group().members.values()),
+                              what="both joins parked")
+    assert all(c.state is MemberState.JOINING for c in clients)
 
     for conn in list(server.connections):
         conn.transport.abort()
     await recorder.wait_until(lambda: all(c.reconnects >= 1 for c in clients), what="both to reconnect")
-    await env.wait_stable(clients, after_generation=before)
+    await env.wait_stable(clients)
     assert_partitioned(clients, ALL_PARTITIONS)
+    assert all(c.reconnects == 1 for c in clients)
+
+
+async def test_stable_consumers_keep_their_generation_after_losing_their_connection(env: Env, recorder: EventRecorder) -> None:
+    """A stable member that loses its connection keeps its generation and partitions and heartbeats
+    again once reconnected (as Kafka's does): no rebalance."""
+    server = await env.start_server()
+    clients = [await env.consumer(f"c{i}") for i in range(2)]
+    g = await env.wait_stable(clients)
+    before, rebalances = env.snapshot(), len(recorder.events("rebalance_started"))
+    owned = {c.member_id: sorted(c.assignment) for c in clients}
+
+    cut = wall_clock_ms()
+    for conn in list(server.connections):
+        conn.transport.abort()
+    await recorder.wait_until(lambda: all(c.reconnects >= 1 and c.machine.last_heartbeat_ack_ms > cut for c in clients),
+                              what="both to reconnect and have a heartbeat answered")
+    assert env.snapshot() == before and env.stable(clients) and env.group() is g
+    assert {c.member_id: sorted(c.assignment) for c in clients} == owned
+    assert len(recorder.events("rebalance_started")) == rebalances
     assert all(c.reconnects == 1 for c in clients)
 
 

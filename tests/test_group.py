@@ -12,6 +12,8 @@ Defaults: session timeout 10 s, rebalance timeout 30 s, group.initial.rebalance.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from dataclasses import replace
 
 import pytest
@@ -21,6 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from coordinator.broker import Broker, RequestContext
 from coordinator.group import Group, GroupState
+from coordinator.group_log import Persist, decode_record, encode_record
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -1146,8 +1149,20 @@ class GroupMachine(RuleBasedStateMachine):
                 self.timers[o.key] = o.deadline_ms
             elif isinstance(o, CancelTimer):
                 self.timers.pop(o.key, None)
+            elif isinstance(o, Persist):
+                self.check_persisted(o.record)
             else:
                 assert isinstance(o, LogEvent)
+
+    def check_persisted(self, record):
+        """A persisted record survives encoding, and restoring it gives back its group."""
+        assert decode_record(encode_record(record)) == record
+        assert record.state in ("Stable", "Empty") and record.generation_id == self.g.generation_id
+        restored = Group(GROUP, RANDOM_CONFIG, MemberIds())
+        restored.restore(record, self.now)
+        assert restored.state.value == record.state and restored.leader_id == record.leader
+        assert [(m.member_id, m.assignment) for m in restored.members.values()] == \
+            [(m.member_id, m.assignment) for m in record.members]
 
     def learn(self, kind, client, body):
         if kind == "join":
@@ -1268,6 +1283,8 @@ class GroupMachine(RuleBasedStateMachine):
         g = self.g
         assert g.generation_id >= self.max_generation
         self.max_generation = g.generation_id
+        # The protocol support index always matches the members' own lists.
+        assert g._support == Counter(name for m in g.members.values() for name in m.protocol_names)
         members = g.members
         # leader
         assert (g.leader_id is None) == (not members)

@@ -190,11 +190,9 @@ def _assign_general(partitions_per_topic: Mapping[str, int], members: list[str],
         for x in sorted(members, key=lambda m: (-count[m], order[m])):
             # Partitions that were not x's before move first: moving them costs no stickiness.
             for tp in sorted(assignment[x], key=lambda tp: (tp in sticky and previous_owner.get(tp) == x, tp)):
-                candidates = [y for y in subscribers[tp.topic] if y != x]
-                if not candidates:
-                    continue
-                y = min(candidates, key=lambda m: (count[m], order[m]))
-                if count[x] > count[y] + 1:
+                # The least loaded subscriber; if that is x itself, nobody is two below x.
+                y = least_loaded(tp.topic)
+                if y != x and count[x] > count[y] + 1:
                     assignment[x].discard(tp)
                     assignment[y].add(tp)
                     bump(x, -1)

@@ -65,6 +65,7 @@ class Invariants:
         self._open_rebalance_ms: int | None = None
         self._last_owner: dict[TopicPartition, str] = {}
         self.owned_count = 0  # partitions with at least one owner
+        self._blocker: "SimMember | None" = None
         # Set by anything that can change whether the group has settled; heartbeats do not.
         self.dirty = True
 
@@ -202,9 +203,20 @@ class Invariants:
         group = self.sim.group_state()
         if group is None or group.state is not GroupState.STABLE or group.pending_members:
             return False
+        if self.owned_count != len(self.all_partitions()):
+            return False
+
+        def unsettled(m: "SimMember") -> bool:
+            return (m.machine is None or m.hung or m.machine.state is not MemberState.STABLE
+                    or m.machine.generation_id != group.generation_id)
+
+        # The member that held things up last time usually still does: look at it first.
+        blocker = self._blocker
+        if blocker is not None and blocker.up and not blocker.permanently_down and unsettled(blocker):
+            return False
         live = self.sim.live_members()
-        if any(m.hung or m.machine.state is not MemberState.STABLE or m.machine.generation_id != group.generation_id
-               for m in live):
+        self._blocker = next((m for m in live if unsettled(m)), None)
+        if self._blocker is not None:
             return False
         if {m.machine.member_id for m in live} != set(group.members):
             return False

@@ -127,6 +127,9 @@ class Simulation:
         self.members: list[SimMember] = []
         self.faults_on = True
         self._pending_fault_ends = 0
+        net = scenario.network
+        self._loss, self._duplicate = net.loss, net.duplicate
+        self._delay_lo, self._delay_span = net.delay_ms[0], net.delay_ms[1] - net.delay_ms[0] + 1
         self.invariants = Invariants(self)
         self._build_members()
         self._schedule_faults()
@@ -224,7 +227,7 @@ class Simulation:
     def _link_drops(self, m: SimMember) -> bool:
         if m.partitioned:
             return True
-        if self.faults_on and self.scenario.network.loss and self.rng.random() < self.scenario.network.loss:
+        if self.faults_on and self._loss and self.rng.random() < self._loss:
             self.stats.messages_lost += 1
             return True
         return False
@@ -234,14 +237,12 @@ class Simulation:
         if self._link_drops(m):
             return
         self._push(self.now + self._delay(), kind, *payload)
-        net = self.scenario.network
-        if self.faults_on and net.duplicate and self.rng.random() < net.duplicate:
+        if self.faults_on and self._duplicate and self.rng.random() < self._duplicate:
             self.stats.messages_duplicated += 1
             self._push(self.now + self._delay(), kind, *payload)
 
     def _delay(self) -> int:
-        lo, hi = self.scenario.network.delay_ms
-        return lo + int(self.rng.random() * (hi - lo + 1))  # randint's result, at a fraction of its cost
+        return self._delay_lo + int(self.rng.random() * self._delay_span)  # randint's result, for less
 
     def _deliver_to_broker(self, m: SimMember, epoch: int, send: Send) -> None:
         if self.broker is None or epoch != m.epoch or not m.connected:
@@ -310,7 +311,7 @@ class Simulation:
         if m.permanently_down and m.up:
             return
         m.incarnation += 1
-        m.machine = ConsumerCoordinator(m.config)
+        m.machine = ConsumerCoordinator(m.config, log_events=self.emit is not None)
         m.timers.clear()
         m.hung = m.slow = False
         m.held.clear()

@@ -1,0 +1,387 @@
+"""Durable coordinator metadata, like the group metadata records Kafka keeps in `__consumer_offsets`
+(and the topic records of its metadata log): the record types, their on-disk framing, and an
+append-only log file with replay and compaction.
+
+The pure state machines never touch the file. They emit `Persist(record)`; the server shell appends
+the record with `GroupLog.append`, and on start-up feeds `GroupLog.replay()` to `Broker.restore`.
+
+On disk each record is one frame (docs/protocol.md "Durability and restart"):
+
+    4-byte big-endian payload length N | N bytes of msgpack (a map) | 4-byte big-endian CRC32 of the payload
+
+A torn tail (a frame cut short by a crash during the write) is detected by its length and ignored;
+a frame whose CRC does not match, or whose map is not a valid record, is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import msgpack
+
+LOG_FILE_NAME = "group-metadata.log"
+LOCK_FILE_NAME = ".lock"
+RECORD_VERSION = 0
+# A record larger than this cannot be real (a group of thousands of members is far smaller): its
+# length prefix is garbage, so nothing after it can be framed.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+
+_U32 = struct.Struct(">I")
+
+
+class RecordError(ValueError):
+    """A frame's payload is not a valid record (its CRC matched, so this is a writer defect or a
+    record from a newer, incompatible version)."""
+
+
+class LogLockedError(RuntimeError):
+    """Another coordinator process has this data directory open."""
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class MemberMetadata:
+    """One member of a GroupMetadata record: what Kafka's GroupMetadataValue keeps per member,
+    plus every protocol (not only the chosen one) so a restored group can vote again."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: list[tuple[str, bytes]]  # preference order
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupMetadataRecord:
+    """A group's persisted state: written when a generation becomes Stable (the leader's SyncGroup),
+    when a generation completes with no members (Empty), and when a static member is replaced
+    without a rebalance. The latest record of a group supersedes all earlier ones."""
+
+    group_id: str
+    generation_id: int
+    state: str  # "Stable" or "Empty"
+    protocol_type: str | None
+    protocol_name: str | None
+    leader: str | None
+    members: list[MemberMetadata]
+    ts_ms: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("group", self.group_id)
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    """A topic and its partition count after CreateTopics, CreatePartitions or auto-creation."""
+
+    name: str
+    partition_count: int
+    ts_ms: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("topic", self.name)
+
+
+Record = GroupMetadataRecord | TopicRecord
+
+
+@dataclass(frozen=True)
+class Persist:
+    """Output of the coordinator's pure machines: make `record` durable (the shell appends it to
+    its GroupLog, if it has one, before carrying out the outputs that follow it)."""
+
+    record: Record
+
+
+# ----------------------------------------------------------------------------- encoding
+
+
+def encode_record(record: Record) -> bytes:
+    """The msgpack payload of one record."""
+    if isinstance(record, GroupMetadataRecord):
+        body: dict[str, Any] = {
+            "type": "group_metadata", "version": RECORD_VERSION,
+            "group_id": record.group_id, "generation_id": record.generation_id, "state": record.state,
+            "protocol_type": record.protocol_type, "protocol_name": record.protocol_name, "leader": record.leader,
+            "members": [{
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                "client_host": m.client_host, "session_timeout_ms": m.session_timeout_ms,
+                "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "protocols": [[name, meta] for name, meta in m.protocols], "assignment": m.assignment,
+            } for m in record.members],
+            "ts_ms": record.ts_ms,
+        }
+    elif isinstance(record, TopicRecord):
+        body = {"type": "topic", "version": RECORD_VERSION, "name": record.name,
+                "partition_count": record.partition_count, "ts_ms": record.ts_ms}
+    else:
+        raise TypeError(f"not a record: {record!r}")
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def decode_record(payload: bytes) -> Record:
+    """Parse and validate one payload; RecordError says what is wrong."""
+    try:
+        m = msgpack.unpackb(payload, raw=False)
+    except Exception as exc:
+        raise RecordError(f"not msgpack: {exc}") from None
+    if not isinstance(m, dict):
+        raise RecordError("a record must be a map")
+    version = _get(m, "version", int)
+    if version != RECORD_VERSION:
+        raise RecordError(f"unsupported record version {version}")
+    kind = m.get("type")
+    if kind == "topic":
+        count = _get(m, "partition_count", int)
+        if count < 1:
+            raise RecordError(f"partition_count must be >= 1, got {count}")
+        return TopicRecord(_get(m, "name", str), count, _get(m, "ts_ms", int))
+    if kind != "group_metadata":
+        raise RecordError(f"unknown record type {kind!r}")
+    members = []
+    for i, mm in enumerate(_get(m, "members", list)):
+        if not isinstance(mm, dict):
+            raise RecordError(f"members[{i}] must be a map")
+        protocols = []
+        for p in _get(mm, "protocols", list):
+            if not (isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], bytes)):
+                raise RecordError(f"members[{i}].protocols: expected [name, metadata bytes], got {p!r}")
+            protocols.append((p[0], p[1]))
+        members.append(MemberMetadata(
+            member_id=_get(mm, "member_id", str), group_instance_id=_get(mm, "group_instance_id", str, True),
+            client_id=_get(mm, "client_id", str), client_host=_get(mm, "client_host", str),
+            session_timeout_ms=_get(mm, "session_timeout_ms", int),
+            rebalance_timeout_ms=_get(mm, "rebalance_timeout_ms", int),
+            protocols=protocols, assignment=_get(mm, "assignment", bytes)))
+    record = GroupMetadataRecord(
+        group_id=_get(m, "group_id", str), generation_id=_get(m, "generation_id", int), state=_get(m, "state", str),
+        protocol_type=_get(m, "protocol_type", str, True), protocol_name=_get(m, "protocol_name", str, True),
+        leader=_get(m, "leader", str, True), members=members, ts_ms=_get(m, "ts_ms", int))
+    _check_group(record)
+    return record
+
+
+def _get(m: dict, key: str, kind: type, optional: bool = False) -> Any:
+    if key not in m:
+        raise RecordError(f"field {key} is missing")
+    value = m[key]
+    if value is None and optional:
+        return None
+    if type(value) is not kind:
+        raise RecordError(f"field {key}: expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _check_group(r: GroupMetadataRecord) -> None:
+    """A record a Group could have written: Stable with members that all support the chosen
+    protocol and a leader among them, or Empty with none."""
+    if r.state == "Empty":
+        if r.members:
+            raise RecordError(f"group {r.group_id}: an Empty group record has members")
+        return
+    if r.state != "Stable":
+        raise RecordError(f"group {r.group_id}: state must be Stable or Empty, got {r.state!r}")
+    ids = [m.member_id for m in r.members]
+    if not ids or len(set(ids)) != len(ids):
+        raise RecordError(f"group {r.group_id}: a Stable record needs distinct members")
+    if r.leader not in ids or not r.protocol_type or not r.protocol_name:
+        raise RecordError(f"group {r.group_id}: a Stable record needs a leader among its members and a protocol")
+    if any(r.protocol_name not in [name for name, _ in m.protocols] for m in r.members):
+        raise RecordError(f"group {r.group_id}: a member does not support protocol {r.protocol_name!r}")
+    instances = [m.group_instance_id for m in r.members if m.group_instance_id is not None]
+    if len(set(instances)) != len(instances):
+        raise RecordError(f"group {r.group_id}: a group.instance.id appears twice")
+
+
+def encode_frame(record: Record) -> bytes:
+    payload = encode_record(record)
+    return _U32.pack(len(payload)) + payload + _U32.pack(zlib.crc32(payload))
+
+
+@dataclass
+class ReplayStats:
+    records: int = 0  # valid records read
+    bytes: int = 0  # size of the log read
+    torn_tail_bytes: int = 0  # bytes at the end that do not make a whole frame (ignored)
+    corrupt_records: int = 0  # whole frames skipped: CRC mismatch or not a valid record
+    ms: float = 0.0  # wall time of the replay
+    errors: list[str] = field(default_factory=list)  # why frames were skipped (the first few)
+
+
+def decode_frames(data: bytes) -> tuple[list[Record], ReplayStats]:
+    """Every valid record in `data`, in order, and what was skipped. Pure."""
+    stats = ReplayStats(bytes=len(data))
+    records: list[Record] = []
+    pos, n = 0, len(data)
+    while pos < n:
+        if n - pos < _U32.size:
+            stats.torn_tail_bytes = n - pos
+            break
+        (size,) = _U32.unpack_from(data, pos)
+        end = pos + _U32.size + size + _U32.size
+        if size > MAX_RECORD_BYTES or end > n:
+            # Cut short by a crash mid-write (or a garbage length): nothing after it can be framed.
+            stats.torn_tail_bytes = n - pos
+            break
+        payload = data[pos + _U32.size: pos + _U32.size + size]
+        (crc,) = _U32.unpack_from(data, end - _U32.size)
+        if zlib.crc32(payload) != crc:
+            stats.corrupt_records += 1
+            _note(stats, f"offset {pos}: CRC mismatch")
+        else:
+            try:
+                records.append(decode_record(payload))
+            except RecordError as exc:
+                stats.corrupt_records += 1
+                _note(stats, f"offset {pos}: {exc}")
+        pos = end
+    stats.records = len(records)
+    return records, stats
+
+
+def _note(stats: ReplayStats, error: str) -> None:
+    if len(stats.errors) < 10:
+        stats.errors.append(error)
+
+
+def latest(records: Iterable[Record]) -> list[Record]:
+    """Only the last record of each group and each topic, in the order of those last records: what
+    compaction keeps, and all that restoring needs."""
+    last: dict[tuple[str, str], Record] = {}
+    for r in records:
+        last.pop(r.key, None)
+        last[r.key] = r
+    return list(last.values())
+
+
+# ----------------------------------------------------------------------------- the log file
+
+
+class GroupLog:
+    """An append-only file of framed records in a data directory's `group-metadata.log`.
+
+    `fsync=True` (grouplab.log.fsync=always) syncs every append before it returns, so a record the
+    coordinator acted on survives a machine crash; `fsync=False` (never) still writes every record
+    to the OS before returning, which survives a crash of the coordinator process but not of the
+    machine. Compaction always syncs. One process at a time: a lock file guards the directory.
+    """
+
+    def __init__(self, path: str | Path, fsync: bool = True) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self.stats = ReplayStats()
+        self.appended = 0
+        self._fd: int | None = None
+        self._lock_fd: int | None = None
+
+    @classmethod
+    def in_dir(cls, data_dir: str | Path, fsync: bool = True) -> "GroupLog":
+        return cls(Path(data_dir) / LOG_FILE_NAME, fsync)
+
+    def replay(self) -> list[Record]:
+        """Read every valid record; `stats` says what was read and what was skipped."""
+        self._lock()
+        started = time.perf_counter()
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        records, self.stats = decode_frames(data)
+        self.stats.ms = (time.perf_counter() - started) * 1000
+        return records
+
+    def compact(self, records: Iterable[Record]) -> int:
+        """Rewrite the log with only the latest record per group and per topic (a temporary file,
+        synced, then renamed over the log, and the directory synced). Returns the new size."""
+        self._lock()
+        self._close_fd()
+        kept = b"".join(encode_frame(r) for r in latest(records))
+        tmp = self.path.with_name(self.path.name + ".compacting")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, kept)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        _fsync_dir(self.path.parent)
+        return len(kept)
+
+    def recover(self) -> list[Record]:
+        """Start-up: replay, then compact what was replayed. Returns the replayed records."""
+        records = self.replay()
+        self.compact(records)
+        return records
+
+    def append(self, record: Record) -> None:
+        if self._fd is None:
+            self._lock()
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        _write_all(self._fd, encode_frame(record))
+        if self.fsync:
+            os.fsync(self._fd)
+        self.appended += 1
+
+    def close(self) -> None:
+        self._close_fd()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the lock
+            self._lock_fd = None
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _lock(self) -> None:
+        if self._lock_fd is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.parent / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no lock
+            self._lock_fd = fd
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogLockedError(f"{self.path.parent} is in use by another coordinator") from None
+        self._lock_fd = fd
+
+    def __enter__(self) -> "GroupLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not every platform can open a directory
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,260 @@
+"""Fault rules of the FaultProxy and their text form (`grouplab run --faults SPEC`).
+
+A rule picks frames by API name (or `*`), by direction (`request`, `response` or `both`) and by link
+(a glob over the client id, or over the link name `client-id#n`), fires with probability `p`, at
+most `limit` times, and does one thing to the frame: drop, delay, duplicate, hold, error or
+reorder. Rules never look inside a body beyond the envelope; the protocol logic never sees them.
+
+SPEC, the text form:
+
+    API:ACTION[:ARG][:OPTION=VALUE...]
+
+    API     an API name (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, Metadata, ...) or *
+    ACTION  drop[:P]              never forward it (with probability P, default 1)
+            delay:MS | delay:MIN-MAX
+                                  forward it MS (or uniformly MIN..MAX) ms later; order on the
+                                  link is kept, as network latency keeps it
+            duplicate             forward it twice
+            error:CODE            answer the request with this Kafka error code (a number or a
+                                  name such as REBALANCE_IN_PROGRESS) in that API's response body,
+                                  never forwarding it; on dir=response: replace the response
+            reorder[:WAIT_MS]     send it after the next frame on the same link and direction
+                                  (or after WAIT_MS, default 1000, if none comes)
+            hold                  park it until the test releases it (FaultProxy API only)
+    OPTION  p=P (0..1)  dir=request|response|both  link=GLOB  limit=N
+
+Examples: `Heartbeat:drop:0.2`, `JoinGroup:delay:200-500`, `SyncGroup:duplicate`, `*:delay:50`,
+`Heartbeat:error:27`, `Heartbeat:error:REBALANCE_IN_PROGRESS:link=consumer-2:limit=1`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+from protocol.errors import ErrorCode
+from protocol.messages import API
+
+ACTIONS = ("drop", "delay", "duplicate", "hold", "error", "reorder")
+DIRECTIONS = ("request", "response", "both")
+DEFAULT_REORDER_WAIT_MS = 1000
+
+
+class FaultSpecError(ValueError):
+    """A rule or SPEC that cannot be used; the message says what is wrong and what is allowed."""
+
+
+def _error_code(value: int | str | ErrorCode) -> int:
+    if isinstance(value, ErrorCode):
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        code = value
+    elif isinstance(value, str) and value.lstrip("-").isdigit():
+        code = int(value)
+    elif isinstance(value, str) and value.upper() in ErrorCode.__members__:
+        return int(ErrorCode[value.upper()])
+    else:
+        raise FaultSpecError(f"error needs a Kafka error code (a number or a name such as REBALANCE_IN_PROGRESS), got {value!r}")
+    try:
+        ErrorCode(code)
+    except ValueError:
+        raise FaultSpecError(f"unknown Kafka error code {code}; known: "
+                             f"{', '.join(f'{int(c)} {c.name}' for c in ErrorCode if c is not ErrorCode.NONE)}") from None
+    if code == 0:
+        raise FaultSpecError("error code 0 is NONE: that is no fault")
+    return code
+
+
+def _delay_range(value: int | float | tuple[int, int] | list[int] | str) -> tuple[int, int]:
+    if isinstance(value, str):
+        lo, sep, hi = value.partition("-")
+        try:
+            pair = (int(lo), int(hi)) if sep else (int(lo), int(lo))
+        except ValueError:
+            raise FaultSpecError(f"delay needs MS or MIN-MAX in milliseconds, got {value!r}") from None
+    elif isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise FaultSpecError(f"delay range needs (MIN, MAX), got {value!r}")
+        pair = (int(value[0]), int(value[1]))
+    else:
+        pair = (int(value), int(value))
+    if pair[0] < 0 or pair[1] < pair[0]:
+        raise FaultSpecError(f"delay needs 0 <= MIN <= MAX, got {pair[0]}-{pair[1]}")
+    return pair
+
+
+@dataclass(eq=False)
+class Rule:
+    """One fault rule. `fired` counts the frames it acted on, `matched` the frames it selected
+    (before its probability roll and limit)."""
+
+    action: str
+    api: str = "*"
+    direction: str = "request"
+    link: str = "*"
+    p: float = 1.0
+    delay_ms: tuple[int, int] = (0, 0)
+    error_code: int | None = None
+    limit: int | None = None
+    wait_ms: int = DEFAULT_REORDER_WAIT_MS
+    fired: int = 0
+    matched: int = 0
+    _removed: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise FaultSpecError(f"unknown action {self.action!r}; known: {', '.join(ACTIONS)}")
+        if self.api != "*" and self.api not in API:
+            raise FaultSpecError(f"unknown API {self.api!r}; known: *, {', '.join(API)}")
+        if self.direction not in DIRECTIONS:
+            raise FaultSpecError(f"unknown direction {self.direction!r}; known: {', '.join(DIRECTIONS)}")
+        if not 0.0 <= float(self.p) <= 1.0:
+            raise FaultSpecError(f"probability must be within 0..1, got {self.p}")
+        self.p = float(self.p)
+        self.delay_ms = _delay_range(self.delay_ms)
+        if self.action == "delay" and self.delay_ms == (0, 0):
+            raise FaultSpecError("delay needs a positive MS or MIN-MAX")
+        if self.action == "error":
+            if self.error_code is None:
+                raise FaultSpecError("error needs a Kafka error code, e.g. Heartbeat:error:27")
+            self.error_code = _error_code(self.error_code)
+        if self.limit is not None and self.limit < 1:
+            raise FaultSpecError(f"limit must be at least 1, got {self.limit}")
+        if self.wait_ms < 0:
+            raise FaultSpecError(f"reorder wait must be >= 0 ms, got {self.wait_ms}")
+        if not self.link:
+            raise FaultSpecError("link glob must not be empty (use * for every link)")
+
+    # ------------------------------------------------------------------ matching
+
+    def selects(self, api: str | None, direction: str, client_id: str, link_name: str) -> bool:
+        """Does this rule pick a frame (before its probability and limit)? Frames whose API is not
+        known (unparseable, or a response to an unknown request) are picked by no rule."""
+        if self._removed or api is None:
+            return False
+        if self.direction != "both" and self.direction != direction:
+            return False
+        if self.api != "*" and self.api != api:
+            return False
+        return link_matches(self.link, client_id, link_name)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.limit is not None and self.fired >= self.limit
+
+    # ------------------------------------------------------------------ text form
+
+    def spec(self) -> str:
+        """This rule in SPEC form (what `parse_spec` reads back)."""
+        parts = [self.api, self.action]
+        if self.action == "drop" and self.p < 1.0:
+            parts.append(_num(self.p))
+        elif self.action == "delay":
+            lo, hi = self.delay_ms
+            parts.append(str(lo) if lo == hi else f"{lo}-{hi}")
+        elif self.action == "error":
+            parts.append(str(self.error_code))
+        elif self.action == "reorder" and self.wait_ms != DEFAULT_REORDER_WAIT_MS:
+            parts.append(str(self.wait_ms))
+        if self.p < 1.0 and self.action != "drop":
+            parts.append(f"p={_num(self.p)}")
+        if self.direction != "request":
+            parts.append(f"dir={self.direction}")
+        if self.link != "*":
+            parts.append(f"link={self.link}")
+        if self.limit is not None:
+            parts.append(f"limit={self.limit}")
+        return ":".join(parts)
+
+    def __str__(self) -> str:
+        return self.spec()
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def link_matches(pattern: str, client_id: str, link_name: str) -> bool:
+    """A link glob matches the link's client id (`consumer-*`) or its name (`consumer-1#2`)."""
+    return pattern == "*" or fnmatch.fnmatchcase(client_id, pattern) or fnmatch.fnmatchcase(link_name, pattern)
+
+
+_OPTIONS = ("p", "dir", "link", "limit")
+
+
+def parse_spec(text: str, allow_hold: bool = False) -> Rule:
+    """`Heartbeat:drop:0.2` -> Rule(action="drop", api="Heartbeat", p=0.2). Raises FaultSpecError
+    with the reason and the syntax."""
+    try:
+        return _parse(text, allow_hold)
+    except FaultSpecError as exc:
+        raise FaultSpecError(f"bad fault spec {text!r}: {exc} (syntax: API:ACTION[:ARG][:p=P][:dir=request|response|both]"
+                             f"[:link=GLOB][:limit=N]; e.g. Heartbeat:drop:0.2, JoinGroup:delay:200-500, "
+                             f"SyncGroup:duplicate, *:delay:50, Heartbeat:error:27)") from None
+
+
+def _parse(text: str, allow_hold: bool) -> Rule:
+    tokens = [t.strip() for t in text.strip().split(":")]
+    if len(tokens) < 2 or not tokens[0] or not tokens[1]:
+        raise FaultSpecError("expected at least API:ACTION")
+    api, action, rest = tokens[0], tokens[1].lower(), tokens[2:]
+    if action not in ACTIONS:
+        raise FaultSpecError(f"unknown action {action!r}; known: {', '.join(a for a in ACTIONS if allow_hold or a != 'hold')}")
+    if action == "hold" and not allow_hold:
+        raise FaultSpecError("hold parks frames until a test releases them (FaultProxy.release); it has no command-line form")
+    arg = None
+    if rest and "=" not in rest[0]:
+        arg, rest = rest[0], rest[1:]
+    kwargs: dict = {"action": action, "api": api}
+    for option in rest:
+        name, sep, value = option.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in _OPTIONS:
+            raise FaultSpecError(f"unknown option {option!r}; options: p=P, dir=request|response|both, link=GLOB, limit=N")
+        if _key(name) in kwargs:
+            raise FaultSpecError(f"option {name} given twice")
+        if name == "p":
+            kwargs["p"] = _probability(value)
+        elif name == "dir":
+            kwargs["direction"] = value.strip().lower()
+        elif name == "link":
+            kwargs["link"] = value.strip()
+        elif name == "limit":
+            if not value.strip().isdigit():
+                raise FaultSpecError(f"limit needs a whole number, got {value!r}")
+            kwargs["limit"] = int(value)
+    if action == "drop":
+        if arg is not None:
+            if "p" in kwargs:
+                raise FaultSpecError("drop's probability given twice (drop:P and p=P)")
+            kwargs["p"] = _probability(arg)
+    elif action == "delay":
+        if arg is None:
+            raise FaultSpecError("delay needs MS or MIN-MAX, e.g. delay:50 or delay:200-500")
+        kwargs["delay_ms"] = _delay_range(arg)
+    elif action == "error":
+        if arg is None:
+            raise FaultSpecError("error needs a Kafka error code, e.g. error:27 or error:REBALANCE_IN_PROGRESS")
+        kwargs["error_code"] = _error_code(arg)
+    elif action == "reorder":
+        if arg is not None:
+            if not arg.isdigit():
+                raise FaultSpecError(f"reorder's wait needs milliseconds, got {arg!r}")
+            kwargs["wait_ms"] = int(arg)
+    elif arg is not None:
+        raise FaultSpecError(f"{action} takes no argument, got {arg!r}")
+    return Rule(**kwargs)
+
+
+def _key(option: str) -> str:
+    return {"dir": "direction"}.get(option, option)
+
+
+def _probability(value: str) -> float:
+    try:
+        p = float(value)
+    except ValueError:
+        raise FaultSpecError(f"probability must be a number within 0..1, got {value!r}") from None
+    if not 0.0 <= p <= 1.0:
+        raise FaultSpecError(f"probability must be within 0..1, got {value}")
+    return p
