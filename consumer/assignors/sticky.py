@@ -47,10 +47,14 @@ def encode_user_data(previous: Iterable[TopicPartition], generation_id: int) -> 
 def decode_user_data(data: bytes) -> tuple[list[TopicPartition], int] | None:
     try:
         raw = msgpack.unpackb(data, raw=False)
-        parts = [TopicPartition(str(t), int(p)) for t, p in raw["partitions"]]
-        return parts, int(raw["generation"])
+        items, generation = raw["partitions"], raw["generation"]
     except Exception:
         return None  # not ours (another assignor's user data): treat as no history
+    if not isinstance(items, list) or type(generation) is not int:
+        return None
+    if not all(isinstance(i, list) and len(i) == 2 and isinstance(i[0], str) and type(i[1]) is int for i in items):
+        return None
+    return [TopicPartition(t, p) for t, p in items], generation
 
 
 @dataclass(frozen=True)
