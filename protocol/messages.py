@@ -319,6 +319,366 @@ class ApiVersionsResponse:
     error_message: str | None = None
 
 
+# ----------------------------------------------------------------------------- records
+#
+# Partition logs, producers and offsets (the delivery-semantics APIs). A record batch on the wire
+# is a msgpack map, not Kafka's binary batch; its fields are Kafka's.
+
+
+@dataclass
+class RecordHeader:
+    key: str
+    value: bytes | None = None
+
+
+@dataclass
+class Record:
+    value: bytes | None
+    key: bytes | None = None
+    headers: list[RecordHeader] = field(default_factory=list)
+    timestamp: int = -1  # -1: the broker stamps it (LogAppendTime)
+
+
+@dataclass
+class RecordBatch:
+    """What a producer sends for one partition. producer_id -1: not idempotent."""
+
+    records: list[Record]
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    is_transactional: bool = False
+
+
+@dataclass
+class FetchedRecord:
+    offset: int
+    timestamp: int
+    value: bytes | None
+    key: bytes | None = None
+    headers: list[RecordHeader] = field(default_factory=list)
+    producer_id: int = -1
+
+
+# ----------------------------------------------------------------------------- Produce
+
+
+@dataclass
+class ProducePartitionData:
+    index: int
+    records: RecordBatch
+
+
+@dataclass
+class ProduceTopicData:
+    name: str
+    partition_data: list[ProducePartitionData]
+
+
+@dataclass
+class ProduceRequest:
+    topic_data: list[ProduceTopicData]
+    acks: int = -1  # -1 all, 1 leader, 0 none (grouplab has one replica: -1 and 1 are the same)
+    timeout_ms: int = 30000
+    transactional_id: str | None = None
+
+
+@dataclass
+class ProducePartitionResponse:
+    index: int
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass
+class ProduceTopicResponse:
+    name: str
+    partition_responses: list[ProducePartitionResponse] = field(default_factory=list)
+
+
+@dataclass
+class ProduceResponse:
+    error_code: int = 0
+    responses: list[ProduceTopicResponse] = field(default_factory=list)
+    error_message: str | None = None
+
+
+# ----------------------------------------------------------------------------- Fetch
+
+
+@dataclass
+class FetchPartition:
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int = 1024 * 1024
+
+
+@dataclass
+class FetchTopic:
+    topic: str
+    partitions: list[FetchPartition]
+
+
+@dataclass
+class FetchRequest:
+    topics: list[FetchTopic]
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 50 * 1024 * 1024
+    isolation_level: int = 0  # 0 read_uncommitted, 1 read_committed
+
+
+@dataclass
+class FetchPartitionResponse:
+    partition_index: int
+    error_code: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: list[FetchedRecord] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass
+class FetchTopicResponse:
+    topic: str
+    partitions: list[FetchPartitionResponse] = field(default_factory=list)
+
+
+@dataclass
+class FetchResponse:
+    error_code: int = 0
+    responses: list[FetchTopicResponse] = field(default_factory=list)
+    error_message: str | None = None
+
+
+# ----------------------------------------------------------------------------- ListOffsets
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+@dataclass
+class ListOffsetsPartition:
+    partition_index: int
+    timestamp: int = LATEST_TIMESTAMP
+
+
+@dataclass
+class ListOffsetsTopic:
+    name: str
+    partitions: list[ListOffsetsPartition]
+
+
+@dataclass
+class ListOffsetsRequest:
+    topics: list[ListOffsetsTopic]
+    isolation_level: int = 0
+
+
+@dataclass
+class ListOffsetsPartitionResponse:
+    partition_index: int
+    error_code: int = 0
+    timestamp: int = -1
+    offset: int = -1
+
+
+@dataclass
+class ListOffsetsTopicResponse:
+    name: str
+    partitions: list[ListOffsetsPartitionResponse] = field(default_factory=list)
+
+
+@dataclass
+class ListOffsetsResponse:
+    error_code: int = 0
+    topics: list[ListOffsetsTopicResponse] = field(default_factory=list)
+    error_message: str | None = None
+
+
+# ----------------------------------------------------------------------------- OffsetCommit / OffsetFetch
+
+
+@dataclass
+class OffsetCommitRequestPartition:
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int = -1
+    committed_metadata: str | None = None
+
+
+@dataclass
+class OffsetCommitRequestTopic:
+    name: str
+    partitions: list[OffsetCommitRequestPartition]
+
+
+@dataclass
+class OffsetCommitRequest:
+    group_id: str
+    topics: list[OffsetCommitRequestTopic]
+    generation_id: int = -1  # -1 with member_id "": a simple (non-group) consumer
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass
+class OffsetCommitResponsePartition:
+    partition_index: int
+    error_code: int = 0
+
+
+@dataclass
+class OffsetCommitResponseTopic:
+    name: str
+    partitions: list[OffsetCommitResponsePartition] = field(default_factory=list)
+
+
+@dataclass
+class OffsetCommitResponse:
+    error_code: int = 0
+    topics: list[OffsetCommitResponseTopic] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass
+class OffsetFetchRequestTopic:
+    name: str
+    partition_indexes: list[int]
+
+
+@dataclass
+class OffsetFetchRequest:
+    group_id: str
+    topics: list[OffsetFetchRequestTopic] | None = None  # nil: every committed partition
+    require_stable: bool = False  # KIP-447: UNSTABLE_OFFSET_COMMIT while a transaction holds one
+
+
+@dataclass
+class OffsetFetchResponsePartition:
+    partition_index: int
+    committed_offset: int = -1
+    committed_leader_epoch: int = -1
+    metadata: str | None = None
+    error_code: int = 0
+
+
+@dataclass
+class OffsetFetchResponseTopic:
+    name: str
+    partitions: list[OffsetFetchResponsePartition] = field(default_factory=list)
+
+
+@dataclass
+class OffsetFetchResponse:
+    error_code: int = 0
+    topics: list[OffsetFetchResponseTopic] = field(default_factory=list)
+    error_message: str | None = None
+
+
+# ----------------------------------------------------------------------------- producers and transactions
+
+
+@dataclass
+class InitProducerIdRequest:
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60000
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass
+class InitProducerIdResponse:
+    error_code: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
+    error_message: str | None = None
+
+
+@dataclass
+class AddPartitionsToTxnTopic:
+    name: str
+    partitions: list[int]
+
+
+@dataclass
+class AddPartitionsToTxnRequest:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: list[AddPartitionsToTxnTopic]
+
+
+@dataclass
+class AddPartitionsToTxnPartitionResult:
+    partition_index: int
+    error_code: int = 0
+
+
+@dataclass
+class AddPartitionsToTxnTopicResult:
+    name: str
+    results: list[AddPartitionsToTxnPartitionResult] = field(default_factory=list)
+
+
+@dataclass
+class AddPartitionsToTxnResponse:
+    error_code: int = 0
+    results: list[AddPartitionsToTxnTopicResult] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass
+class AddOffsetsToTxnRequest:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+@dataclass
+class AddOffsetsToTxnResponse:
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass
+class TxnOffsetCommitRequest:
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: list[OffsetCommitRequestTopic]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass
+class TxnOffsetCommitResponse:
+    error_code: int = 0
+    topics: list[OffsetCommitResponseTopic] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass
+class EndTxnRequest:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+@dataclass
+class EndTxnResponse:
+    error_code: int = 0
+    error_message: str | None = None
+
+
 # ----------------------------------------------------------------------------- error-only answer
 
 
