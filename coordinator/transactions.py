@@ -1,0 +1,299 @@
+"""The transaction coordinator, pure: transactional ids, producer epochs, fencing, and the
+two-phase end of a transaction (KIP-98).
+
+A transactional id maps to one producer id for good. `InitProducerId` bumps its epoch, which
+fences every older instance (a zombie) and aborts whatever transaction the old instance left
+open. While a transaction is Ongoing the coordinator knows which partitions it wrote to and which
+groups it committed offsets for; `EndTxn` writes a COMMIT or ABORT marker into each partition and
+commits or drops the staged offsets, then the transaction is complete. A transaction left open
+longer than its timeout is aborted and the epoch bumped, so its producer is fenced too.
+
+The markers and the offsets live elsewhere (the partition logs, each group's offset store): the
+coordinator reaches them through the two functions it is given, `write_marker` and
+`complete_offsets`, the way Kafka's transaction coordinator sends WriteTxnMarkers to the partition
+leaders. Time comes as `now_ms`; timers and replies are outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable
+
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from protocol.types import TopicPartition
+
+MAX_EPOCH = 32767  # Kafka's producer epoch is an int16
+
+
+class TxnState(Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+
+@dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    started_ms: int = -1
+
+
+@dataclass(frozen=True)
+class TxnRecord:
+    """The durable form of a transactional id's state (Kafka's __transaction_state value)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: str
+    partitions: list[tuple[str, int]]
+    groups: list[str]
+    started_ms: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("txn", self.transactional_id)
+
+
+def timer_key(transactional_id: str) -> tuple:
+    return ("txn", transactional_id)
+
+
+class TransactionCoordinator:
+    """`write_marker(tp, producer_id, epoch, commit, now_ms)` ends the transaction on one partition;
+    `complete_offsets(group_id, producer_id, commit)` makes a group's staged offsets visible or
+    drops them; `allocate_producer_id()` hands out producer ids (shared with idempotent producers);
+    `partition_exists(tp)` checks metadata; `persist(record)` returns the output that makes a
+    record durable (or None without durability)."""
+
+    def __init__(
+        self,
+        allocate_producer_id: Callable[[], int],
+        write_marker: Callable[[TopicPartition, int, int, bool, int], Any],
+        complete_offsets: Callable[[str, int, bool], Any],
+        partition_exists: Callable[[TopicPartition], bool],
+        persist: Callable[[TxnRecord], Output | None] = lambda record: None,
+        max_timeout_ms: int = 900_000,
+    ) -> None:
+        self.allocate_producer_id = allocate_producer_id
+        self.write_marker = write_marker
+        self.complete_offsets = complete_offsets
+        self.partition_exists = partition_exists
+        self.persist = persist
+        self.max_timeout_ms = max_timeout_ms
+        self.txns: dict[str, TxnMetadata] = {}
+        self._out: list[Output] = []
+        self._now = 0
+
+    # ------------------------------------------------------------------ requests
+
+    def init_producer_id(self, req: InitProducerIdRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        self._begin(now_ms)
+        tid = req.transactional_id
+        assert tid is not None, "non-transactional InitProducerId is the data plane's"
+        if not 0 < req.transaction_timeout_ms <= self.max_timeout_ms:
+            self._reply(reply_to, InitProducerIdResponse(
+                error_code=ErrorCode.INVALID_TRANSACTION_TIMEOUT,
+                error_message=f"transaction.timeout.ms must be in (0, {self.max_timeout_ms}] "
+                              f"(transaction.max.timeout.ms), got {req.transaction_timeout_ms}"))
+            return self._end()
+        txn = self.txns.get(tid)
+        if txn is None:
+            txn = self.txns[tid] = TxnMetadata(tid, self.allocate_producer_id(), 0, req.transaction_timeout_ms)
+            self._log("producer_id_assigned", txn, new=True)
+        else:
+            if txn.state is TxnState.ONGOING:
+                # The new instance's arrival ends the old one's transaction: abort it.
+                self._end_transaction(txn, commit=False, why="a new producer instance initialised")
+            self._bump_epoch(txn)
+            txn.timeout_ms = req.transaction_timeout_ms
+            txn.state = TxnState.EMPTY
+            self._log("producer_epoch_bumped", txn, reason="InitProducerId (older instances are fenced)")
+        self._persist(txn)
+        self._reply(reply_to, InitProducerIdResponse(producer_id=txn.producer_id, producer_epoch=txn.producer_epoch))
+        return self._end()
+
+    def add_partitions(self, req: AddPartitionsToTxnRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        self._begin(now_ms)
+        txn, code = self._validate(req.transactional_id, req.producer_id, req.producer_epoch)
+        tps = [TopicPartition(t.name, p) for t in req.topics for p in t.partitions]
+        per_partition: dict[TopicPartition, int] = {}
+        if code is None:
+            unknown = [tp for tp in tps if not self.partition_exists(tp)]
+            for tp in tps:
+                per_partition[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.NONE
+            if unknown:
+                # Kafka: the whole request fails; the good partitions answer OPERATION_NOT_ATTEMPTED
+                # (grouplab has no such code: they get the same error so nothing is half-added).
+                per_partition = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in tps}
+            else:
+                assert txn is not None
+                self._begin_if_needed(txn)
+                new = set(tps) - txn.partitions
+                txn.partitions |= set(tps)
+                if new:
+                    self._persist(txn)
+                    self._log("partitions_added_to_txn", txn, partitions=sorted([tp.topic, tp.partition] for tp in new))
+        else:
+            per_partition = {tp: code for tp in tps}
+        results: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
+        for tp in tps:
+            results.setdefault(tp.topic, []).append(AddPartitionsToTxnPartitionResult(tp.partition, per_partition[tp]))
+        self._reply(reply_to, AddPartitionsToTxnResponse(
+            results=[AddPartitionsToTxnTopicResult(name, parts) for name, parts in results.items()]))
+        return self._end()
+
+    def add_offsets(self, req: AddOffsetsToTxnRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        self._begin(now_ms)
+        txn, code = self._validate(req.transactional_id, req.producer_id, req.producer_epoch)
+        if code is None:
+            assert txn is not None
+            self._begin_if_needed(txn)
+            if req.group_id not in txn.groups:
+                txn.groups.add(req.group_id)
+                self._persist(txn)
+        self._reply(reply_to, AddOffsetsToTxnResponse(error_code=code or ErrorCode.NONE))
+        return self._end()
+
+    def end_txn(self, req: EndTxnRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        self._begin(now_ms)
+        txn, code = self._validate(req.transactional_id, req.producer_id, req.producer_epoch)
+        if code is None:
+            assert txn is not None
+            done = TxnState.COMPLETE_COMMIT if req.committed else TxnState.COMPLETE_ABORT
+            if txn.state is TxnState.ONGOING:
+                self._end_transaction(txn, req.committed, why="EndTxn")
+                self._persist(txn)
+            elif txn.state is not done:
+                # Kafka: EndTxn with no transaction, or the opposite outcome of the one just done.
+                code = ErrorCode.INVALID_TXN_STATE
+            # else: a retry of the EndTxn that completed the transaction: answer success again.
+        self._reply(reply_to, EndTxnResponse(error_code=code or ErrorCode.NONE))
+        return self._end()
+
+    def check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> ErrorCode | None:
+        """For TxnOffsetCommit and transactional produce: is this producer the current one of an
+        Ongoing transaction? None if so, else the error to answer."""
+        txn, code = self._validate(transactional_id, producer_id, producer_epoch)
+        if code is None and txn is not None and txn.state is not TxnState.ONGOING:
+            return ErrorCode.INVALID_TXN_STATE
+        return code
+
+    def in_transaction(self, producer_id: int, producer_epoch: int, tp: TopicPartition) -> ErrorCode | None:
+        """A transactional batch may only go to a partition added to the producer's Ongoing transaction."""
+        for txn in self.txns.values():
+            if txn.producer_id == producer_id:
+                if producer_epoch < txn.producer_epoch:
+                    return ErrorCode.PRODUCER_FENCED
+                if txn.state is not TxnState.ONGOING or tp not in txn.partitions:
+                    return ErrorCode.INVALID_TXN_STATE
+                return None
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+    def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
+        self._begin(now_ms)
+        txn = self.txns.get(key[1])
+        if txn is not None and txn.state is TxnState.ONGOING and now_ms >= txn.started_ms + txn.timeout_ms:
+            self._end_transaction(txn, commit=False, why=f"transaction.timeout.ms ({txn.timeout_ms} ms) expired")
+            self._bump_epoch(txn)  # Kafka fences the timed-out producer
+            self._persist(txn)
+        return self._end()
+
+    # ------------------------------------------------------------------ durability
+
+    def record_of(self, txn: TxnMetadata) -> TxnRecord:
+        return TxnRecord(txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.timeout_ms, txn.state.value,
+                         sorted((tp.topic, tp.partition) for tp in txn.partitions), sorted(txn.groups), txn.started_ms)
+
+    def restore(self, record: TxnRecord, now_ms: int) -> list[Output]:
+        """Load a transactional id's state; an Ongoing transaction gets its timeout timer back."""
+        self._begin(now_ms)
+        txn = self.txns[record.transactional_id] = TxnMetadata(
+            record.transactional_id, record.producer_id, record.producer_epoch, record.timeout_ms,
+            TxnState(record.state), {TopicPartition(t, p) for t, p in record.partitions}, set(record.groups),
+            record.started_ms)
+        if txn.state is TxnState.ONGOING:
+            self._out.append(ArmTimer(timer_key(txn.transactional_id), max(txn.started_ms + txn.timeout_ms, now_ms)))
+        return self._end()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _validate(self, tid: str, producer_id: int, epoch: int) -> tuple[TxnMetadata | None, ErrorCode | None]:
+        txn = self.txns.get(tid)
+        if txn is None or txn.producer_id != producer_id:
+            return txn, ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if epoch < txn.producer_epoch:
+            return txn, ErrorCode.PRODUCER_FENCED
+        if epoch > txn.producer_epoch:
+            return txn, ErrorCode.INVALID_PRODUCER_EPOCH
+        return txn, None
+
+    def _begin_if_needed(self, txn: TxnMetadata) -> None:
+        if txn.state is not TxnState.ONGOING:
+            txn.state = TxnState.ONGOING
+            txn.started_ms = self._now
+            txn.partitions.clear()
+            txn.groups.clear()
+            self._out.append(ArmTimer(timer_key(txn.transactional_id), self._now + txn.timeout_ms))
+            self._log("transaction_started", txn)
+
+    def _end_transaction(self, txn: TxnMetadata, commit: bool, why: str) -> None:
+        for tp in sorted(txn.partitions):
+            self.write_marker(tp, txn.producer_id, txn.producer_epoch, commit, self._now)
+        for group_id in sorted(txn.groups):
+            self.complete_offsets(group_id, txn.producer_id, commit)
+        txn.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        self._out.append(CancelTimer(timer_key(txn.transactional_id)))
+        self._log("transaction_committed" if commit else "transaction_aborted", txn, reason=why,
+                  partitions=sorted([tp.topic, tp.partition] for tp in txn.partitions), groups=sorted(txn.groups))
+        txn.partitions = set()
+        txn.groups = set()
+
+    def _bump_epoch(self, txn: TxnMetadata) -> None:
+        if txn.producer_epoch >= MAX_EPOCH - 1:
+            txn.producer_id, txn.producer_epoch = self.allocate_producer_id(), 0  # Kafka: a fresh id
+        else:
+            txn.producer_epoch += 1
+
+    def _persist(self, txn: TxnMetadata) -> None:
+        out = self.persist(self.record_of(txn))
+        if out is not None:
+            self._out.append(out)
+
+    def _reply(self, to: Any, body: Any) -> None:
+        self._out.append(Reply(to, body))
+
+    def _log(self, event: str, txn: TxnMetadata, **fields: Any) -> None:
+        base = {"transactional_id": txn.transactional_id, "producer_id": txn.producer_id,
+                "producer_epoch": txn.producer_epoch, "txn_state": txn.state.value}
+        base.update(fields)
+        self._out.append(LogEvent(event, self._now, base))
+
+    def _begin(self, now_ms: int) -> None:
+        self._now = now_ms
+        self._out = []
+
+    def _end(self) -> list[Output]:
+        out, self._out = self._out, []
+        return out
