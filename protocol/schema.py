@@ -125,16 +125,25 @@ def decode(cls: type[T], value: Any, path: str = "") -> T:
     return decoder(value, path)
 
 
+_SCALARS_OUT = frozenset({str, int, bytes, bool, float, type(None)})
+_ENCODE_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def encode(obj: Any) -> Any:
     """Turn a message dataclass (possibly nested) into plain maps and lists for msgpack."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        cls = type(obj)
+    cls = type(obj)
+    if cls in _SCALARS_OUT:
+        return obj
+    names = _ENCODE_NAMES.get(cls)
+    if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         if cls not in _FIELDS:
             _DECODERS[cls] = _compile(cls)
-        return {name: encode(getattr(obj, name)) for name, _ in _FIELDS[cls]}
-    if isinstance(obj, list):
+        names = _ENCODE_NAMES[cls] = tuple(name for name, _ in _FIELDS[cls])
+    if names is not None:
+        return {name: encode(getattr(obj, name)) for name in names}
+    if cls is list or (isinstance(obj, tuple) and not hasattr(obj, "_fields")):
         return [encode(v) for v in obj]
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+    if isinstance(obj, list):
         return [encode(v) for v in obj]
     if isinstance(obj, dict):
         return {k: encode(v) for k, v in obj.items()}
