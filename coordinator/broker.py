@@ -13,7 +13,16 @@ from typing import Any, Callable
 
 from coordinator.config import BrokerConfig
 from coordinator.group import Group, GroupState
-from coordinator.group_log import GroupMetadataRecord, Persist, Record, TopicRecord, latest
+from coordinator.group_log import GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, latest
+from coordinator.data_plane import (
+    handle_fetch,
+    handle_init_producer_id,
+    handle_list_offsets,
+    handle_produce,
+    refuse_transactional_init,
+)
+from coordinator.partition_log import LogStore, MemoryLogStore
+from coordinator.offsets import handle_offset_commit, handle_offset_fetch, restore_offsets
 from protocol.effects import LogEvent, Output, Reply
 from coordinator.topics import TopicStore
 from protocol.errors import ErrorCode
@@ -39,6 +48,9 @@ from protocol.messages import (
 )
 
 GROUP_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
+# Also serialized on their group's queue (a commit is a heartbeat; a fetch sees earlier commits),
+# but an empty group_id is valid for them, as in Kafka.
+OFFSET_APIS = frozenset({"OffsetCommit", "OffsetFetch"})
 
 
 @dataclass(slots=True)
@@ -62,10 +74,14 @@ class Broker:
         new_member_id: Callable[[str], str] = uuid_member_ids,
         host: str = "127.0.0.1",
         port: int = 0,
+        logs: LogStore | None = None,
     ) -> None:
         self.config = config or BrokerConfig()
         self.new_member_id = new_member_id
         self.topics = TopicStore(self.config, host, port)
+        # The partition logs (coordinator/partition_log.py): in memory unless the shell hands in a
+        # FileLogStore (CoordinatorServer with a data_dir).
+        self.logs: LogStore = logs if logs is not None else MemoryLogStore(self.config)
         self.groups: dict[str, Group] = {}
         self._handlers: dict[str, Callable[[Any, RequestContext, int], list[Output]]] = {
             api: getattr(self, f"_on_{api}") for api in API}
@@ -73,7 +89,7 @@ class Broker:
     @staticmethod
     def group_key(api: str, body: Any) -> str | None:
         """The group whose queue must serialize this request, or None for cluster-wide requests."""
-        return body.group_id if api in GROUP_APIS else None
+        return body.group_id if api in GROUP_APIS or api in OFFSET_APIS else None
 
     def group(self, group_id: str) -> Group:
         g = self.groups.get(group_id)
@@ -92,12 +108,16 @@ class Broker:
         Call it on a new Broker before it handles anything; the outputs arm the restored members'
         session timers and log `group_loaded` per group."""
         out: list[Output] = []
+        offsets: list[OffsetCommitRecord] = []
         for record in latest(records):
             if isinstance(record, TopicRecord):
                 self.topics.partitions[record.name] = record.partition_count
             elif isinstance(record, GroupMetadataRecord):
                 group = self.groups[record.group_id] = Group(record.group_id, self.config, self.new_member_id)
                 out += group.restore(record, now_ms)
+            elif isinstance(record, OffsetCommitRecord):
+                offsets.append(record)
+        out += restore_offsets(self, offsets, now_ms)  # after the groups, into them
         return out
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
@@ -132,6 +152,34 @@ class Broker:
             members = [LeaveGroupResponseMember(m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID) for m in req.members]
             return [Reply(ctx.reply_to, LeaveGroupResponse(members=members))]
         return group.handle_leave(req, ctx.reply_to, now_ms)
+
+    def _on_OffsetCommit(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return handle_offset_commit(self, req, ctx.reply_to, now_ms)
+
+    def _on_OffsetFetch(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return handle_offset_fetch(self, req, ctx.reply_to, now_ms)
+
+    # ------------------------------------------------------------------ data plane (coordinator/data_plane.py)
+
+    def _on_Produce(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return handle_produce(self, req, ctx, now_ms)
+
+    def _on_Fetch(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return handle_fetch(self, req, ctx, now_ms)
+
+    def _on_ListOffsets(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return handle_list_offsets(self, req, ctx, now_ms)
+
+    def _on_InitProducerId(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        if req.transactional_id is not None:
+            return self.init_transactional_producer_id(req, ctx, now_ms)
+        return handle_init_producer_id(self, req, ctx, now_ms)
+
+    def init_transactional_producer_id(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """HOOK for coordinator/transactions.py: InitProducerId with a transactional_id (the
+        transaction coordinator's id, epoch bump and fencing). Ids come from
+        `self.logs.allocate_producer_id()`. Until it is plugged in: INVALID_REQUEST."""
+        return refuse_transactional_init(req, ctx)
 
     def _on_DescribeGroups(self, req: DescribeGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         described = []

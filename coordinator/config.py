@@ -23,8 +23,17 @@ _KEYS: dict[str, tuple[str, object]] = {
     "socket.request.max.bytes": ("socket_request_max_bytes", 1024 * 1024),
     # Kafka's default -1 means "generate one"; grouplab runs one broker, node 0.
     "broker.id": ("broker_id", 0),
+    # Longest committed_metadata an OffsetCommit may store (OFFSET_METADATA_TOO_LARGE beyond it).
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 4096),
     # grouplab's own: when the durable group log (--data-dir) syncs appends to disk.
     "grouplab.log.fsync": ("log_fsync", "always"),
+    # Partition logs (coordinator/partition_log.py), Kafka's names and defaults. The two flush
+    # settings default to Long.MAX_VALUE (Kafka: never force a flush; the OS writes back).
+    "log.segment.bytes": ("log_segment_bytes", 1024 * 1024 * 1024),
+    "log.index.interval.bytes": ("log_index_interval_bytes", 4096),
+    "log.flush.interval.messages": ("log_flush_interval_messages", 9_223_372_036_854_775_807),
+    "log.flush.interval.ms": ("log_flush_interval_ms", 9_223_372_036_854_775_807),
+    "message.max.bytes": ("message_max_bytes", 1_048_588),
 }
 
 LOG_FSYNC_POLICIES = ("always", "never")
@@ -45,6 +54,12 @@ class BrokerConfig:
     socket_request_max_bytes: int = 1024 * 1024
     broker_id: int = 0
     log_fsync: str = "always"
+    log_segment_bytes: int = 1024 * 1024 * 1024
+    log_index_interval_bytes: int = 4096
+    log_flush_interval_messages: int = 9_223_372_036_854_775_807
+    log_flush_interval_ms: int = 9_223_372_036_854_775_807
+    message_max_bytes: int = 1_048_588
+    offset_metadata_max_bytes: int = 4096
 
     @classmethod
     def names(cls) -> list[str]:
@@ -87,6 +102,18 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be >= 1")
         if self.socket_request_max_bytes < 64:
             raise ConfigError("socket.request.max.bytes must be >= 64")
+        if self.offset_metadata_max_bytes < 0:
+            raise ConfigError("offset.metadata.max.bytes must be >= 0")
+        if self.log_segment_bytes < 14:
+            raise ConfigError("log.segment.bytes must be >= 14")
+        if self.log_index_interval_bytes < 0:
+            raise ConfigError("log.index.interval.bytes must be >= 0")
+        if self.log_flush_interval_messages < 1:
+            raise ConfigError("log.flush.interval.messages must be >= 1")
+        if self.log_flush_interval_ms < 0:
+            raise ConfigError("log.flush.interval.ms must be >= 0")
+        if self.message_max_bytes < 0:
+            raise ConfigError("message.max.bytes must be >= 0")
         if self.log_fsync not in LOG_FSYNC_POLICIES:
             raise ConfigError(f"grouplab.log.fsync must be one of {', '.join(LOG_FSYNC_POLICIES)}, got {self.log_fsync!r}")
 

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from coordinator.config import BrokerConfig
 from coordinator.group_log import GroupMetadataRecord, MemberMetadata, Persist
+from coordinator.offsets import OffsetStore
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply
 from protocol import consumer_protocol
 from protocol.errors import ErrorCode
@@ -134,6 +135,8 @@ class Group:
         # How many members support each protocol: the vote and the join check read it instead of
         # intersecting every member's list (which made forming a 1,000-member group quadratic).
         self._support: Counter[str] = Counter()
+        # Committed offsets live with the group's metadata, as in Kafka (coordinator/offsets.py).
+        self.offsets = OffsetStore(self.group_id)
 
     # ------------------------------------------------------------------ public inputs
 

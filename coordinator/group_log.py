@@ -96,7 +96,27 @@ class TopicRecord:
         return ("topic", self.name)
 
 
-Record = GroupMetadataRecord | TopicRecord
+@dataclass(frozen=True)
+class OffsetCommitRecord:
+    """One committed offset of one group and partition (Kafka's OffsetCommit key/value in
+    `__consumer_offsets`): written for every partition an OffsetCommit stores, and for every staged
+    transactional offset that a committed transaction makes visible (coordinator/offsets.py). The
+    latest record of a (group, topic, partition) supersedes all earlier ones."""
+
+    group_id: str
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return ("offset", self.group_id, self.topic, self.partition)
+
+
+Record = GroupMetadataRecord | TopicRecord | OffsetCommitRecord
 
 
 @dataclass(frozen=True)
@@ -128,6 +148,11 @@ def encode_record(record: Record) -> bytes:
     elif isinstance(record, TopicRecord):
         body = {"type": "topic", "version": RECORD_VERSION, "name": record.name,
                 "partition_count": record.partition_count, "ts_ms": record.ts_ms}
+    elif isinstance(record, OffsetCommitRecord):
+        body = {"type": "offset_commit", "version": RECORD_VERSION, "group_id": record.group_id,
+                "topic": record.topic, "partition": record.partition, "offset": record.offset,
+                "leader_epoch": record.leader_epoch, "metadata": record.metadata,
+                "commit_timestamp_ms": record.commit_timestamp_ms}
     else:
         raise TypeError(f"not a record: {record!r}")
     return msgpack.packb(body, use_bin_type=True)
@@ -150,6 +175,13 @@ def decode_record(payload: bytes) -> Record:
         if count < 1:
             raise RecordError(f"partition_count must be >= 1, got {count}")
         return TopicRecord(_get(m, "name", str), count, _get(m, "ts_ms", int))
+    if kind == "offset_commit":
+        partition = _get(m, "partition", int)
+        if partition < 0:
+            raise RecordError(f"partition must be >= 0, got {partition}")
+        return OffsetCommitRecord(_get(m, "group_id", str), _get(m, "topic", str), partition, _get(m, "offset", int),
+                                  _get(m, "leader_epoch", int), _get(m, "metadata", str),
+                                  _get(m, "commit_timestamp_ms", int))
     if kind != "group_metadata":
         raise RecordError(f"unknown record type {kind!r}")
     members = []
@@ -259,9 +291,10 @@ def _note(stats: ReplayStats, error: str) -> None:
 
 
 def latest(records: Iterable[Record]) -> list[Record]:
-    """Only the last record of each group and each topic, in the order of those last records: what
-    compaction keeps, and all that restoring needs."""
-    last: dict[tuple[str, str], Record] = {}
+    """Only the last record of each key (each group, each topic, each committed offset's group,
+    topic and partition), in the order of those last records: what compaction keeps, and all that
+    restoring needs."""
+    last: dict[tuple, Record] = {}
     for r in records:
         last.pop(r.key, None)
         last[r.key] = r
@@ -328,13 +361,20 @@ class GroupLog:
         return records
 
     def append(self, record: Record) -> None:
+        self.append_many([record])
+
+    def append_many(self, records: list[Record]) -> None:
+        """Append records with one write and (with fsync) one sync, as Kafka appends the offsets
+        of one OffsetCommit as one batch."""
+        if not records:
+            return
         if self._fd is None:
             self._lock()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        _write_all(self._fd, encode_frame(record))
+        _write_all(self._fd, b"".join(encode_frame(r) for r in records))
         if self.fsync:
             os.fsync(self._fd)
-        self.appended += 1
+        self.appended += len(records)
 
     def close(self) -> None:
         self._close_fd()

@@ -7,7 +7,10 @@
 - Timers are loop.call_later handles keyed as the state machine asks.
 - With a data directory, `Persist` outputs are appended to the durable group log (coordinator/
   group_log.py) before the outputs after them are carried out; at start the log is replayed into the
-  Broker and compacted, so a restarted coordinator comes back with its groups and topics.
+  Broker and compacted, so a restarted coordinator comes back with its groups and topics. The
+  partition logs live in DATA_DIR/logs/ (a FileLogStore, recovered at start; the Broker appends to
+  it synchronously); without a data directory they are in memory.
+- A request whose handler returns no Reply (Produce with acks=0) gets no answer.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, Callable
 from coordinator.broker import Broker, RequestContext, uuid_member_ids
 from coordinator.config import BrokerConfig
 from coordinator.group_log import GroupLog, Persist
+from coordinator.partition_log import INT64_MAX, FileLogStore
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerTable, wall_clock_ms
 from protocol.errors import ErrorCode, FrameTooLarge
 from protocol.framing import BadRequest, FrameReader, decode_request, encode_response
@@ -118,6 +122,8 @@ class CoordinatorServer:
         self.bad_frames = 0
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.group_log: GroupLog | None = None
+        self.log_store: FileLogStore | None = None  # partition logs under DATA_DIR/logs/ (with a data_dir)
+        self._flusher: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -137,33 +143,76 @@ class CoordinatorServer:
                                                                   "config": self.config.as_kafka_names(),
                                                                   "data_dir": str(self.data_dir) if self.data_dir else None}))
         self._apply(restored)
+        self._schedule_flush()
         return self
 
+    def _schedule_flush(self) -> None:
+        """log.flush.interval.ms: a periodic check that syncs partition logs whose oldest unsynced
+        append is that old (appends check it too). Nothing to do with Kafka's default (never)."""
+        interval_ms = self.config.log_flush_interval_ms
+        if self.log_store is None or interval_ms >= INT64_MAX // 2 or self._loop is None:
+            return
+
+        def tick() -> None:
+            if self.log_store is None:
+                return
+            try:
+                self.log_store.flush_if_due(self.clock())
+            except OSError as exc:
+                _log.error("partition log flush failed: %r", exc)
+                self._emit(LogEvent("partition_flush_failed", self.clock(), {"error": repr(exc)}))
+            self._flusher = self._loop.call_later(max(interval_ms, 10) / 1000, tick)  # type: ignore[union-attr]
+
+        self._flusher = self._loop.call_later(max(interval_ms, 10) / 1000, tick)
+
     def _recover(self) -> list:
-        """Replay the data directory's log into the (new) broker and compact it. Returns the
+        """Replay the data directory's log into the (new) broker and compact it, and recover the
+        partition logs under DATA_DIR/logs/ (a FileLogStore that becomes `broker.logs`). Returns the
         outputs to apply once the server listens (so `coordinator_started` stays the first event):
-        `log_recovered`, then the restore's session timers and `group_loaded` events."""
+        `log_recovered`, `partition_logs_recovered` (and `partition_log_truncated` per torn log),
+        then the restore's session timers and `group_loaded` events."""
         assert self.data_dir is not None
         started = time.perf_counter()
         log = GroupLog.in_dir(self.data_dir, fsync=self.config.log_fsync == "always")
         try:
+            store = None
             records = log.replay()
             compacted = log.compact(records)
+            # The partition logs (DATA_DIR/logs/) before the groups: their sessions start after.
+            logs_started = time.perf_counter()
+            store = FileLogStore(self.data_dir / "logs", self.config)
+            logs_ms = (time.perf_counter() - logs_started) * 1000
             now = self.clock()  # after the (synced) compaction: restored sessions start from here
+            self.broker.logs = store
             outputs = self.broker.restore(records, now)
         except BaseException:
+            if store is not None:
+                store.close()
             log.close()
             raise
         self.group_log = log
+        self.log_store = store
         st = log.stats
         recovered = LogEvent("log_recovered", now, {
             "path": str(log.path), "records": st.records, "bytes": st.bytes, "torn_tail_bytes": st.torn_tail_bytes,
             "corrupt_records": st.corrupt_records, "groups": len(self.broker.groups),
             "topics": len(self.broker.topics.partitions), "compacted_bytes": compacted,
-            "ms": round((time.perf_counter() - started) * 1000, 3)})
-        return [recovered, *outputs]
+            "ms": round((time.perf_counter() - started) * 1000 - logs_ms, 3)})
+        rs = store.recovery
+        logs_recovered = [LogEvent("partition_logs_recovered", now, {
+            "path": str(store.root), "partitions": rs.partitions, "segments": rs.segments,
+            "batches": rs.batches, "bytes": rs.bytes, "truncated_bytes": rs.truncated_bytes,
+            "ms": round(logs_ms, 3)})]
+        logs_recovered += [LogEvent("partition_log_truncated", now, dict(t)) for t in rs.truncations]
+        return [recovered, *logs_recovered, *outputs]
 
     def _close_log(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            self._flusher = None
+        if self.log_store is not None:
+            self.log_store.close()  # a clean shutdown syncs the partition logs
+            self.log_store = None
         if self.group_log is not None:
             self.group_log.close()
             self.group_log = None
@@ -247,7 +296,14 @@ class CoordinatorServer:
         self._apply(outputs)
 
     def _apply(self, outputs: list) -> None:
+        batch: list[Persist] = []  # consecutive Persists: one write and one fsync
         for out in outputs:
+            if type(out) is Persist:
+                batch.append(out)
+                continue
+            if batch:
+                self._persist(batch)
+                batch = []
             if type(out) is Reply:
                 out.to.conn.send(out.to.correlation_id, out.body)
             elif type(out) is ArmTimer or type(out) is CancelTimer:
@@ -255,20 +311,22 @@ class CoordinatorServer:
                 self._timers.apply(out)
             elif type(out) is LogEvent:
                 self._emit(out)
-            elif type(out) is Persist:
-                self._persist(out)
+        if batch:
+            self._persist(batch)
 
-    def _persist(self, out: Persist) -> None:
-        """Append before the outputs that follow (the replies) go out. Without a data directory
+    def _persist(self, batch: list[Persist]) -> None:
+        """Append before the outputs that follow (the replies) go out; consecutive records (the
+        partitions of one OffsetCommit) as one write and one sync. Without a data directory
         nothing is kept; a failed write is logged and the coordinator carries on in memory."""
         if self.group_log is None:
             return
         try:
-            self.group_log.append(out.record)
+            self.group_log.append_many([out.record for out in batch])
         except OSError as exc:
             _log.error("group log append failed: %r", exc)
-            self._emit(LogEvent("log_write_failed", self.clock(), {"record": type(out.record).__name__,
-                                                                   "key": list(out.record.key), "error": repr(exc)}))
+            for out in batch:
+                self._emit(LogEvent("log_write_failed", self.clock(), {"record": type(out.record).__name__,
+                                                                       "key": list(out.record.key), "error": repr(exc)}))
 
     def _fire(self, key: tuple) -> None:
         self._enqueue(key[1], ("timer", key))

@@ -21,8 +21,31 @@ from protocol.messages import (
     DescribedGroup,
     ListGroupsRequest,
     MetadataRequest,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
     RequestHeader,
 )
+from protocol.messages import (
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchTopic,
+    InitProducerIdRequest,
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceTopicData,
+    Record,
+    RecordBatch,
+)
+from protocol.types import TopicPartition
 
 
 class AdminError(Exception):
@@ -58,12 +81,18 @@ class AdminClient:
             except ConnectionError:
                 pass
 
-    async def request(self, api: str, body: Any, timeout_s: float = 30.0) -> Any:
-        """Send one request and wait for its response (typed as the API's response class)."""
-        assert self._reader is not None and self._writer is not None
+    async def send(self, api: str, body: Any) -> int:
+        """Send one request without waiting for an answer (Produce with acks=0 gets none)."""
+        assert self._writer is not None
         cid = next(self._ids)
         self._writer.write(encode_request(RequestHeader(api, API[api].max_version, cid, self.client_id), body))
         await self._writer.drain()
+        return cid
+
+    async def request(self, api: str, body: Any, timeout_s: float = 30.0) -> Any:
+        """Send one request and wait for its response (typed as the API's response class)."""
+        assert self._reader is not None and self._writer is not None
+        cid = await self.send(api, body)
         while True:
             header = await asyncio.wait_for(self._reader.readexactly(4), timeout_s)
             payload = await asyncio.wait_for(self._reader.readexactly(struct.unpack(">I", header)[0]), timeout_s)
@@ -98,3 +127,100 @@ class AdminClient:
     async def list_groups(self) -> list[str]:
         resp = await self.request("ListGroups", ListGroupsRequest())
         return [g.group_id for g in resp.groups]
+
+    # ------------------------------------------------------------------ offsets
+
+    async def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, int], generation_id: int = -1,
+                             member_id: str = "", group_instance_id: str | None = None,
+                             metadata: str | None = None) -> dict[TopicPartition, int]:
+        """OffsetCommit; the error code of each partition (0: stored). generation -1 and member ""
+        commit as a simple consumer (allowed while the group is Empty or does not exist)."""
+        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
+        for tp, offset in offsets.items():
+            by_topic.setdefault(tp.topic, []).append(OffsetCommitRequestPartition(tp.partition, offset, committed_metadata=metadata))
+        resp = await self.request("OffsetCommit", OffsetCommitRequest(
+            group_id, [OffsetCommitRequestTopic(t, ps) for t, ps in by_topic.items()], generation_id, member_id,
+            group_instance_id))
+        return {TopicPartition(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+    async def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None = None,
+                            require_stable: bool = False) -> dict[TopicPartition, int]:
+        """OffsetFetch: the committed offset of each partition (-1: none); `None` asks for every
+        committed partition. A partition-level error raises AdminError."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [OffsetFetchRequestTopic(t, ps) for t, ps in by_topic.items()]
+        resp = await self.request("OffsetFetch", OffsetFetchRequest(group_id, topics, require_stable))
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        out = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise AdminError(p.error_code, f"{t.name}-{p.partition_index}")
+                out[TopicPartition(t.name, p.partition_index)] = p.committed_offset
+        return out
+
+    async def log_end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """ListOffsets (latest) for each partition: its log end offset, or None where the server
+        gave none (an error, or a coordinator without partition logs / without ListOffsets)."""
+        if "ListOffsets" not in API or not partitions:
+            return {tp: None for tp in partitions}
+        from protocol.messages import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+
+        by_topic: dict[str, list[ListOffsetsPartition]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(ListOffsetsPartition(tp.partition))
+        resp = await self.request("ListOffsets", ListOffsetsRequest([ListOffsetsTopic(t, ps) for t, ps in by_topic.items()]))
+        found = {} if resp.error_code else {
+            TopicPartition(t.name, p.partition_index): p.offset
+            for t in resp.topics for p in t.partitions if p.error_code == 0 and p.offset >= 0}
+        return {tp: found.get(tp) for tp in partitions}
+
+    # ------------------------------------------------------------------ partition logs (tests, benchmarks)
+
+    async def produce(self, topic: str, partition: int, records: "list[Record | bytes]", *, producer_id: int = -1,
+                      producer_epoch: int = -1, base_sequence: int = -1, acks: int = -1,
+                      is_transactional: bool = False, transactional_id: str | None = None,
+                      ) -> "ProducePartitionResponse | None":
+        """Produce one batch to one partition; bytes become records with that value. The
+        partition's answer (check its error_code), or None with acks=0 (no answer comes)."""
+        batch = RecordBatch([r if isinstance(r, Record) else Record(value=r) for r in records], producer_id,
+                            producer_epoch, base_sequence, is_transactional)
+        req = ProduceRequest([ProduceTopicData(topic, [ProducePartitionData(partition, batch)])], acks,
+                             transactional_id=transactional_id)
+        if acks == 0:
+            await self.send("Produce", req)
+            return None
+        resp = await self.request("Produce", req)
+        if resp.error_code and not resp.responses:
+            raise AdminError(resp.error_code, resp.error_message)
+        return resp.responses[0].partition_responses[0]
+
+    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1024 * 1024,
+                    isolation_level: int = 0) -> "FetchPartitionResponse":
+        """Fetch one partition from `offset` (the answer: error_code, high_watermark, records...)."""
+        resp = await self.request("Fetch", FetchRequest([FetchTopic(topic, [FetchPartition(partition, offset, max_bytes)])],
+                                                        max_bytes=max_bytes, isolation_level=isolation_level))
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        return resp.responses[0].partitions[0]
+
+    async def list_offsets(self, topic: str, partition: int, timestamp: int = -1,
+                           isolation_level: int = 0) -> "ListOffsetsPartitionResponse":
+        """ListOffsets for one partition: -1 latest, -2 earliest, or the first offset at or after a timestamp."""
+        resp = await self.request("ListOffsets", ListOffsetsRequest(
+            [ListOffsetsTopic(topic, [ListOffsetsPartition(partition, timestamp)])], isolation_level))
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        return resp.topics[0].partitions[0]
+
+    async def init_producer_id(self) -> tuple[int, int]:
+        """A new idempotent producer id and epoch (InitProducerId without a transactional id)."""
+        resp = await self.request("InitProducerId", InitProducerIdRequest())
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        return resp.producer_id, resp.producer_epoch

@@ -130,8 +130,9 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
         events.close()
         raise
     groups, topics = len(server.broker.groups), len(server.broker.topics.partitions)
+    logs = server.log_store.recovery.partitions if server.log_store is not None else 0
     restored = (f" · restored {groups} group{'s' * (groups != 1)} and {topics} topic{'s' * (topics != 1)} "
-                f"from {args.data_dir}") if args.data_dir else ""
+                f"from {args.data_dir} ({logs} partition log{'s' * (logs != 1)})") if args.data_dir else ""
     err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{restored} (Ctrl-C to stop)")
     try:
         await server.serve_forever()
@@ -188,9 +189,41 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- admin commands
 
 
+async def group_offsets(admin: Any, group: Any) -> list[dict[str, Any]]:
+    """Like kafka-consumer-groups --describe: for every partition assigned to a member or with a
+    committed offset, the committed offset (OffsetFetch), the log end offset (ListOffsets latest)
+    and the lag between them; None where a value is unknown (no commit yet, no partition log)."""
+    from protocol.consumer_protocol import PROTOCOL_TYPE, decode_assignment
+    from protocol.types import TopicPartition
+
+    owner: dict[TopicPartition, Any] = {}
+    if group.protocol_type == PROTOCOL_TYPE:
+        for m in group.members:
+            try:
+                parts = decode_assignment(m.member_assignment).partitions if m.member_assignment else []
+            except Exception:
+                parts = []
+            for tp in parts:
+                owner[TopicPartition(tp.topic, tp.partition)] = m
+    committed = await admin.fetch_offsets(group.group_id)
+    partitions = sorted(set(owner) | set(committed))
+    ends = await admin.log_end_offsets(partitions)
+    rows = []
+    for tp in partitions:
+        offset = committed.get(tp, -1)
+        current = offset if offset >= 0 else None
+        end = ends.get(tp)
+        m = owner.get(tp)
+        rows.append({"topic": tp.topic, "partition": tp.partition, "committed_offset": current, "log_end_offset": end,
+                     "lag": end - current if end is not None and current is not None else None,
+                     "member_id": m.member_id if m else None, "client_id": m.client_id if m else None,
+                     "host": m.client_host if m else None})
+    return rows
+
+
 async def cmd_describe(args: argparse.Namespace) -> int:
     from grouplab.admin import AdminClient, parse_bootstrap
-    from grouplab.display import describe_table
+    from grouplab.display import describe_table, offsets_table
     from protocol.consumer_protocol import decode_assignment
 
     host, port = parse_bootstrap(args.bootstrap_server)
@@ -201,6 +234,7 @@ async def cmd_describe(args: argparse.Namespace) -> int:
         if not groups:
             raise UsageError("give --group NAME (repeatable) or --all-groups")
         described = await admin.describe_groups(groups)
+        offsets = {g.group_id: await group_offsets(admin, g) for g in described}
     if args.format == "json":
         out = []
         for g in described:
@@ -211,11 +245,14 @@ async def cmd_describe(args: argparse.Namespace) -> int:
                              "client_host": m.client_host,
                              "assignment": [list(tp) for tp in decode_assignment(m.member_assignment).partitions]}
                             for m in g.members],
+                "offsets": offsets[g.group_id],
             })
         print(json.dumps(out, indent=2))
     else:
         for g in described:
             console.print(describe_table(g, decode_assignment))
+            if offsets[g.group_id]:
+                console.print(offsets_table(g, offsets[g.group_id]))
     return 0
 
 
@@ -382,8 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--host", default="127.0.0.1")
     c.add_argument("--port", type=int, default=9092)
     c.add_argument("--run-dir", help="write the event log to RUN_DIR/coordinator.jsonl instead of stderr")
-    c.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log: a restarted "
-                                      "coordinator recovers its groups and topics (without it nothing is kept)")
+    c.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log and the "
+                                      "partition logs in DIR/logs/: a restarted coordinator recovers its groups, topics "
+                                      "and records (without it nothing is kept)")
     add_broker_config(c)
 
     k = sub.add_parser("consumer", help="run one simulated consumer against a coordinator")
@@ -397,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--log-json", action="store_true", help="also print the JSON event log to stderr")
     k.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE")
 
-    d = sub.add_parser("describe", help="describe groups (members, generation, state, protocol, assignments)")
+    d = sub.add_parser("describe", help="describe groups (members, generation, state, protocol, assignments, "
+                                        "committed offsets, log end offsets and lag)")
     add_bootstrap(d)
     d.add_argument("--group", action="append")
     d.add_argument("--all-groups", action="store_true")

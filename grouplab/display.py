@@ -146,3 +146,23 @@ def describe_table(group: Any, decode_assignment: Any) -> Table:
         table.add_row(m.member_id, m.group_instance_id or "-", m.client_id, m.client_host, str(len(parts)),
                       format_partitions(parts) if m.member_assignment else "-")
     return table
+
+
+def offsets_table(group: Any, rows: list[dict[str, Any]]) -> Table:
+    """kafka-consumer-groups --describe, the offsets view: per partition the committed offset, the
+    log end offset and the lag between them ("-" where unknown), and the member that owns it."""
+    clients = {m.member_id: m.client_id for m in group.members}
+    known = [r["lag"] for r in rows if r["lag"] is not None]
+    total = f"total lag {sum(known)}" if known else "lag unknown"
+    table = Table(title=f"group [bold]{group.group_id}[/] · offsets · {total}", title_justify="left", header_style="bold")
+    for col in ("topic", "partition", "current-offset", "log-end-offset", "lag", "consumer-id", "host", "client-id"):
+        table.add_column(col, justify="right" if col in ("partition", "current-offset", "log-end-offset", "lag") else "left")
+
+    def cell(value: Any) -> str:
+        return "-" if value is None else str(value)
+
+    for r in rows:
+        member = short_member(r["member_id"], clients) if r["member_id"] else None
+        table.add_row(r["topic"], str(r["partition"]), cell(r["committed_offset"]), cell(r["log_end_offset"]),
+                      cell(r["lag"]), cell(member), cell(r["host"]), cell(r["client_id"]))
+    return table

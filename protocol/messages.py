@@ -719,6 +719,12 @@ API: dict[str, ApiSpec] = {
     "LeaveGroup": ApiSpec(LeaveGroupRequest, LeaveGroupResponse, 0, 0),
     "DescribeGroups": ApiSpec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 0),
     "ListGroups": ApiSpec(ListGroupsRequest, ListGroupsResponse, 0, 0),
+    "Produce": ApiSpec(ProduceRequest, ProduceResponse, 0, 0),
+    "Fetch": ApiSpec(FetchRequest, FetchResponse, 0, 0),
+    "ListOffsets": ApiSpec(ListOffsetsRequest, ListOffsetsResponse, 0, 0),
+    "InitProducerId": ApiSpec(InitProducerIdRequest, InitProducerIdResponse, 0, 0),
+    "OffsetCommit": ApiSpec(OffsetCommitRequest, OffsetCommitResponse, 0, 0),
+    "OffsetFetch": ApiSpec(OffsetFetchRequest, OffsetFetchResponse, 0, 0),
 }
 
 REQUEST_API: dict[type, str] = {spec.request: name for name, spec in API.items()}

@@ -114,7 +114,7 @@ def test_a_group_record_keeps_every_field_documented():
 
 @pytest.mark.parametrize("change, why", [
     ({"version": 1}, "version"),
-    ({"type": "offset_commit"}, "unknown record type"),
+    ({"type": "no_such_record"}, "unknown record type"),
     ({"generation_id": "3"}, "generation_id"),
     ({"state": "PreparingRebalance"}, "state"),
     ({"leader": "nobody"}, "leader"),

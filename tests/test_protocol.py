@@ -281,6 +281,13 @@ MINIMAL_BODIES = {
     "LeaveGroup": messages.LeaveGroupRequest(group_id="g", members=[messages.LeaveGroupRequestMember(member_id="m")]),
     "DescribeGroups": messages.DescribeGroupsRequest(groups=["g"]),
     "ListGroups": messages.ListGroupsRequest(),
+    "Produce": messages.ProduceRequest(topic_data=[messages.ProduceTopicData("t", [messages.ProducePartitionData(
+        0, messages.RecordBatch([messages.Record(b"v", key=b"k", headers=[messages.RecordHeader("h", None)])]))])]),
+    "Fetch": messages.FetchRequest(topics=[messages.FetchTopic("t", [messages.FetchPartition(0, 0)])]),
+    "ListOffsets": messages.ListOffsetsRequest(topics=[messages.ListOffsetsTopic("t", [messages.ListOffsetsPartition(0)])]),
+    "InitProducerId": messages.InitProducerIdRequest(),
+    "OffsetCommit": messages.OffsetCommitRequest(group_id="g", topics=[]),
+    "OffsetFetch": messages.OffsetFetchRequest(group_id="g"),
 }
 
 

@@ -137,7 +137,9 @@ class Simulation:
     # ------------------------------------------------------------------ set-up
 
     def _new_broker(self) -> Broker:
-        broker = Broker(self.broker_config, self.ids)
+        # The partition logs are the coordinator's disk: they outlive its crashes (their state
+        # rebuilt from the batch headers, as FileLogStore recovers); everything else starts over.
+        broker = Broker(self.broker_config, self.ids, logs=getattr(self, "_logs_after_crash", None))
         broker.topics.partitions.update(self.scenario.topics)
         return broker
 
@@ -288,6 +290,7 @@ class Simulation:
                 self.durable.append(out.record)
 
     def _crash_coordinator(self, down_ms: int) -> None:
+        self._logs_after_crash = self.broker.logs.recovered() if self.broker is not None else None
         self.broker = None
         self.broker_timers.clear()
         self._log_sim("coordinator_crashed", down_ms=down_ms)

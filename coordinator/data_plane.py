@@ -1,0 +1,203 @@
+"""The broker's data plane, pure apart from the log store it calls: Produce, Fetch, ListOffsets and
+InitProducerId for a plain idempotent producer (docs/protocol.md §3.11-3.14).
+
+Each handler takes the Broker (its `topics`, `logs` and `config`), a decoded request, the request
+context and `now_ms`, and returns outputs like every other handler. The partition logs
+(coordinator/partition_log.py) hold the rules of appending (offsets, idempotent sequences,
+transactions); this module maps requests onto them and their answers onto Kafka's responses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.partition_log import READ_COMMITTED, LogError, OffsetOutOfRange, fetched_size
+from protocol.effects import LogEvent, Output, Reply
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchTopicResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicResponse,
+)
+
+if TYPE_CHECKING:
+    from coordinator.broker import Broker, RequestContext
+
+ACKS = (-1, 0, 1)
+ISOLATION_LEVELS = (0, 1)
+
+
+def _exists(broker: "Broker", topic: str, partition: int) -> bool:
+    count = broker.topics.partitions.get(topic)
+    return count is not None and 0 <= partition < count
+
+
+def _unknown(topic: str, partition: int) -> str:
+    return f"{topic}-{partition} does not exist"
+
+
+# ----------------------------------------------------------------------------- Produce
+
+
+def handle_produce(broker: "Broker", req: ProduceRequest, ctx: "RequestContext", now_ms: int) -> list[Output]:
+    """Append each partition's batch. acks=0 gets no response at all (not even on error)."""
+    out: list[Output] = []
+    responses = []
+    bad_acks = req.acks not in ACKS
+    for topic_data in req.topic_data:
+        name = topic_data.name
+        parts = []
+        for pd in topic_data.partition_data:
+            index = pd.index
+            if bad_acks:
+                parts.append(ProducePartitionResponse(index, ErrorCode.INVALID_REQUEST,
+                                                      error_message=f"acks must be -1, 0 or 1, got {req.acks}"))
+                continue
+            if not _exists(broker, name, index):
+                parts.append(ProducePartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                      error_message=_unknown(name, index)))
+                continue
+            log = broker.logs.log(name, index)
+            batch = pd.records
+            try:
+                result = log.append(batch, now_ms)
+            except OSError as exc:  # the disk refused: nothing was appended (the store undid any part)
+                out.append(LogEvent("partition_write_failed", now_ms, {"topic": name, "partition": index,
+                                                                       "error": repr(exc)}))
+                parts.append(ProducePartitionResponse(index, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                      log_start_offset=log.log_start_offset,
+                                                      error_message=f"writing the log failed: {exc!r}"))
+                continue
+            if result.error_code:
+                out.append(LogEvent("produce_rejected", now_ms, {
+                    "topic": name, "partition": index, "producer_id": batch.producer_id,
+                    "producer_epoch": batch.producer_epoch, "base_sequence": batch.base_sequence,
+                    "records": len(batch.records), "error": ErrorCode.from_code(result.error_code).name,
+                    "message": result.error_message}))
+            elif result.duplicate:
+                out.append(LogEvent("duplicate_batch_acked", now_ms, {
+                    "topic": name, "partition": index, "producer_id": batch.producer_id,
+                    "producer_epoch": batch.producer_epoch, "base_sequence": batch.base_sequence,
+                    "records": len(batch.records), "base_offset": result.base_offset}))
+            parts.append(ProducePartitionResponse(index, result.error_code, result.base_offset,
+                                                  result.log_append_time_ms, log.log_start_offset,
+                                                  result.error_message))
+        responses.append(ProduceTopicResponse(name, parts))
+    if req.acks != 0:
+        response = ProduceResponse(responses=responses)
+        if bad_acks:
+            response.error_code = ErrorCode.INVALID_REQUEST
+            response.error_message = f"acks must be -1, 0 or 1, got {req.acks}"
+        out.insert(0, Reply(ctx.reply_to, response))
+    return out
+
+
+# ----------------------------------------------------------------------------- Fetch
+
+
+def handle_fetch(broker: "Broker", req: FetchRequest, ctx: "RequestContext", now_ms: int) -> list[Output]:
+    """Answer at once from the logs (no long poll: max_wait_ms and min_bytes are ignored). Each
+    partition returns at least one record if it has one; max_bytes is shared in request order."""
+    if req.isolation_level not in ISOLATION_LEVELS:
+        return [Reply(ctx.reply_to, FetchResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
+            f"isolation_level must be 0 (read_uncommitted) or 1 (read_committed), got {req.isolation_level}")))]
+    remaining = max(req.max_bytes, 0)
+    topics = []
+    for ft in req.topics:
+        parts = []
+        for fp in ft.partitions:
+            index = fp.partition
+            if not _exists(broker, ft.topic, index):
+                parts.append(FetchPartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                    error_message=_unknown(ft.topic, index)))
+                continue
+            if fp.partition_max_bytes < 0:
+                parts.append(FetchPartitionResponse(index, ErrorCode.INVALID_FETCH_SIZE, error_message=(
+                    f"partition_max_bytes must be >= 0, got {fp.partition_max_bytes}")))
+                continue
+            log = broker.logs.log(ft.topic, index)
+            resp = FetchPartitionResponse(index, high_watermark=log.high_watermark,
+                                          last_stable_offset=log.last_stable_offset,
+                                          log_start_offset=log.log_start_offset)
+            try:
+                records = log.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining), req.isolation_level)
+            except OffsetOutOfRange as exc:
+                resp.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                resp.error_message = exc.message
+            else:
+                resp.records = records
+                for r in records:
+                    remaining -= fetched_size(r)
+                remaining = max(remaining, 0)
+            parts.append(resp)
+        topics.append(FetchTopicResponse(ft.topic, parts))
+    return [Reply(ctx.reply_to, FetchResponse(responses=topics))]
+
+
+# ----------------------------------------------------------------------------- ListOffsets
+
+
+def handle_list_offsets(broker: "Broker", req: ListOffsetsRequest, ctx: "RequestContext", now_ms: int) -> list[Output]:
+    if req.isolation_level not in ISOLATION_LEVELS:
+        return [Reply(ctx.reply_to, ListOffsetsResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
+            f"isolation_level must be 0 (read_uncommitted) or 1 (read_committed), got {req.isolation_level}")))]
+    committed = req.isolation_level == READ_COMMITTED
+    topics = []
+    for lt in req.topics:
+        parts = []
+        for lp in lt.partitions:
+            index = lp.partition_index
+            if not _exists(broker, lt.name, index):
+                parts.append(ListOffsetsPartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            log = broker.logs.log(lt.name, index)
+            try:
+                found = log.offset_for(lp.timestamp)
+            except LogError as exc:
+                parts.append(ListOffsetsPartitionResponse(index, exc.code))
+                continue
+            offset, timestamp = found
+            if committed:
+                lso = log.last_stable_offset
+                if lp.timestamp == -1:
+                    offset = lso
+                elif offset >= lso:
+                    offset, timestamp = -1, -1  # only what read_committed consumers can see
+            parts.append(ListOffsetsPartitionResponse(index, 0, timestamp, offset))
+        topics.append(ListOffsetsTopicResponse(lt.name, parts))
+    return [Reply(ctx.reply_to, ListOffsetsResponse(topics=topics))]
+
+
+# ----------------------------------------------------------------------------- InitProducerId
+
+
+def handle_init_producer_id(broker: "Broker", req: InitProducerIdRequest, ctx: "RequestContext",
+                            now_ms: int) -> list[Output]:
+    """A plain idempotent producer (transactional_id nil): always a new producer id, epoch 0, as
+    Kafka does; producer_id/producer_epoch in the request are ignored. The transactional case is
+    routed elsewhere by Broker._on_InitProducerId."""
+    assert req.transactional_id is None
+    pid = broker.logs.allocate_producer_id()
+    return [Reply(ctx.reply_to, InitProducerIdResponse(producer_id=pid, producer_epoch=0)),
+            LogEvent("producer_id_allocated", now_ms, {"producer_id": pid, "producer_epoch": 0,
+                                                       "transactional_id": None})]
+
+
+def refuse_transactional_init(req: InitProducerIdRequest, ctx: "RequestContext") -> list[Output]:
+    """The answer to InitProducerId with a transactional_id while no transaction coordinator is
+    plugged in (Broker.init_transactional_producer_id)."""
+    return [Reply(ctx.reply_to, InitProducerIdResponse(
+        error_code=ErrorCode.INVALID_REQUEST,
+        error_message=f"transactional_id {req.transactional_id!r}: this broker has no transaction coordinator"))]
+
