@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from coordinator.config import BrokerConfig
 from coordinator.group import Group, GroupState
-from coordinator.group_log import GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, latest
+from coordinator.transactions import TransactionCoordinator
+from coordinator.group_log import GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, TxnRecord, latest
 from coordinator.data_plane import (
     handle_fetch,
     handle_init_producer_id,
@@ -22,7 +23,7 @@ from coordinator.data_plane import (
     refuse_transactional_init,
 )
 from coordinator.partition_log import LogStore, MemoryLogStore
-from coordinator.offsets import handle_offset_commit, handle_offset_fetch, restore_offsets
+from coordinator.offsets import complete_txn_outputs, handle_offset_commit, handle_offset_fetch, restore_offsets
 from protocol.effects import LogEvent, Output, Reply
 from coordinator.topics import TopicStore
 from protocol.errors import ErrorCode
@@ -83,6 +84,15 @@ class Broker:
         # FileLogStore (CoordinatorServer with a data_dir).
         self.logs: LogStore = logs if logs is not None else MemoryLogStore(self.config)
         self.groups: dict[str, Group] = {}
+        self.txn = TransactionCoordinator(
+            allocate_producer_id=self.logs.allocate_producer_id,
+            write_marker=lambda tp, pid, epoch, commit, now: self.logs.log(tp.topic, tp.partition).append_marker(
+                pid, epoch, commit, now),
+            complete_offsets=self._complete_txn_offsets,
+            partition_exists=lambda tp: 0 <= tp.partition < self.topics.partitions.get(tp.topic, 0),
+            persist=Persist,
+            max_timeout_ms=self.config.transaction_max_timeout_ms,
+        )
         self._handlers: dict[str, Callable[[Any, RequestContext, int], list[Output]]] = {
             api: getattr(self, f"_on_{api}") for api in API}
 
@@ -117,10 +127,14 @@ class Broker:
                 out += group.restore(record, now_ms)
             elif isinstance(record, OffsetCommitRecord):
                 offsets.append(record)
+            elif isinstance(record, TxnRecord):
+                out += self.txn.restore(record, now_ms)
         out += restore_offsets(self, offsets, now_ms)  # after the groups, into them
         return out
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
+        if key[0] == "txn":
+            return self.txn.on_timer(key, now_ms)
         group = self.groups.get(key[1])
         return group.on_timer(key, now_ms) if group is not None else []
 
@@ -176,10 +190,34 @@ class Broker:
         return handle_init_producer_id(self, req, ctx, now_ms)
 
     def init_transactional_producer_id(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        """HOOK for coordinator/transactions.py: InitProducerId with a transactional_id (the
-        transaction coordinator's id, epoch bump and fencing). Ids come from
-        `self.logs.allocate_producer_id()`. Until it is plugged in: INVALID_REQUEST."""
-        return refuse_transactional_init(req, ctx)
+        """InitProducerId with a transactional_id: the transaction coordinator's producer id,
+        epoch bump and fencing (coordinator/transactions.py)."""
+        return self.txn.init_producer_id(req, ctx.reply_to, now_ms)
+
+    # ------------------------------------------------------------------ transactions (coordinator/transactions.py)
+
+    def _on_AddPartitionsToTxn(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return self.txn.add_partitions(req, ctx.reply_to, now_ms)
+
+    def _on_AddOffsetsToTxn(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return self.txn.add_offsets(req, ctx.reply_to, now_ms)
+
+    def _on_EndTxn(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return self.txn.end_txn(req, ctx.reply_to, now_ms)
+
+    def _on_TxnOffsetCommit(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """Offsets inside a transaction: the producer must be the current instance of an Ongoing
+        transaction that added this group (AddOffsetsToTxn); the member checks are KIP-447's."""
+        precheck = self.txn.check_producer(req.transactional_id, req.producer_id, req.producer_epoch)
+        txn = self.txn.txns.get(req.transactional_id)
+        if precheck is None and txn is not None and req.group_id not in txn.groups:
+            precheck = ErrorCode.INVALID_TXN_STATE
+        return handle_offset_commit(self, req, ctx.reply_to, now_ms, txn_producer_id=req.producer_id,
+                                    precheck=precheck)
+
+    def _complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool, now_ms: int) -> list[Output]:
+        group = self.groups.get(group_id)
+        return complete_txn_outputs(group, producer_id, commit, now_ms) if group is not None else []
 
     def _on_DescribeGroups(self, req: DescribeGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         described = []

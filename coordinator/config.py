@@ -25,6 +25,7 @@ _KEYS: dict[str, tuple[str, object]] = {
     "broker.id": ("broker_id", 0),
     # Longest committed_metadata an OffsetCommit may store (OFFSET_METADATA_TOO_LARGE beyond it).
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 4096),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", 900_000),
     # grouplab's own: when the durable group log (--data-dir) syncs appends to disk.
     "grouplab.log.fsync": ("log_fsync", "always"),
     # Partition logs (coordinator/partition_log.py), Kafka's names and defaults. The two flush
@@ -60,6 +61,7 @@ class BrokerConfig:
     log_flush_interval_ms: int = 9_223_372_036_854_775_807
     message_max_bytes: int = 1_048_588
     offset_metadata_max_bytes: int = 4096
+    transaction_max_timeout_ms: int = 900_000
 
     @classmethod
     def names(cls) -> list[str]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from coordinator.partition_log import READ_COMMITTED, LogError, OffsetOutOfRange, fetched_size
 from protocol.effects import LogEvent, Output, Reply
 from protocol.errors import ErrorCode
+from protocol.types import TopicPartition
 from protocol.messages import (
     FetchPartitionResponse,
     FetchRequest,
@@ -70,6 +71,14 @@ def handle_produce(broker: "Broker", req: ProduceRequest, ctx: "RequestContext",
                 continue
             log = broker.logs.log(name, index)
             batch = pd.records
+            if batch.is_transactional:
+                # A transactional batch only goes to a partition of its producer's Ongoing
+                # transaction (AddPartitionsToTxn first), and never from a fenced instance.
+                refusal = broker.txn.in_transaction(batch.producer_id, batch.producer_epoch, TopicPartition(name, index))
+                if refusal is not None:
+                    parts.append(ProducePartitionResponse(index, refusal, error_message=(
+                        f"transactional batch refused: {refusal.name}")))
+                    continue
             try:
                 result = log.append(batch, now_ms)
             except OSError as exc:  # the disk refused: nothing was appended (the store undid any part)

@@ -116,7 +116,26 @@ class OffsetCommitRecord:
         return ("offset", self.group_id, self.topic, self.partition)
 
 
-Record = GroupMetadataRecord | TopicRecord | OffsetCommitRecord
+@dataclass(frozen=True)
+class TxnRecord:
+    """A transactional id's state (Kafka's `__transaction_state` value), written by the
+    transaction coordinator (coordinator/transactions.py) whenever it changes."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: str
+    partitions: list[tuple[str, int]]
+    groups: list[str]
+    started_ms: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("txn", self.transactional_id)
+
+
+Record = GroupMetadataRecord | TopicRecord | OffsetCommitRecord | TxnRecord
 
 
 @dataclass(frozen=True)
@@ -153,6 +172,12 @@ def encode_record(record: Record) -> bytes:
                 "topic": record.topic, "partition": record.partition, "offset": record.offset,
                 "leader_epoch": record.leader_epoch, "metadata": record.metadata,
                 "commit_timestamp_ms": record.commit_timestamp_ms}
+    elif isinstance(record, TxnRecord):
+        body = {"type": "transaction", "version": RECORD_VERSION, "transactional_id": record.transactional_id,
+                "producer_id": record.producer_id, "producer_epoch": record.producer_epoch,
+                "timeout_ms": record.timeout_ms, "state": record.state,
+                "partitions": [[t, p] for t, p in record.partitions], "groups": list(record.groups),
+                "started_ms": record.started_ms}
     else:
         raise TypeError(f"not a record: {record!r}")
     return msgpack.packb(body, use_bin_type=True)
@@ -182,6 +207,16 @@ def decode_record(payload: bytes) -> Record:
         return OffsetCommitRecord(_get(m, "group_id", str), _get(m, "topic", str), partition, _get(m, "offset", int),
                                   _get(m, "leader_epoch", int), _get(m, "metadata", str),
                                   _get(m, "commit_timestamp_ms", int))
+    if kind == "transaction":
+        parts = _get(m, "partitions", list)
+        if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and type(p[1]) is int for p in parts):
+            raise RecordError("partitions: expected [topic, partition] pairs")
+        groups = _get(m, "groups", list)
+        if not all(isinstance(g, str) for g in groups):
+            raise RecordError("groups: expected strings")
+        return TxnRecord(_get(m, "transactional_id", str), _get(m, "producer_id", int), _get(m, "producer_epoch", int),
+                         _get(m, "timeout_ms", int), _get(m, "state", str), [(t, p) for t, p in parts], groups,
+                         _get(m, "started_ms", int))
     if kind != "group_metadata":
         raise RecordError(f"unknown record type {kind!r}")
     members = []

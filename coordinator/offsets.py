@@ -42,6 +42,7 @@ from protocol.messages import (
     OffsetFetchResponse,
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
+    TxnOffsetCommitResponse,
 )
 from protocol.types import TopicPartition
 
@@ -211,14 +212,19 @@ def validate_commit(group: "Group | None", member_id: str, group_instance_id: st
 # ----------------------------------------------------------------------------- request handlers
 
 
-def handle_offset_commit(broker: "Broker", req: OffsetCommitRequest, reply_to: Any, now_ms: int) -> list[Output]:
+def handle_offset_commit(broker: "Broker", req: Any, reply_to: Any, now_ms: int,
+                         txn_producer_id: int | None = None, precheck: ErrorCode | None = None) -> list[Output]:
     """OffsetCommit, in Kafka's order: partitions of unknown topics (or out of range) get
     UNKNOWN_TOPIC_OR_PARTITION and take no further part; if none is left the group is not touched.
     Then the group-level check (`validate_commit`): a refusal answers every remaining partition
     with the error (also the top-level `error_code`) and changes nothing. Then per partition:
     metadata longer than offset.metadata.max.bytes gets OFFSET_METADATA_TOO_LARGE; the rest are
     stored and persisted (Persist outputs before the reply). An accepted commit from a member
-    counts as its heartbeat."""
+    counts as its heartbeat.
+
+    TxnOffsetCommit goes the same way with `txn_producer_id` set: `precheck` is the transaction
+    coordinator's verdict on the producer, the group check is Kafka's transactional one, and the
+    accepted offsets are staged for the producer's transaction instead of committed."""
     known = broker.topics.partitions
     codes: list[list[ErrorCode]] = []
     candidates: list[tuple[int, int]] = []  # (topic index, partition index) in the request
@@ -238,7 +244,8 @@ def handle_offset_commit(broker: "Broker", req: OffsetCommitRequest, reply_to: A
     top = ErrorCode.NONE
     group = broker.groups.get(req.group_id)
     if candidates:
-        error = validate_commit(group, req.member_id, req.group_instance_id, req.generation_id)
+        error = precheck or validate_commit(group, req.member_id, req.group_instance_id, req.generation_id,
+                                            transactional=txn_producer_id is not None)
         if error is not None:
             top = error
             for ti, pi in candidates:
@@ -264,12 +271,20 @@ def handle_offset_commit(broker: "Broker", req: OffsetCommitRequest, reply_to: A
             if accepted:
                 if group is None:
                     group = broker.group(req.group_id)  # a simple consumer's group: Empty, offsets only
-                out += [Persist(r) for r in group.offsets.commit(accepted)]
                 tps = sorted(accepted)
-                logs.append(_event(group, req.group_id, "offsets_committed", now_ms, member_id=req.member_id,
-                                   partitions=_pairs(tps), offsets=[accepted[tp].offset for tp in tps], producer_id=None))
+                if txn_producer_id is None:
+                    out += [Persist(r) for r in group.offsets.commit(accepted)]
+                    logs.append(_event(group, req.group_id, "offsets_committed", now_ms, member_id=req.member_id,
+                                       partitions=_pairs(tps), offsets=[accepted[tp].offset for tp in tps],
+                                       producer_id=None))
+                else:
+                    group.offsets.stage_txn(txn_producer_id, accepted, now_ms)
+                    logs.append(_event(group, req.group_id, "txn_offsets_staged", now_ms, member_id=req.member_id,
+                                       partitions=_pairs(tps), offsets=[accepted[tp].offset for tp in tps],
+                                       producer_id=txn_producer_id))
 
-    response = OffsetCommitResponse(
+    response_type = OffsetCommitResponse if txn_producer_id is None else TxnOffsetCommitResponse
+    response = response_type(
         error_code=top,
         topics=[OffsetCommitResponseTopic(t.name, [OffsetCommitResponsePartition(p.partition_index, codes[ti][pi])
                                                    for pi, p in enumerate(t.partitions)])

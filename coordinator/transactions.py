@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable
 
+from coordinator.group_log import TxnRecord
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -58,32 +59,14 @@ class TxnMetadata:
     started_ms: int = -1
 
 
-@dataclass(frozen=True)
-class TxnRecord:
-    """The durable form of a transactional id's state (Kafka's __transaction_state value)."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    state: str
-    partitions: list[tuple[str, int]]
-    groups: list[str]
-    started_ms: int
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return ("txn", self.transactional_id)
-
-
 def timer_key(transactional_id: str) -> tuple:
     return ("txn", transactional_id)
 
 
 class TransactionCoordinator:
     """`write_marker(tp, producer_id, epoch, commit, now_ms)` ends the transaction on one partition;
-    `complete_offsets(group_id, producer_id, commit)` makes a group's staged offsets visible or
-    drops them; `allocate_producer_id()` hands out producer ids (shared with idempotent producers);
+    `complete_offsets(group_id, producer_id, commit, now_ms)` makes a group's staged offsets visible
+    or drops them, and returns the outputs that go with it (Persist records, events); `allocate_producer_id()` hands out producer ids (shared with idempotent producers);
     `partition_exists(tp)` checks metadata; `persist(record)` returns the output that makes a
     record durable (or None without durability)."""
 
@@ -91,7 +74,7 @@ class TransactionCoordinator:
         self,
         allocate_producer_id: Callable[[], int],
         write_marker: Callable[[TopicPartition, int, int, bool, int], Any],
-        complete_offsets: Callable[[str, int, bool], Any],
+        complete_offsets: Callable[[str, int, bool, int], list[Output] | None],
         partition_exists: Callable[[TopicPartition], bool],
         persist: Callable[[TxnRecord], Output | None] = lambda record: None,
         max_timeout_ms: int = 900_000,
@@ -262,7 +245,7 @@ class TransactionCoordinator:
         for tp in sorted(txn.partitions):
             self.write_marker(tp, txn.producer_id, txn.producer_epoch, commit, self._now)
         for group_id in sorted(txn.groups):
-            self.complete_offsets(group_id, txn.producer_id, commit)
+            self._out.extend(self.complete_offsets(group_id, txn.producer_id, commit, self._now) or [])
         txn.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         self._out.append(CancelTimer(timer_key(txn.transactional_id)))
         self._log("transaction_committed" if commit else "transaction_aborted", txn, reason=why,

@@ -725,6 +725,10 @@ API: dict[str, ApiSpec] = {
     "InitProducerId": ApiSpec(InitProducerIdRequest, InitProducerIdResponse, 0, 0),
     "OffsetCommit": ApiSpec(OffsetCommitRequest, OffsetCommitResponse, 0, 0),
     "OffsetFetch": ApiSpec(OffsetFetchRequest, OffsetFetchResponse, 0, 0),
+    "AddPartitionsToTxn": ApiSpec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 0),
+    "AddOffsetsToTxn": ApiSpec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 0),
+    "TxnOffsetCommit": ApiSpec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 0),
+    "EndTxn": ApiSpec(EndTxnRequest, EndTxnResponse, 0, 0),
 }
 
 REQUEST_API: dict[type, str] = {spec.request: name for name, spec in API.items()}

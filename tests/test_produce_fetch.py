@@ -48,6 +48,16 @@ def broker(**overrides: object) -> Broker:
     return b
 
 
+def open_transaction(b: Broker, producer_id: int, *tps: tuple[str, int]) -> None:
+    """Register an Ongoing transaction of `producer_id` (epoch 0) on these partitions, as
+    InitProducerId + AddPartitionsToTxn would, so its transactional batches are accepted."""
+    from coordinator.transactions import TxnMetadata, TxnState
+    from protocol.types import TopicPartition
+
+    b.txn.txns[f"tx-{producer_id}"] = TxnMetadata(f"tx-{producer_id}", producer_id, 0, 60_000, TxnState.ONGOING,
+                                                  {TopicPartition(t, p) for t, p in tps}, set(), 0)
+
+
 def call(b: Broker, api: str, body: object, now: int = T0) -> tuple[object | None, list[LogEvent]]:
     out = b.handle(api, body, RequestContext("client"), now)
     replies = [o.body for o in out if isinstance(o, Reply)]
@@ -166,6 +176,7 @@ def test_fetch_limits_share_max_bytes_but_each_partition_gets_a_record() -> None
 def test_fetch_read_committed_stops_at_the_last_stable_offset() -> None:
     b = broker()
     log = b.logs.log("t", 0)
+    open_transaction(b, 9, ("t", 0))
     produce(b, {("t", 0): recs(b"a")})
     produce(b, {("t", 0): RecordBatch([Record(b"t1")], 9, 0, 0, True)})
     produce(b, {("t", 0): recs(b"b")})
@@ -182,6 +193,7 @@ def test_fetch_read_committed_stops_at_the_last_stable_offset() -> None:
 
 def test_list_offsets_earliest_latest_timestamp_and_read_committed() -> None:
     b = broker()
+    open_transaction(b, 9, ("t", 0))
     produce(b, {("t", 0): RecordBatch([Record(b"a", timestamp=100), Record(b"b", timestamp=200)])})
     produce(b, {("t", 0): RecordBatch([Record(b"t1", timestamp=300)], 9, 0, 0, True)})
 
@@ -457,3 +469,15 @@ async def test_log_flush_interval_ms_syncs_idle_logs_in_the_background(tmp_path:
                 break
             await asyncio.sleep(0.01)
         assert storage.flushes == 1 and storage.unflushed_messages == 0
+
+
+def test_a_transactional_batch_outside_its_transaction_is_refused() -> None:
+    b = broker()
+    resp, _ = call(b, "Produce", ProduceRequest([ProduceTopicData("t", [ProducePartitionData(
+        0, RecordBatch([Record(b"x")], 9, 0, 0, True))])]))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    open_transaction(b, 9, ("t", 1))
+    resp, _ = call(b, "Produce", ProduceRequest([ProduceTopicData("t", [ProducePartitionData(
+        0, RecordBatch([Record(b"x")], 9, 0, 0, True))])]))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE  # not added
+    assert b.logs.log("t", 0).log_end_offset == 0

@@ -288,6 +288,10 @@ MINIMAL_BODIES = {
     "InitProducerId": messages.InitProducerIdRequest(),
     "OffsetCommit": messages.OffsetCommitRequest(group_id="g", topics=[]),
     "OffsetFetch": messages.OffsetFetchRequest(group_id="g"),
+    "AddPartitionsToTxn": messages.AddPartitionsToTxnRequest("tx", 1, 0, [messages.AddPartitionsToTxnTopic("t", [0])]),
+    "AddOffsetsToTxn": messages.AddOffsetsToTxnRequest("tx", 1, 0, "g"),
+    "TxnOffsetCommit": messages.TxnOffsetCommitRequest("tx", "g", 1, 0, topics=[]),
+    "EndTxn": messages.EndTxnRequest("tx", 1, 0, committed=True),
 }
 
 

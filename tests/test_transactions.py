@@ -30,7 +30,7 @@ class Fixture:
         self.tc = TransactionCoordinator(
             allocate_producer_id=lambda: next(ids),
             write_marker=lambda tp, pid, epoch, commit, now: self.markers.append((tp, pid, epoch, commit)),
-            complete_offsets=lambda group, pid, commit: self.offsets.append((group, pid, commit)),
+            complete_offsets=lambda group, pid, commit, now: self.offsets.append((group, pid, commit)),
             partition_exists=lambda tp: tp.topic == "out" and tp.partition < 2,
         )
 
