@@ -258,6 +258,8 @@ class ProducerMachine:
         self._send(req, "Produce", ("produce", batch))
 
     def _on_produce(self, batch: _Batch, resp: ProduceResponse) -> None:
+        if self._sending.get(batch.tp) is not batch:
+            return  # an answer for a batch given up on (its transaction aborted)
         part = resp.responses[0].partition_responses[0] if resp.responses and resp.responses[0].partition_responses else None
         code = ErrorCode.from_code(part.error_code if part is not None else resp.error_code)
         if code is ErrorCode.NONE and part is not None:
@@ -266,6 +268,7 @@ class ProducerMachine:
             self._log("batch_acked", partitions=[[batch.tp.topic, batch.tp.partition]], base_offset=part.base_offset,
                       count=len(batch.records), sequence=batch.sequence, attempts=batch.attempts)
             self._pump(batch.tp)
+            self._maybe_end()
         elif code in _FENCED:
             self._fenced(code)
         elif code in _RETRIABLE:
@@ -274,7 +277,10 @@ class ProducerMachine:
             del self._sending[batch.tp]
             self._out.append(ProduceFailed(batch.tp, batch.batch_id, code))
             self._log("batch_failed", partitions=[[batch.tp.topic, batch.tp.partition]], error=code.name)
+            if self.transactional and self.state is ProducerState.IN_TXN:
+                self._end_requested = False  # a transaction with a failed write can only abort
             self._pump(batch.tp)
+            self._maybe_end()
 
     # ------------------------------------------------------------------ transactions
 
@@ -315,6 +321,8 @@ class ProducerMachine:
             self._arm_retry("add_partitions", tp)
 
     def _on_add_offsets(self, index: int, resp: AddOffsetsToTxnResponse) -> None:
+        if self.state is not ProducerState.IN_TXN or index >= len(self._txn_offsets):
+            return  # an answer from a transaction that already ended
         code = ErrorCode.from_code(resp.error_code)
         if code is ErrorCode.NONE:
             offsets, group_id, generation, member_id = self._txn_offsets[index]
@@ -331,6 +339,8 @@ class ProducerMachine:
             self._arm_retry("add_offsets", index)
 
     def _on_txn_offsets(self, index: int, resp: TxnOffsetCommitResponse) -> None:
+        if self.state is not ProducerState.IN_TXN or index >= len(self._txn_offsets):
+            return
         codes = [p.error_code for t in resp.topics for p in t.partitions] or [resp.error_code]
         code = ErrorCode.from_code(max(codes, key=lambda c: c != 0))
         if code is ErrorCode.NONE:
@@ -407,8 +417,11 @@ class ProducerMachine:
             self._init_producer_id()
         elif purpose == "add_partitions":
             self._pending_add.discard(detail)
-            self._add_partition(detail)
+            if self.state is ProducerState.IN_TXN:
+                self._add_partition(detail)
         elif purpose == "add_offsets":
+            if self.state is not ProducerState.IN_TXN or detail >= len(self._txn_offsets):
+                return
             offsets, group_id, _, _ = self._txn_offsets[detail]
             if offsets:
                 self._send(AddOffsetsToTxnRequest(self.config.transactional_id, self.producer_id, self.producer_epoch,
@@ -416,6 +429,8 @@ class ProducerMachine:
         elif purpose == "txn_offsets":
             self._on_add_offsets(detail, AddOffsetsToTxnResponse())
         elif purpose == "end_txn":
+            if self.state not in (ProducerState.COMMITTING, ProducerState.ABORTING):
+                return
             self._send(EndTxnRequest(self.config.transactional_id, self.producer_id, self.producer_epoch, detail),
                        "EndTxn", ("end_txn", detail))
 

@@ -221,7 +221,9 @@ class Invariants:
         if {m.machine.member_id for m in live} != set(group.members):
             return False
         owned = [tp for m in live for tp in m.machine.owned]
-        return len(owned) == len(set(owned)) and set(owned) == self.all_partitions()
+        if len(owned) != len(set(owned)) or set(owned) != self.all_partitions():
+            return False
+        return self.sim.delivery is None or self.sim.delivery.drained()
 
     def unowned_count(self) -> int:
         return len(self.all_partitions()) - self.owned_count

@@ -109,6 +109,12 @@ def result_row(r: SimResult) -> dict[str, Any]:
         "settle_ms": None if s.settled_at_ms is None else s.settled_at_ms - s.quiet_at_ms,
         "imbalance": s.final_imbalance,
         "virtual_ms": r.ended_ms,
+        "produced": s.produced,
+        "processed": s.processed,
+        "committed": s.committed,
+        "lost": s.lost,
+        "duplicated": s.duplicated,
+        "duplicated_uncommitted": s.duplicated_uncommitted,
     }
 
 
@@ -123,6 +129,8 @@ def totals(results: list[SimResult]) -> dict[str, Any]:
         "partitions_moved": sum(r["partitions_moved"] for r in rows),
         "settle_ms_median": statistics.median(settle) if settle else None,
         "settle_ms_max": max(settle) if settle else None,
+        **{k: sum(r[k] or 0 for r in rows) if any(r[k] is not None for r in rows) else None
+           for k in ("produced", "processed", "committed", "lost", "duplicated")},
     }
 
 

@@ -45,9 +45,13 @@ FAULT_KINDS = (
     "add_partitions",  # `topic` grows by `partitions`
     "join_burst",  # `count` new members join at once
     "leave_burst",  # `count` members leave at once (clean shutdown)
+    "crash_before_commit",  # delivery: crash right after processing a batch, before committing it
+    "crash_after_commit",  # delivery: crash right after committing a batch, before processing it
 )
 
-RANDOM_KINDS = ("crash", "hang", "slow", "leave", "partition", "disconnect", "coordinator_restart", "static_restart")
+RANDOM_KINDS = ("crash", "hang", "slow", "leave", "partition", "disconnect", "coordinator_restart", "static_restart",
+                "crash_before_commit", "crash_after_commit")
+DELIVERY_MODES = ("at-most-once", "at-least-once", "exactly-once")
 
 
 class ScenarioError(ValueError):
@@ -84,6 +88,8 @@ class RandomFaults:
     disconnect: float = 0.0
     coordinator_restart: float = 0.0
     static_restart: float = 0.0
+    crash_before_commit: float = 0.0
+    crash_after_commit: float = 0.0
     duration_ms: list[int] = field(default_factory=lambda: [1_000, 20_000])
 
 
@@ -96,6 +102,20 @@ class ScheduledFault:
     topic: str = ""
     partitions: int = 0
     count: int = 0
+
+
+@dataclass
+class DeliverySpec:
+    """Members run a delivery-semantics application (consumer/delivery.py) instead of a plain
+    consumer: they read `input_topic`, write every record to `output_topic`, and commit in `mode`."""
+
+    mode: str = "at-least-once"
+    input_topic: str = "in"
+    output_topic: str = "out"
+    records: int = 200  # input records per partition, written before the members start
+    produce_ack_loss: float = 0.0  # probability a Produce answer is lost while faults are on
+    max_records: int = 50  # records per partition per fetch
+    processing_ms: int = 0  # time the application spends on each fetched batch
 
 
 @dataclass
@@ -113,6 +133,7 @@ class Scenario:
     random: RandomFaults = field(default_factory=RandomFaults)
     schedule: list[ScheduledFault] = field(default_factory=list)
     settle_ms: int | None = None  # liveness bound after the last fault; None: derived from the timeouts
+    delivery: DeliverySpec | None = None
 
     @property
     def member_count(self) -> int:
@@ -167,7 +188,9 @@ def parse_scenario(raw: dict[str, Any], source: str = "<scenario>") -> Scenario:
     network = _build(NetworkSpec, raw.pop("network", {}), f"{source}: network")
     random_faults = _build(RandomFaults, raw.pop("random", {}), f"{source}: random")
     schedule = [_build(ScheduledFault, s, f"{source}: schedule[{i}]") for i, s in enumerate(raw.pop("schedule", []))]
+    delivery = _build(DeliverySpec, raw.pop("delivery"), f"{source}: delivery") if "delivery" in raw else None
     scenario = _build(Scenario, raw, source)
+    scenario.delivery = delivery
     scenario.members, scenario.network, scenario.random, scenario.schedule = members, network, random_faults, schedule
     _validate(scenario, source)
     return scenario
@@ -212,6 +235,16 @@ def _validate(s: Scenario, source: str) -> None:
             raise ScenarioError(f"{source}: schedule[{i}]: unknown fault {f.fault!r}; known: {', '.join(FAULT_KINDS)}")
         if f.fault == "add_partitions" and (f.topic not in s.topics or f.partitions < 1):
             raise ScenarioError(f"{source}: schedule[{i}]: add_partitions needs a known topic and partitions >= 1")
+    if s.delivery is not None:
+        d = s.delivery
+        if d.mode not in DELIVERY_MODES:
+            raise ScenarioError(f"{source}: delivery.mode must be one of {', '.join(DELIVERY_MODES)}, got {d.mode!r}")
+        if d.input_topic not in s.topics or d.output_topic not in s.topics:
+            raise ScenarioError(f"{source}: delivery topics must be listed in topics")
+        if s.topics[d.input_topic] != s.topics[d.output_topic]:
+            raise ScenarioError(f"{source}: delivery input and output topics need the same partition count")
+        if d.records < 0 or not 0.0 <= d.produce_ack_loss < 1.0:
+            raise ScenarioError(f"{source}: delivery.records must be >= 0 and produce_ack_loss in [0, 1)")
     if s.duration_ms < 0 or s.faults_from_ms < 0:
         raise ScenarioError(f"{source}: duration_ms and faults_from_ms must be >= 0")
 

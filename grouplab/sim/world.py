@@ -41,8 +41,9 @@ from consumer.coordinator import (
 from coordinator.broker import Broker, RequestContext
 from coordinator.config import BrokerConfig
 from coordinator.group import GroupState
+from grouplab.sim.delivery import DeliveryWorld
 from grouplab.sim.invariants import Invariants, Violation, format_step
-from grouplab.sim.scenario import Scenario, ScheduledFault, _kafka_value
+from grouplab.sim.scenario import RANDOM_KINDS, Scenario, ScheduledFault, _kafka_value
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
 from protocol.types import TopicPartition
 
@@ -81,6 +82,7 @@ class SimMember:
     slow: bool = False
     partitioned: bool = False
     permanently_down: bool = False
+    zombie: bool = False  # a static member's old process, replaced while still running
     timers: dict[tuple, int] = field(default_factory=dict)  # key -> token
 
     @property
@@ -103,6 +105,13 @@ class SimStats:
     settled_at_ms: int | None = None
     quiet_at_ms: int = 0
     final_imbalance: int | None = None
+    # Delivery runs only (scenario [delivery]): input records and what became of them.
+    produced: int | None = None
+    processed: int | None = None
+    committed: int | None = None
+    lost: int | None = None
+    duplicated: int | None = None
+    duplicated_uncommitted: int | None = None  # the same count as a read_uncommitted reader would make
 
 
 class Simulation:
@@ -121,7 +130,10 @@ class Simulation:
         self.trace: deque[tuple] = deque(maxlen=trace_len)
         self.broker_config = BrokerConfig().with_overrides(f"{k}={_kafka_value(v)}" for k, v in scenario.broker.items())
         self.ids = SequentialIds()
+        self.delivery = DeliveryWorld(self, scenario.delivery) if scenario.delivery is not None else None
         self.broker: Broker | None = self._new_broker()
+        if self.delivery is not None:
+            self.delivery.write_input()
         self.broker_timers: dict[tuple, int] = {}
         self.durable: list[Any] = []  # what the coordinator persisted: its durable log
         self.members: list[SimMember] = []
@@ -145,7 +157,8 @@ class Simulation:
 
     def _consumer_config(self, spec: Any, name: str, instance: str | None) -> ConsumerConfig:
         overrides = {**self.scenario.consumer, **spec.config}
-        return ConsumerConfig(group_id=self.scenario.group_id, topics=sorted(spec.topics or self.scenario.topics),
+        topics = [self.scenario.delivery.input_topic] if self.scenario.delivery else (spec.topics or self.scenario.topics)
+        return ConsumerConfig(group_id=self.scenario.group_id, topics=sorted(topics),
                               client_id=name, group_instance_id=instance,
                               assignors=list(spec.assignors)).with_overrides(
             f"{k}={_kafka_value(v)}" for k, v in overrides.items())
@@ -193,6 +206,8 @@ class Simulation:
                     self.stats.settled_at_ms = self.now
                     self.stats.final_imbalance = self.invariants.imbalance()
                     self._log_sim("settled", quiet_at_ms=self.stats.quiet_at_ms)
+                    if self.delivery is not None:
+                        self.delivery.finish()
                     break
         except Violation as v:
             return SimResult(self.scenario.name, self.seed, self.stats, v, v.trace, self.now)
@@ -274,6 +289,8 @@ class Simulation:
                     continue
                 idx, epoch, cid = out.to
                 m = self.members[idx]
+                if self.delivery is not None and self.delivery.ack_lost(out.body):
+                    continue
                 if epoch == m.epoch and m.connected:
                     self._transmit(m, _TO_MEMBER, idx, epoch, cid, out.body)
             elif kind is ArmTimer:
@@ -314,7 +331,8 @@ class Simulation:
         if m.permanently_down and m.up:
             return
         m.incarnation += 1
-        m.machine = ConsumerCoordinator(m.config, log_events=self.emit is not None)
+        m.machine = (self.delivery.new_app(m) if self.delivery is not None
+                     else ConsumerCoordinator(m.config, log_events=self.emit is not None))
         m.timers.clear()
         m.hung = m.slow = False
         m.held.clear()
@@ -377,6 +395,8 @@ class Simulation:
                 m.connected = False
                 m.epoch += 1
                 self._schedule_reconnect(m)
+            elif self.delivery is not None and self.delivery.on_output(m, out):
+                break  # the process crashed where the fault wanted it: the rest never happened
         if m.machine is not None and m.machine.state is MemberState.FAILED:
             # A fatal error (e.g. FENCED_INSTANCE_ID for a zombie) ends the application, as it
             # does a KafkaConsumer's owner.
@@ -432,7 +452,7 @@ class Simulation:
             self._at(f.at_ms, lambda f=f: self.inject(f))
             end = max(end, f.at_ms + f.duration_ms)
         hours = max(s.duration_ms - s.faults_from_ms, 0) / 3_600_000
-        for kind in ("crash", "hang", "slow", "leave", "partition", "disconnect", "coordinator_restart", "static_restart"):
+        for kind in RANDOM_KINDS:
             rate = getattr(s.random, kind)
             if rate <= 0 or hours <= 0:
                 continue
@@ -522,6 +542,8 @@ class Simulation:
             self._restart_later(m, duration_ms or 1)
         elif kind == "zombie":
             self._start_zombie_replacement(m, duration_ms)
+        elif kind in ("crash_before_commit", "crash_after_commit") and self.delivery is not None:
+            self.delivery.arm_crash(m, "processed" if kind == "crash_before_commit" else "committed", duration_ms)
 
     def _end_slow(self, m: SimMember) -> None:
         m.slow = False
@@ -541,6 +563,7 @@ class Simulation:
         if spec is None:
             return
         new = SimMember(len(self.members), f"{old.name}-new", old.config)
+        old.zombie = True
         self.members.append(new)
         self._start_process(new)
         self._at(self.now + max(duration_ms, 1), lambda: (self._stop_process(old, clean=False),
@@ -558,8 +581,9 @@ class Simulation:
         max_poll = max(c.max_poll_interval_ms for c in configs)
         session = max(c.session_timeout_ms for c in configs)
         metadata = max(c.metadata_max_age_ms for c in configs)
-        return (max_poll + JOIN_GRACE_MS) + 2 * max_poll + session + self.broker_config.group_initial_rebalance_delay_ms \
+        bound = (max_poll + JOIN_GRACE_MS) + 2 * max_poll + session + self.broker_config.group_initial_rebalance_delay_ms \
             + metadata + 10_000
+        return bound + (self.delivery.drain_bound_ms() if self.delivery is not None else 0)
 
     def _account_unowned(self, until: int) -> None:
         if until > self.now:

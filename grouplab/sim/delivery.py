@@ -1,0 +1,140 @@
+"""Delivery semantics in the simulator: the input a scenario's members consume, the faults that
+hit exactly between processing and committing, lost produce acknowledgements, and the final
+account of every input record (produced, processed, committed, lost, duplicated).
+
+The guarantee checked at the end depends on the mode:
+- at-most-once: no input record appears twice in the output (losses are allowed and counted);
+- at-least-once: every input record appears in the output (duplicates allowed and counted);
+- exactly-once: every input record appears exactly once in the read_committed output.
+Committed offsets must never go backwards, in every mode, at every step.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from consumer.delivery import Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, Processed
+from protocol.messages import ProduceResponse, Record, RecordBatch
+from protocol.types import TopicPartition
+
+if TYPE_CHECKING:
+    from grouplab.sim.scenario import DeliverySpec
+    from grouplab.sim.world import SimMember, Simulation
+
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+class DeliveryWorld:
+    def __init__(self, sim: "Simulation", spec: "DeliverySpec") -> None:
+        self.sim = sim
+        self.spec = spec
+        self.mode = DeliveryMode(spec.mode)
+        self.partitions = sim.scenario.topics[spec.input_topic]
+        self.committed: dict[TopicPartition, int] = {}
+        self.processed = 0
+        self.crash_restart_ms: dict[int, int] = {}  # member index -> restart delay after an armed crash
+
+    # ------------------------------------------------------------------ set-up
+
+    def write_input(self) -> None:
+        """The input, written before any member starts: `records` per partition, each value naming
+        its own partition and offset so the output can be checked record by record."""
+        assert self.sim.broker is not None
+        for p in range(self.partitions):
+            log = self.sim.broker.logs.log(self.spec.input_topic, p)
+            records = [Record(value=f"{self.spec.input_topic}-{p}-{i}".encode()) for i in range(self.spec.records)]
+            for start in range(0, len(records), 100):
+                log.append(RecordBatch(records=records[start:start + 100]), 0)
+        self.sim.stats.produced = self.partitions * self.spec.records
+
+    def new_app(self, m: "SimMember") -> DeliveryApp:
+        config = DeliveryConfig(self.mode, self.spec.output_topic, max_records=self.spec.max_records,
+                                processing_ms=self.spec.processing_ms)
+        return DeliveryApp(m.config, config, log_events=self.sim.emit is not None)
+
+    # ------------------------------------------------------------------ during the run
+
+    def on_output(self, m: "SimMember", out: Any) -> bool:
+        """Account for one of the app's outputs; True if the process crashed on it."""
+        kind = type(out)
+        if kind is Processed:
+            self.processed += out.last_offset - out.first_offset + 1
+        elif kind is Committed:
+            before = self.committed.get(out.tp, 0)
+            if out.offset < before:
+                self.sim.invariants.fail("committed offsets never go backwards",
+                                         f"{m.name} committed {out.tp} at {out.offset} after {before}")
+            self.committed[out.tp] = out.offset
+            self.sim.invariants.dirty = True  # the input may now be drained
+        elif kind is CrashNow:
+            self.sim._log_sim("process_crashed", member=m.name, point=out.point)
+            self.sim._stop_process(m, clean=False)
+            if m.zombie:
+                m.permanently_down = True  # a fenced zombie is gone for good
+            else:
+                self.sim._restart_later(m, self.crash_restart_ms.pop(m.index, 1000))
+            return True
+        return False
+
+    def arm_crash(self, m: "SimMember", point: str, restart_after_ms: int) -> None:
+        if isinstance(m.machine, DeliveryApp):
+            m.machine.crash_at = point
+            self.crash_restart_ms[m.index] = max(restart_after_ms, 1)
+
+    def ack_lost(self, body: Any) -> bool:
+        """A Produce answer lost on the way back: the producer retries the same sequence."""
+        p = self.spec.produce_ack_loss
+        if p and self.sim.faults_on and type(body) is ProduceResponse and self.sim.rng.random() < p:
+            self.sim.stats.messages_lost += 1
+            return True
+        return False
+
+    def drained(self) -> bool:
+        """Every input record committed."""
+        return all(self.committed.get(TopicPartition(self.spec.input_topic, p), 0) >= self.spec.records
+                   for p in range(self.partitions))
+
+    def drain_bound_ms(self) -> int:
+        """Extra liveness time to consume the input: a fetch cycle per 50 records, with slack."""
+        per_batch = self.spec.processing_ms + 200
+        return (self.spec.records // max(self.spec.max_records, 1) + 1) * self.partitions * per_batch
+
+    # ------------------------------------------------------------------ the account
+
+    def _account(self, inputs: list[bytes], isolation: int) -> tuple[int, int]:
+        """(lost, duplicated) input records in the output topic, read at `isolation`."""
+        assert self.sim.broker is not None
+        seen: Counter[bytes] = Counter()
+        for p in range(self.partitions):
+            log = self.sim.broker.logs.log(self.spec.output_topic, p)
+            offset = log.log_start_offset
+            while True:
+                records = log.read(offset, 1 << 20, isolation)
+                if not records:
+                    break
+                seen.update(r.value for r in records)
+                offset = records[-1].offset + 1
+        return sum(1 for v in inputs if not seen[v]), sum(seen[v] - 1 for v in inputs if seen[v] > 1)
+
+    def finish(self) -> None:
+        """Read the output topic and check the mode's guarantee; record the figures."""
+        assert self.sim.broker is not None
+        isolation = READ_COMMITTED if self.mode is DeliveryMode.EXACTLY_ONCE else READ_UNCOMMITTED
+        inputs = [f"{self.spec.input_topic}-{p}-{i}".encode() for p in range(self.partitions) for i in range(self.spec.records)]
+        lost, duplicated = self._account(inputs, isolation)
+        stats = self.sim.stats
+        # What a read_uncommitted reader would see: aborted writes are in the log all the same.
+        stats.duplicated_uncommitted = self._account(inputs, READ_UNCOMMITTED)[1]
+        stats.processed, stats.lost, stats.duplicated = self.processed, lost, duplicated
+        stats.committed = sum(self.committed.values())
+        broken = {
+            DeliveryMode.AT_MOST_ONCE: duplicated > 0,
+            DeliveryMode.AT_LEAST_ONCE: lost > 0,
+            DeliveryMode.EXACTLY_ONCE: lost > 0 or duplicated > 0,
+        }[self.mode]
+        self.sim._log_sim("delivery_account", mode=self.mode.value, produced=stats.produced, processed=self.processed,
+                          committed=stats.committed, lost=lost, duplicated=duplicated)
+        if broken:
+            self.sim.invariants.fail("delivery guarantee", f"{self.mode.value}: {lost} input records lost, "
+                                                           f"{duplicated} duplicated in the output")
