@@ -294,6 +294,7 @@ class ProducerMachine:
             return
         self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
         self.state = ProducerState.READY
+        self._next_seq.clear()  # a new epoch starts every partition at sequence 0
         self._out.append(ProducerReady(self.producer_id, self.producer_epoch))
         self._log("producer_ready")
         for tp in list(self._queues):
@@ -392,8 +393,14 @@ class ProducerMachine:
             self._sending.clear()
             self._txn_partitions = set()
             self._txn_offsets = []
-            self._out.append(TxnDone(commit))
             self._log("transaction_ended", committed=commit)
+            if not commit:
+                # KIP-360: batches of the aborted transaction may have been refused or never sent,
+                # leaving holes in the sequence numbers; a new epoch starts every partition at 0.
+                self.state = ProducerState.INIT
+                self._next_seq.clear()
+                self._init_producer_id()
+            self._out.append(TxnDone(commit))
         elif code in _FENCED:
             self._fenced(code)
         else:
