@@ -1,8 +1,11 @@
 """A simulated consumer application: polls, "processes" its partitions, and reacts to rebalances.
 
-There are no real records yet (partition logs come with the delivery-semantics work); each poll
-processes a fixed number of synthetic records per owned partition, so a run shows who worked on
-what, and how much work a rebalance interrupted.
+Two kinds of work:
+- without a delivery mode, each poll "processes" a fixed number of synthetic records per owned
+  partition, so a run shows who worked on what and how much a rebalance interrupted;
+- with a delivery mode (consumer/delivery.py), it really reads the input topic's records, writes
+  each one to the output topic and commits its offsets at-most-once, at-least-once or
+  exactly-once; `stats.processed` then counts real records.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any, Callable
 
 from consumer.client import GroupMemberClient
 from consumer.config import ConsumerConfig
+from consumer.delivery import Committed, CrashNow, DeliveryApp, DeliveryConfig, Processed
 from protocol.effects import LogEvent, wall_clock_ms
 from protocol.types import TopicPartition
 
@@ -24,6 +28,7 @@ class AppStats:
     revoked: int = 0
     assigned: int = 0
     lost: int = 0
+    committed: dict = field(default_factory=dict)  # TopicPartition -> next offset (delivery modes)
 
 
 class SimulatedConsumerApp:
@@ -38,13 +43,17 @@ class SimulatedConsumerApp:
         poll_interval_ms: int = 100,
         records_per_poll: int = 10,
         clock: Callable[[], int] = wall_clock_ms,
+        delivery: DeliveryConfig | None = None,
     ) -> None:
         self.stats = AppStats()
         self.events = events
         self.clock = clock
         self.poll_interval_ms = poll_interval_ms
         self.records_per_poll = records_per_poll
-        self.client = GroupMemberClient(config, host, port, listener=self, events=events, clock=clock)
+        self.delivery = delivery
+        machine = DeliveryApp(config, delivery, log_events=events is not None) if delivery is not None else None
+        self.client = GroupMemberClient(config, host, port, listener=self, events=events, clock=clock, machine=machine)
+        self.crashed = False
         self._task: asyncio.Task | None = None
 
     # RebalanceListener ---------------------------------------------------------------
@@ -58,6 +67,16 @@ class SimulatedConsumerApp:
     def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
         self.stats.lost += len(partitions)
 
+    def on_output(self, out: Any) -> None:
+        """The delivery app's reports: what it processed and committed; a crash it asked for."""
+        if type(out) is Processed:
+            self.stats.processed[out.tp] += out.last_offset - out.first_offset + 1
+        elif type(out) is Committed:
+            self.stats.committed[out.tp] = out.offset
+        elif type(out) is CrashNow:
+            self.crashed = True
+            asyncio.get_event_loop().call_soon(lambda: asyncio.ensure_future(self.stop(leave=False)))
+
     # lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> "SimulatedConsumerApp":
@@ -69,8 +88,9 @@ class SimulatedConsumerApp:
         while True:
             await asyncio.sleep(self.poll_interval_ms / 1000)
             self.client.poll()
-            for tp in self.client.assignment:
-                self.stats.processed[tp] += self.records_per_poll
+            if self.delivery is None:
+                for tp in self.client.assignment:
+                    self.stats.processed[tp] += self.records_per_poll
 
     async def stop(self, leave: bool = True) -> None:
         """`leave=True`: a clean shutdown with LeaveGroup; `leave=False`: a crash."""

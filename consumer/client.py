@@ -69,6 +69,7 @@ class GroupMemberClient:
         listener: RebalanceListener | None = None,
         events: Any = None,
         clock: Callable[[], int] = wall_clock_ms,
+        machine: Any = None,
     ) -> None:
         self.config = config
         self.host = host
@@ -76,7 +77,10 @@ class GroupMemberClient:
         self.listener = listener
         self.events = events
         self.clock = clock
-        self.machine = ConsumerCoordinator(config)
+        # The member's machine: a ConsumerCoordinator, or anything with its inputs and outputs
+        # (consumer/delivery.py's DeliveryApp wraps one). Outputs this shell does not know go to
+        # the listener's on_output, if it has one.
+        self.machine = machine if machine is not None else ConsumerCoordinator(config)
         self._wire: _Wire | None = None
         self._pending_api: dict[int, str] = {}
         self._timers: TimerTable | None = None
@@ -216,6 +220,8 @@ class GroupMemberClient:
                     self.listener.on_partitions_lost(out.partitions)
             elif kind is Reconnect:
                 self._drop_connection()
+            elif self.listener is not None and hasattr(self.listener, "on_output"):
+                self.listener.on_output(out)
         self._state_changed.set()
 
     def _send(self, out: Send) -> None:

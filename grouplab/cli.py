@@ -70,9 +70,15 @@ async def cmd_run(args: argparse.Namespace) -> int:
     assignors = check_assignors(parse_list(args.assignor))
     view = RebalanceView(console, args.group)
     run_dir = Path(args.run_dir) if args.run_dir else None
+    delivery = None
+    if args.delivery:
+        from consumer.delivery import DeliveryMode
+        from grouplab.cluster import DeliveryRun
+
+        delivery = DeliveryRun(DeliveryMode(args.delivery), next(iter(topics)), args.records, args.processing_ms)
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
                            run_dir, port=args.port, listeners=[view], data_dir=args.data_dir,
-                           faults=args.faults, fault_seed=args.fault_seed)
+                           faults=args.faults, fault_seed=args.fault_seed, delivery=delivery)
     await cluster.start()
     console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
                   f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
@@ -90,14 +96,18 @@ async def cmd_run(args: argparse.Namespace) -> int:
         await asyncio.sleep(args.hold)
         if not args.forever:
             victim = cluster.apps[0]
-            console.print(f"[yellow]stopping {victim.client.config.client_id} (clean shutdown: LeaveGroup)…[/]")
-            await cluster.stop_consumer(victim)
+            how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
+            console.print(f"[yellow]stopping {victim.client.config.client_id} ({how})…[/]")
+            await cluster.stop_consumer(victim, leave=not args.crash)
             await cluster.wait_stable(args.timeout)
             await asyncio.sleep(args.hold)
             console.print("[green]adding a consumer…[/]")
             await cluster.add_consumer()
             await cluster.wait_stable(args.timeout)
             await asyncio.sleep(args.hold)
+            if delivery is not None:
+                console.print("[dim]waiting until every input record is committed…[/]")
+                await _wait_drained(cluster, delivery, args.timeout)
         else:
             console.print("[dim]running until Ctrl-C…[/]")
             await asyncio.Event().wait()
@@ -105,14 +115,49 @@ async def cmd_run(args: argparse.Namespace) -> int:
         console.print("[yellow]interrupted: shutting down…[/]")
     finally:
         apps = cluster.apps + cluster.stopped
+        account = None
+        if delivery is not None and cluster.server is not None:
+            account = await delivery.account(cluster.host, cluster.port, topics[delivery.input_topic])
         await cluster.close()
         console.print(summary_table(view.records))
         processed = sum(sum(app.stats.processed.values()) for app in apps)
-        console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} synthetic records processed"
+        kind = "records" if delivery is not None else "synthetic records"
+        console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} {kind} processed"
                       + (f" · event log: {run_dir}/" if run_dir else ""))
+        if account is not None:
+            console.print(_delivery_table(delivery, account, processed))
         if cluster.proxy is not None:
             console.print("faults fired: " + ", ".join(f"{rule.spec()} ×{rule.fired}" for rule in cluster.proxy.rules))
     return 0
+
+
+async def _wait_drained(cluster: Any, delivery: Any, timeout_s: float) -> None:
+    """Until every input partition's committed offset reached its end (what the apps report)."""
+    partitions = cluster.topics[delivery.input_topic]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        committed: dict = {}
+        for app in cluster.apps + cluster.stopped:
+            for tp, offset in app.stats.committed.items():
+                committed[tp] = max(committed.get(tp, 0), offset)
+        if sum(committed.values()) >= partitions * delivery.records:
+            return
+        await asyncio.sleep(0.1)
+
+
+def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
+    from rich.table import Table
+
+    mode = delivery.mode.value
+    table = Table(title=f"delivery: {mode}", title_justify="left", header_style="bold")
+    for col in ("produced", "processed", "lost", "duplicated", "read_uncommitted would see duplicated", "guarantee"):
+        table.add_column(col, justify="right")
+    broken = {"at-most-once": account["duplicated"] > 0, "at-least-once": account["lost"] > 0,
+              "exactly-once": account["lost"] > 0 or account["duplicated"] > 0}[mode]
+    table.add_row(str(account["produced"]), str(processed), str(account["lost"]), str(account["duplicated"]),
+                  str(account["duplicated_uncommitted"]), "[red]BROKEN[/]" if broken else "[green]held[/]")
+    return table
 
 
 # ----------------------------------------------------------------------------- coordinator / consumer
@@ -405,6 +450,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--run-dir", help="write the JSON event log, one file per node, into this directory")
     r.add_argument("--hold", type=float, default=2.0, help="seconds to keep processing between steps")
     r.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each rebalance")
+    r.add_argument("--delivery", choices=["at-most-once", "at-least-once", "exactly-once"],
+                   help="consumers read the first --topics topic, write each record to <topic>-out and commit "
+                        "in this mode; an account of lost and duplicated records is printed at the end")
+    r.add_argument("--records", type=int, default=1000, help="with --delivery: input records per partition")
+    r.add_argument("--processing-ms", type=int, default=20, help="with --delivery: time spent on each fetched batch")
+    r.add_argument("--crash", action="store_true", help="stop the consumer by crashing it (no LeaveGroup, no commit)")
     r.add_argument("--forever", action="store_true", help="skip the stop/add script; run until Ctrl-C")
     r.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log across restarts")
     r.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE",

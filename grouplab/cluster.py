@@ -6,11 +6,13 @@ coordinator and applies them."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 import itertools
 from pathlib import Path
 from typing import Any, Callable
 
 from consumer.app import SimulatedConsumerApp
+from consumer.delivery import DeliveryConfig, DeliveryMode
 from consumer.config import ConsumerConfig
 from consumer.coordinator import MemberState
 from coordinator.config import BrokerConfig
@@ -38,7 +40,12 @@ class LocalCluster:
         data_dir: str | Path | None = None,
         faults: list[str] | None = None,
         fault_seed: int | None = None,
+        delivery: "DeliveryRun | None" = None,
     ) -> None:
+        self.delivery = delivery
+        if delivery is not None:
+            # The input topic's partition count for the output too: partition p -> partition p.
+            topics = {**topics, delivery.output_topic: topics[delivery.input_topic]}
         self.topics = topics
         self.group_id = group_id
         self.assignors = assignors or ["range"]
@@ -84,6 +91,8 @@ class LocalCluster:
 
             async with AdminClient(self.host, self.port) as admin:
                 await admin.create_topics(missing)
+        if self.delivery is not None:
+            await self.delivery.write_input(self.host, self.port, self.topics[self.delivery.input_topic])
         return self
 
     @property
@@ -94,9 +103,12 @@ class LocalCluster:
     async def add_consumer(self, name: str | None = None, topics: list[str] | None = None,
                            assignors: list[str] | None = None) -> SimulatedConsumerApp:
         name = name or f"consumer-{next(self._numbers)}"
+        if self.delivery is not None:
+            topics = [self.delivery.input_topic]
         config = ConsumerConfig(group_id=self.group_id, topics=topics or sorted(self.topics), client_id=name,
                                 assignors=assignors or self.assignors).with_overrides(self.consumer_overrides)
-        app = SimulatedConsumerApp(config, self.host, self.consumer_port, events=self._log(name))
+        app = SimulatedConsumerApp(config, self.host, self.consumer_port, events=self._log(name),
+                                   delivery=self.delivery.config() if self.delivery is not None else None)
         await app.start()
         self.apps.append(app)
         return app
@@ -127,6 +139,17 @@ class LocalCluster:
         topics = self.server.broker.topics.partitions if self.server is not None else {}
         return owned == sorted(TopicPartition(t, p) for t in subscribed for p in range(topics.get(t, 0)))
 
+    async def recorder_wait(self, predicate: Callable[[], bool], timeout_s: float) -> None:
+        """Until `predicate()` holds, re-checked after every logged event (or every 50 ms)."""
+        async def wait() -> None:
+            while not predicate():
+                self._changed.clear()
+                try:
+                    await asyncio.wait_for(self._changed.wait(), 0.05)
+                except asyncio.TimeoutError:
+                    pass
+        await asyncio.wait_for(wait(), timeout_s)
+
     async def wait_stable(self, timeout_s: float = 60.0) -> None:
         async def wait() -> None:
             while not self.is_stable():
@@ -144,3 +167,69 @@ class LocalCluster:
             await self.server.stop()
         for log in self._logs:
             log.close()
+
+
+@dataclass
+class DeliveryRun:
+    """`grouplab run --delivery MODE`: the consumers read `input_topic` (filled with `records` per
+    partition before they start), write each record to `output_topic` and commit in `mode`; the
+    account at the end reads the output back record by record."""
+
+    mode: DeliveryMode
+    input_topic: str
+    records: int
+    processing_ms: int = 0
+    max_records: int = 50
+
+    @property
+    def output_topic(self) -> str:
+        return f"{self.input_topic}-out"
+
+    def config(self) -> DeliveryConfig:
+        return DeliveryConfig(self.mode, self.output_topic, max_records=self.max_records,
+                              processing_ms=self.processing_ms)
+
+    def value(self, partition: int, i: int) -> bytes:
+        return f"{self.input_topic}-{partition}-{i}".encode()
+
+    async def write_input(self, host: str, port: int, partitions: int) -> None:
+        from grouplab.admin import AdminClient
+
+        async with AdminClient(host, port) as admin:
+            for p in range(partitions):
+                end = (await admin.list_offsets(self.input_topic, p)).offset
+                for start in range(max(end, 0), self.records, 500):
+                    values = [self.value(p, i) for i in range(start, min(start + 500, self.records))]
+                    resp = await admin.produce(self.input_topic, p, values)
+                    if resp is not None and resp.error_code:
+                        raise RuntimeError(f"writing the input failed: error {resp.error_code}")
+
+    async def account(self, host: str, port: int, partitions: int) -> dict[str, int]:
+        """produced, lost, duplicated (read_committed for exactly-once), and what a
+        read_uncommitted reader would count as duplicated."""
+        from collections import Counter
+
+        from grouplab.admin import AdminClient
+
+        async def read(isolation: int) -> Counter:
+            seen: Counter = Counter()
+            async with AdminClient(host, port) as admin:
+                for p in range(partitions):
+                    offset = 0
+                    while True:
+                        part = await admin.fetch(self.output_topic, p, offset, isolation_level=isolation)
+                        if not part.records:
+                            break
+                        seen.update(r.value for r in part.records)
+                        offset = part.records[-1].offset + 1
+            return seen
+
+        inputs = [self.value(p, i) for p in range(partitions) for i in range(self.records)]
+        committed = await read(1 if self.mode is DeliveryMode.EXACTLY_ONCE else 0)
+        uncommitted = await read(0)
+        return {
+            "produced": len(inputs),
+            "lost": sum(1 for v in inputs if not committed[v]),
+            "duplicated": sum(committed[v] - 1 for v in inputs if committed[v] > 1),
+            "duplicated_uncommitted": sum(uncommitted[v] - 1 for v in inputs if uncommitted[v] > 1),
+        }

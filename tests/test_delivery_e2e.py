@@ -1,0 +1,56 @@
+"""Delivery modes over real loopback sockets: consumers read an input topic, write an output
+topic and commit; one crashes in the middle (no LeaveGroup, no commit), another takes over; then
+every output record is counted."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumer.delivery import DeliveryMode
+from coordinator.config import BrokerConfig
+from grouplab.cli import _wait_drained
+from grouplab.cluster import DeliveryRun, LocalCluster
+
+pytestmark = pytest.mark.e2e
+
+BROKER = ["group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=100"]
+CONSUMER = ["session.timeout.ms=1500", "heartbeat.interval.ms=100", "retry.backoff.ms=20", "request.timeout.ms=3000"]
+PARTITIONS, RECORDS = 3, 150
+
+
+async def run(mode: DeliveryMode) -> tuple[dict, int]:
+    delivery = DeliveryRun(mode, "in", RECORDS, processing_ms=10, max_records=5)
+    cluster = LocalCluster({"in": PARTITIONS}, "g", ["range"], BrokerConfig().with_overrides(BROKER), CONSUMER,
+                           delivery=delivery)
+    await cluster.start()
+    try:
+        first = [await cluster.add_consumer() for _ in range(2)]
+        await cluster.wait_stable(20)
+
+        def processed() -> int:
+            return sum(sum(a.stats.processed.values()) for a in cluster.apps + cluster.stopped)
+
+        await cluster.recorder_wait(lambda: processed() >= PARTITIONS * RECORDS // 3, 20)
+        await cluster.stop_consumer(first[0], leave=False)  # a crash in the middle of the input
+        await cluster.add_consumer()
+        await _wait_drained(cluster, delivery, 60)
+        account = await delivery.account(cluster.host, cluster.port, PARTITIONS)
+        return account, processed()
+    finally:
+        await cluster.close()
+
+
+async def test_at_least_once_over_sockets_loses_nothing() -> None:
+    account, processed = await run(DeliveryMode.AT_LEAST_ONCE)
+    assert account["produced"] == PARTITIONS * RECORDS and account["lost"] == 0
+    assert processed >= account["produced"] + account["duplicated"]
+
+
+async def test_at_most_once_over_sockets_duplicates_nothing() -> None:
+    account, _ = await run(DeliveryMode.AT_MOST_ONCE)
+    assert account["duplicated"] == 0
+
+
+async def test_exactly_once_over_sockets_neither_loses_nor_duplicates() -> None:
+    account, _ = await run(DeliveryMode.EXACTLY_ONCE)
+    assert account["lost"] == 0 and account["duplicated"] == 0
