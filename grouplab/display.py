@@ -123,12 +123,16 @@ class RebalanceView:
 
 def summary_table(records: list[RebalanceRecord]) -> Table:
     table = Table(title="rebalances", title_justify="left", header_style="bold")
-    numeric = ("generation", "members", "duration ms", "moved", "revoked", "eager revokes", "withheld")
-    for col in ("generation", "members", "protocol", "duration ms", "moved", "revoked", "eager revokes", "withheld", "trigger"):
+    # The revocation columns matter when a cooperative protocol ran; an eager run revokes everything.
+    cooperative = any(r.protocol == "cooperative-sticky" for r in records)
+    extra = ("revoked", "eager revokes", "withheld") if cooperative else ()
+    numeric = ("generation", "members", "duration ms", "moved", *extra)
+    for col in ("generation", "members", "protocol", "duration ms", "moved", *extra, "trigger"):
         table.add_column(col, justify="right" if col in numeric else "left")
     for r in records:
+        cells = [str(r.revoked), str(r.eager_revoked), str(r.withheld)] if cooperative else []
         table.add_row(str(r.generation_id), str(len(r.assignments)), r.protocol, str(r.duration_ms), str(r.moved),
-                      str(r.revoked), str(r.eager_revoked), str(r.withheld), r.trigger)
+                      *cells, r.trigger)
     return table
 
 
