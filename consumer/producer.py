@@ -113,6 +113,9 @@ _RETRIABLE = {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION, ErrorCod
               ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS,
               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 _FENCED = {ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH}
+# The coordinator no longer knows this transaction as ours (e.g. it aborted it at a restart):
+# nothing to retry; like a fencing, the application starts over with a new producer.
+_FATAL_TXN = _FENCED | {ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_ID_MAPPING}
 
 
 @dataclass
@@ -316,7 +319,7 @@ class ProducerMachine:
             self._txn_partitions.add(tp)
             self._pump(tp)
             self._maybe_end()
-        elif code in _FENCED:
+        elif code in _FATAL_TXN:
             self._fenced(code)
         else:
             self._arm_retry("add_partitions", tp)
@@ -334,7 +337,7 @@ class ProducerMachine:
                                          [OffsetCommitRequestTopic(t, ps) for t, ps in topics.items()],
                                          generation_id=generation, member_id=member_id)
             self._send(req, "TxnOffsetCommit", ("txn_offsets", index))
-        elif code in _FENCED:
+        elif code in _FATAL_TXN:
             self._fenced(code)
         else:
             self._arm_retry("add_offsets", index)
@@ -401,7 +404,7 @@ class ProducerMachine:
                 self._next_seq.clear()
                 self._init_producer_id()
             self._out.append(TxnDone(commit))
-        elif code in _FENCED:
+        elif code in _FATAL_TXN:
             self._fenced(code)
         else:
             self._arm_retry("end_txn", commit)
@@ -419,7 +422,9 @@ class ProducerMachine:
         if self.state is ProducerState.FENCED:
             return
         if purpose == "produce":
-            self._send_batch(detail)  # same sequence: the broker recognises a duplicate
+            if self._sending.get(detail.tp) is detail:
+                self._send_batch(detail)  # same sequence: the broker recognises a duplicate
+            # else: the batch belonged to a transaction that has ended (aborted): never resend it
         elif purpose == "init":
             self._init_producer_id()
         elif purpose == "add_partitions":

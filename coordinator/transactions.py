@@ -189,6 +189,8 @@ class TransactionCoordinator:
             if txn.producer_id == producer_id:
                 if producer_epoch < txn.producer_epoch:
                     return ErrorCode.PRODUCER_FENCED
+                if producer_epoch > txn.producer_epoch:
+                    return ErrorCode.INVALID_PRODUCER_EPOCH
                 if txn.state is not TxnState.ONGOING or tp not in txn.partitions:
                     return ErrorCode.INVALID_TXN_STATE
                 return None
@@ -210,14 +212,20 @@ class TransactionCoordinator:
                          sorted((tp.topic, tp.partition) for tp in txn.partitions), sorted(txn.groups), txn.started_ms)
 
     def restore(self, record: TxnRecord, now_ms: int) -> list[Output]:
-        """Load a transactional id's state; an Ongoing transaction gets its timeout timer back."""
+        """Load a transactional id's state. A transaction that was Ongoing when the coordinator
+        stopped is aborted now and its producer fenced: the offsets it staged lived only in memory,
+        so committing it later would publish its output without its input offsets. The producer's
+        application restarts, re-initialises and redoes the work from the committed offsets."""
         self._begin(now_ms)
         txn = self.txns[record.transactional_id] = TxnMetadata(
             record.transactional_id, record.producer_id, record.producer_epoch, record.timeout_ms,
             TxnState(record.state), {TopicPartition(t, p) for t, p in record.partitions}, set(record.groups),
             record.started_ms)
         if txn.state is TxnState.ONGOING:
-            self._out.append(ArmTimer(timer_key(txn.transactional_id), max(txn.started_ms + txn.timeout_ms, now_ms)))
+            self._end_transaction(txn, commit=False, why="the coordinator restarted (staged offsets are not durable)")
+            self._bump_epoch(txn)
+            self._log("producer_epoch_bumped", txn, reason="its transaction was aborted at restart")
+            self._persist(txn)
         return self._end()
 
     # ------------------------------------------------------------------ helpers

@@ -142,16 +142,29 @@ def test_transactional_batches_only_to_added_partitions() -> None:
     assert f.tc.in_transaction(4242, 0, TP0) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
 
 
-def test_state_survives_a_restart_through_its_record() -> None:
+def test_an_open_transaction_is_aborted_and_fenced_at_restart() -> None:
+    """Its staged offsets lived only in memory: committing it after a restart would publish the
+    output without the input offsets, so the restored coordinator aborts it and fences."""
     f = Fixture()
     pid, epoch = f.init()
     f.add(pid, epoch, TP0, now=10)
     record = f.tc.record_of(f.tc.txns["app"])
     g = Fixture()
-    out = g.tc.restore(record, 50)
-    assert out == [ArmTimer(timer_key("app"), 10 + 10_000)]
-    assert g.tc.txns["app"].partitions == {TP0} and g.tc.txns["app"].state is TxnState.ONGOING
-    assert g.end(pid, epoch, True) == 0 and g.markers == [(TP0, pid, epoch, True)]
+    g.tc.restore(record, 50)
+    assert g.markers == [(TP0, pid, epoch, False)]
+    assert g.tc.txns["app"].state is TxnState.COMPLETE_ABORT and g.tc.txns["app"].producer_epoch == epoch + 1
+    assert g.end(pid, epoch, True) == ErrorCode.PRODUCER_FENCED
+
+
+def test_a_completed_transaction_survives_a_restart_through_its_record() -> None:
+    f = Fixture()
+    pid, epoch = f.init()
+    f.add(pid, epoch, TP0, now=10)
+    assert f.end(pid, epoch, True) == 0
+    g = Fixture()
+    assert g.tc.restore(f.tc.record_of(f.tc.txns["app"]), 50) == []
+    assert g.tc.txns["app"].state is TxnState.COMPLETE_COMMIT and g.markers == []
+    assert g.end(pid, epoch, True) == 0  # a retried EndTxn(commit) still answers success
 
 
 @pytest.mark.parametrize("epochs", [32765, 32766])
