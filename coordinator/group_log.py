@@ -45,6 +45,22 @@ class LogLockedError(RuntimeError):
     """Another coordinator process has this data directory open."""
 
 
+def lock_directory(directory: Path, holder: str) -> int:
+    """An exclusive flock on `directory/.lock` (the returned fd holds it until closed), so two
+    processes never write one data directory. LogLockedError names the likely `holder`."""
+    fd = os.open(Path(directory) / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise LogLockedError(f"{directory} is in use by {holder}") from None
+    return fd
+
+
 # ----------------------------------------------------------------------------- records
 
 
@@ -426,18 +442,7 @@ class GroupLog:
         if self._lock_fd is not None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path.parent / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: no lock
-            self._lock_fd = fd
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise LogLockedError(f"{self.path.parent} is in use by another coordinator") from None
-        self._lock_fd = fd
+        self._lock_fd = lock_directory(self.path.parent, "another coordinator")
 
     def __enter__(self) -> "GroupLog":
         return self

@@ -42,7 +42,7 @@ from typing import Callable, Iterator, NamedTuple
 
 import msgpack
 
-from coordinator.group_log import LogLockedError, _fsync_dir, _write_all
+from coordinator.group_log import _fsync_dir, _write_all, lock_directory
 from protocol.errors import ErrorCode
 from protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchedRecord, RecordBatch, RecordHeader
 
@@ -74,7 +74,6 @@ _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 PRODUCER_ID_BLOCK_FILE = "producer-id-block"
-LOCK_FILE_NAME = ".lock"
 
 
 def segment_name(base_offset: int) -> str:
@@ -901,18 +900,7 @@ class FileLogStore(LogStore):
     # ------------------------------------------------------------------ lifecycle
 
     def _lock(self) -> None:
-        fd = os.open(self.root / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: no lock
-            self._lock_fd = fd
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise LogLockedError(f"{self.root} is in use by another process") from None
-        self._lock_fd = fd
+        self._lock_fd = lock_directory(self.root, "another process")
 
     def close(self) -> None:
         super().close()
