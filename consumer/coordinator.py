@@ -23,7 +23,7 @@ from consumer.assignors import RebalanceProtocol, get_assignor
 from consumer.config import ConsumerConfig
 from protocol import consumer_protocol
 from protocol.consumer_protocol import PROTOCOL_TYPE
-from protocol.effects import ArmTimer, CancelTimer, LogEvent
+from protocol.effects import ArmTimer, CancelTimer, StepOutputs
 from protocol.errors import ErrorCode
 from protocol.messages import (
     HeartbeatRequest,
@@ -106,7 +106,7 @@ _TIMER_REQUEST = ("request",)
 
 
 @dataclass
-class ConsumerCoordinator:
+class ConsumerCoordinator(StepOutputs):
     config: ConsumerConfig
     state: MemberState = MemberState.UNJOINED
     member_id: str = ""
@@ -523,20 +523,8 @@ class ConsumerCoordinator:
         self.state = state
 
     def _log(self, event: str, **fields: Any) -> None:
-        if not self.log_events:
-            return
-        base = {"group_id": self.config.group_id, "member_id": self.member_id, "generation_id": self.generation_id,
-                "state": self.state.value}
-        base.update(fields)
-        self._out.append(LogEvent(event, self._now, base))
-
-    def _begin(self, now_ms: int) -> None:
-        self._now = now_ms
-        self._out = []
-
-    def _end(self) -> list[Any]:
-        out, self._out = self._out, []
-        return out
+        self._emit_log(event, {"group_id": self.config.group_id, "member_id": self.member_id,
+                               "generation_id": self.generation_id, "state": self.state.value}, fields)
 
 
 def _tps(partitions: list[TopicPartition]) -> list[list[Any]]:

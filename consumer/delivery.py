@@ -19,7 +19,7 @@ the commit) or "committed" (after the commit, before processing); the app then e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -41,7 +41,7 @@ from consumer.producer import (
     ProducerState,
     TxnDone,
 )
-from protocol.effects import ArmTimer, CancelTimer, LogEvent
+from protocol.effects import ArmTimer, CancelTimer, StepOutputs
 from protocol.errors import ErrorCode
 from protocol.messages import (
     FetchPartition,
@@ -105,7 +105,7 @@ class DeliveryConfig:
 
 
 @dataclass
-class DeliveryApp:
+class DeliveryApp(StepOutputs):
     consumer: ConsumerConfig
     delivery: DeliveryConfig
     log_events: bool = True
@@ -504,16 +504,5 @@ class DeliveryApp:
         self._out.append(ArmTimer(key, deadline_ms))
 
     def _log(self, event: str, **fields: Any) -> None:
-        if self.log_events:
-            base = {"group_id": self.consumer.group_id, "member_id": self.group.member_id,
-                    "generation_id": self.group.generation_id, "state": self.group.state.value}
-            base.update(fields)
-            self._out.append(LogEvent(event, self._now, base))
-
-    def _begin(self, now_ms: int) -> None:
-        self._now = now_ms
-        self._out = []
-
-    def _end(self) -> list[Any]:
-        out, self._out = self._out, []
-        return out
+        self._emit_log(event, {"group_id": self.consumer.group_id, "member_id": self.group.member_id,
+                               "generation_id": self.group.generation_id, "state": self.group.state.value}, fields)

@@ -15,12 +15,12 @@ reports below.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from consumer.coordinator import Send
-from protocol.effects import ArmTimer, CancelTimer, LogEvent
+from protocol.effects import ArmTimer, CancelTimer, StepOutputs
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AddOffsetsToTxnRequest,
@@ -119,7 +119,7 @@ _FATAL_TXN = _FENCED | {ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_
 
 
 @dataclass
-class ProducerMachine:
+class ProducerMachine(StepOutputs):
     config: ProducerConfig
     state: ProducerState = ProducerState.INIT
     producer_id: int = -1
@@ -459,16 +459,6 @@ class ProducerMachine:
         self._out.append(ArmTimer(("request", self._cid), self._now + self.config.request_timeout_ms))
 
     def _log(self, event: str, **fields: Any) -> None:
-        if self.log_events:
-            base = {"client_id": self.config.client_id, "transactional_id": self.config.transactional_id,
-                    "producer_id": self.producer_id, "producer_epoch": self.producer_epoch, "producer_state": self.state.value}
-            base.update(fields)
-            self._out.append(LogEvent(event, self._now, base))
-
-    def _begin(self, now_ms: int) -> None:
-        self._now = now_ms
-        self._out = []
-
-    def _end(self) -> list[Any]:
-        out, self._out = self._out, []
-        return out
+        self._emit_log(event, {"client_id": self.config.client_id, "transactional_id": self.config.transactional_id,
+                               "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
+                               "producer_state": self.state.value}, fields)

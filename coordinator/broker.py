@@ -20,7 +20,6 @@ from coordinator.data_plane import (
     handle_init_producer_id,
     handle_list_offsets,
     handle_produce,
-    refuse_transactional_init,
 )
 from coordinator.partition_log import LogStore, MemoryLogStore
 from coordinator.offsets import complete_txn_outputs, handle_offset_commit, handle_offset_fetch, restore_offsets
@@ -37,7 +36,6 @@ from protocol.messages import (
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
-    JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
     LeaveGroupResponseMember,

@@ -201,12 +201,3 @@ def handle_init_producer_id(broker: "Broker", req: InitProducerIdRequest, ctx: "
     return [Reply(ctx.reply_to, InitProducerIdResponse(producer_id=pid, producer_epoch=0)),
             LogEvent("producer_id_allocated", now_ms, {"producer_id": pid, "producer_epoch": 0,
                                                        "transactional_id": None})]
-
-
-def refuse_transactional_init(req: InitProducerIdRequest, ctx: "RequestContext") -> list[Output]:
-    """The answer to InitProducerId with a transactional_id while no transaction coordinator is
-    plugged in (Broker.init_transactional_producer_id)."""
-    return [Reply(ctx.reply_to, InitProducerIdResponse(
-        error_code=ErrorCode.INVALID_REQUEST,
-        error_message=f"transactional_id {req.transactional_id!r}: this broker has no transaction coordinator"))]
-

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from coordinator.config import BrokerConfig
 from coordinator.group_log import GroupMetadataRecord, MemberMetadata, Persist
 from coordinator.offsets import OffsetStore
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply
+from protocol.effects import ArmTimer, CancelTimer, Output, StepOutputs
 from protocol import consumer_protocol
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -106,7 +106,7 @@ class Timers:
 
 
 @dataclass
-class Group:
+class Group(StepOutputs):
     group_id: str
     config: BrokerConfig
     new_member_id: Callable[[str], str]
@@ -677,21 +677,10 @@ class Group:
         self._log("group_stable", leader=self.leader_id, protocol_name=self.protocol_name, assignments=assignments,
                   clients=clients)
 
-    def _reply(self, to: Any, body: Any) -> None:
-        self._out.append(Reply(to, body))
 
     def _log(self, event: str, **fields: Any) -> None:
-        base = {"group_id": self.group_id, "generation_id": self.generation_id, "state": self.state.value}
-        base.update(fields)
-        self._out.append(LogEvent(event, self._now, base))
-
-    def _begin(self, now_ms: int) -> None:
-        self._now = now_ms
-        self._out = []
-
-    def _end(self) -> list[Output]:
-        out, self._out = self._out, []
-        return out
+        self._emit_log(event, {"group_id": self.group_id, "generation_id": self.generation_id,
+                               "state": self.state.value}, fields)
 
 
 def _decode_for_log(protocol_type: str | None, data: bytes) -> Any:

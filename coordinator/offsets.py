@@ -34,7 +34,6 @@ from coordinator.group_log import OffsetCommitRecord, Persist
 from protocol.effects import LogEvent, Output, Reply
 from protocol.errors import ErrorCode
 from protocol.messages import (
-    OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,

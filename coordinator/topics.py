@@ -58,7 +58,7 @@ class TopicStore:
         return MetadataResponse(brokers=[broker], controller_id=self.config.broker_id, topics=topics), created
 
     def _describe(self, name: str) -> MetadataResponseTopic:
-        if (error := topic_name_error(name)) is not None:
+        if topic_name_error(name) is not None:
             return MetadataResponseTopic(name=name, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
         count = self.partitions.get(name)
         if count is None:

@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from coordinator.group_log import TxnRecord
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply
+from protocol.effects import ArmTimer, CancelTimer, Output, StepOutputs
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AddOffsetsToTxnRequest,
@@ -63,7 +63,7 @@ def timer_key(transactional_id: str) -> tuple:
     return ("txn", transactional_id)
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(StepOutputs):
     """`write_marker(tp, producer_id, epoch, commit, now_ms)` ends the transaction on one partition;
     `complete_offsets(group_id, producer_id, commit, now_ms)` makes a group's staged offsets visible
     or drops them, and returns the outputs that go with it (Persist records, events); `allocate_producer_id()` hands out producer ids (shared with idempotent producers);
@@ -272,19 +272,6 @@ class TransactionCoordinator:
         if out is not None:
             self._out.append(out)
 
-    def _reply(self, to: Any, body: Any) -> None:
-        self._out.append(Reply(to, body))
-
     def _log(self, event: str, txn: TxnMetadata, **fields: Any) -> None:
-        base = {"transactional_id": txn.transactional_id, "producer_id": txn.producer_id,
-                "producer_epoch": txn.producer_epoch, "txn_state": txn.state.value}
-        base.update(fields)
-        self._out.append(LogEvent(event, self._now, base))
-
-    def _begin(self, now_ms: int) -> None:
-        self._now = now_ms
-        self._out = []
-
-    def _end(self) -> list[Output]:
-        out, self._out = self._out, []
-        return out
+        self._emit_log(event, {"transactional_id": txn.transactional_id, "producer_id": txn.producer_id,
+                               "producer_epoch": txn.producer_epoch, "txn_state": txn.state.value}, fields)

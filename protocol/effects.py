@@ -44,6 +44,32 @@ class LogEvent:
 Output = Reply | ArmTimer | CancelTimer | LogEvent
 
 
+class StepOutputs:
+    """The bookkeeping every pure machine shares: an input begins a step at `now_ms`, the step
+    appends outputs, and ending it hands them over. `log_events = False` turns the LogEvents off
+    (they are reports, never decisions) for a shell with no event log."""
+
+    _out: list[Any]
+    _now: int
+    log_events: bool = True
+
+    def _begin(self, now_ms: int) -> None:
+        self._now = now_ms
+        self._out = []
+
+    def _end(self) -> list[Any]:
+        out, self._out = self._out, []
+        return out
+
+    def _reply(self, to: Any, body: Any) -> None:
+        self._out.append(Reply(to, body))
+
+    def _emit_log(self, event: str, base: dict[str, Any], fields: dict[str, Any]) -> None:
+        if self.log_events:
+            base.update(fields)
+            self._out.append(LogEvent(event, self._now, base))
+
+
 def wall_clock_ms() -> int:
     """The real shells' clock (epoch milliseconds, so log lines of different nodes line up).
     State machines never call it: they get `now_ms` as an argument."""
