@@ -50,11 +50,32 @@ class GroupState(Enum):
     DEAD = "Dead"
 
 
+class RebalanceCause(Enum):
+    """Why a rebalance started, as a value a program may rely on (the `trigger` text is for people)."""
+
+    MEMBER_JOINED = "member_joined"
+    STATIC_MEMBER_JOINED = "static_member_joined"
+    STATIC_MEMBER_REJOINED = "static_member_rejoined"
+    LEADER_REJOINED = "leader_rejoined"
+    MEMBER_METADATA_CHANGED = "member_metadata_changed"
+    MEMBER_LEFT = "member_left"
+    SESSION_TIMEOUT = "session_timeout"
+    SYNC_TIMEOUT = "sync_timeout"
+
+
 class RemovalReason(Enum):
     LEFT = "left"
     SESSION_TIMEOUT = "session_timeout"
     REBALANCE_TIMEOUT = "rebalance_timeout"  # did not rejoin in time
     SYNC_TIMEOUT = "sync_timeout"  # did not send SyncGroup in time (KAFKA-12890)
+
+
+# A removal that starts a rebalance (a rebalance_timeout removal happens while one completes).
+REMOVAL_CAUSE = {
+    RemovalReason.LEFT: RebalanceCause.MEMBER_LEFT,
+    RemovalReason.SESSION_TIMEOUT: RebalanceCause.SESSION_TIMEOUT,
+    RemovalReason.SYNC_TIMEOUT: RebalanceCause.SYNC_TIMEOUT,
+}
 
 
 @dataclass
@@ -159,7 +180,7 @@ class Group(StepOutputs):
             del self.pending_members[req.member_id]
             self._out.append(CancelTimer(self.timers.pending(req.member_id)))
             member = self._new_member(req, req.member_id, client_id, client_host)
-            self._add_member_and_rebalance(member, reply_to, f"member {req.member_id} joined")
+            self._add_member_and_rebalance(member, reply_to, f"member {req.member_id} joined", RebalanceCause.MEMBER_JOINED)
         else:
             self._join_existing(self.members[req.member_id], req, reply_to)
         return self._end()
@@ -368,7 +389,8 @@ class Group(StepOutputs):
         old_id = self.static_members.get(instance)
         if old_id is None:
             member = self._new_member(req, member_id, client_id, client_host)
-            self._add_member_and_rebalance(member, reply_to, f"static member {instance} joined")
+            self._add_member_and_rebalance(member, reply_to, f"static member {instance} joined",
+                                           RebalanceCause.STATIC_MEMBER_JOINED)
             return
         # KIP-345: a known instance comes back under a new member id and takes the old one's place.
         old = self.members[old_id]
@@ -400,7 +422,7 @@ class Group(StepOutputs):
             self._try_complete_join()
         else:
             member.join_reply = reply_to
-            self._prepare_rebalance(f"static member {instance} rejoined as {member_id}")
+            self._prepare_rebalance(f"static member {instance} rejoined as {member_id}", RebalanceCause.STATIC_MEMBER_REJOINED)
 
     def _join_existing(self, member: Member, req: JoinGroupRequest, reply_to: Any) -> None:
         changed = member.protocol_type != req.protocol_type or member.protocols != [(p.name, p.metadata) for p in req.protocols]
@@ -414,9 +436,10 @@ class Group(StepOutputs):
             self._reply(reply_to, self._join_response(member))
         else:
             self._update_member(member, req, reply_to)
-            why = "leader rejoined" if not changed else "member metadata changed"
+            why, cause = (("leader rejoined", RebalanceCause.LEADER_REJOINED) if not changed
+                          else ("member metadata changed", RebalanceCause.MEMBER_METADATA_CHANGED))
             said = f": {req.reason}" if req.reason else ""
-            self._prepare_rebalance(f"{why} ({member.member_id}{said})")
+            self._prepare_rebalance(f"{why} ({member.member_id}{said})", cause)
 
     def _new_member(self, req: JoinGroupRequest, member_id: str, client_id: str, client_host: str) -> Member:
         return Member(
@@ -442,7 +465,7 @@ class Group(StepOutputs):
                         JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.join_reply = reply_to
 
-    def _add_member_and_rebalance(self, member: Member, reply_to: Any, why: str) -> None:
+    def _add_member_and_rebalance(self, member: Member, reply_to: Any, why: str, cause: RebalanceCause) -> None:
         self.members[member.member_id] = member
         self._track(member, +1)
         if member.group_instance_id is not None:
@@ -457,11 +480,11 @@ class Group(StepOutputs):
                 self.new_member_added = True
             self._try_complete_join()
         else:
-            self._prepare_rebalance(why)
+            self._prepare_rebalance(why, cause)
 
     # ------------------------------------------------------------------ rebalance
 
-    def _prepare_rebalance(self, trigger: str) -> None:
+    def _prepare_rebalance(self, trigger: str, cause: RebalanceCause) -> None:
         if self.state is GroupState.COMPLETING_REBALANCE:
             # The assignment being formed is void: tell parked followers to rejoin.
             for m in self.members.values():
@@ -475,7 +498,7 @@ class Group(StepOutputs):
         was_empty = self.state is GroupState.EMPTY
         self.rebalance_trigger = trigger
         self._transition(GroupState.PREPARING_REBALANCE)
-        self._log("rebalance_started", trigger=trigger, members=list(self.members))
+        self._log("rebalance_started", trigger=trigger, cause=cause.value, members=list(self.members))
         if was_empty:
             delay = self.config.group_initial_rebalance_delay_ms
             self.initial_delay_active = True
@@ -546,7 +569,8 @@ class Group(StepOutputs):
         self.pending_sync.clear()
         for m in late:
             self._remove_member(m, RemovalReason.SYNC_TIMEOUT, "did not send SyncGroup within the rebalance timeout", update=False)
-        self._prepare_rebalance(f"{', '.join(m.member_id for m in late)} removed: {RemovalReason.SYNC_TIMEOUT.value}")
+        self._prepare_rebalance(f"{', '.join(m.member_id for m in late)} removed: {RemovalReason.SYNC_TIMEOUT.value}",
+                                RebalanceCause.SYNC_TIMEOUT)
 
     def _maybe_cancel_sync_timer(self) -> None:
         if not self.pending_sync:
@@ -585,7 +609,7 @@ class Group(StepOutputs):
         if not update:
             return
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(f"{mid} removed: {reason.value}")
+            self._prepare_rebalance(f"{mid} removed: {reason.value}", REMOVAL_CAUSE[reason])
         elif self.state is GroupState.PREPARING_REBALANCE:
             self._try_complete_join()
 
