@@ -81,3 +81,15 @@ async def fault_proxy(recorder: EventRecorder, cleanup: contextlib.AsyncExitStac
         return proxy
 
     return start
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real local SparkSession for the whole test session (starting one costs seconds):
+    two cores and two shuffle partitions, the shape of a laptop run, small."""
+    from grouplab.pipeline.session import spark_session
+
+    session = spark_session("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"},
+                            app_name="grouplab-tests")
+    yield session
+    session.stop()

@@ -1,0 +1,82 @@
+"""The one place grouplab starts Spark: a local session by default, any cluster with `--master`.
+
+Every pipeline command (`grouplab analyze`, `grouplab sweep`, the benchmark) goes through
+`spark_session`, so the defaults below are the same everywhere and every Spark setting a user
+knows (`--conf spark.executor.memory=8g`, ...) passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+DEFAULT_MASTER = "local[*]"
+
+# Applied only where the user gave no value of their own. Small shuffles: a run's tables are
+# thousands to millions of rows, and Spark's default of 200 shuffle partitions costs more in task
+# overhead than it saves. No web UI on a laptop unless asked for.
+DEFAULTS: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "8",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.compression.codec": "zstd",
+}
+# Only for local masters, where the driver is the whole cluster.
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.driver.memory": "4g",
+}
+
+
+class SparkUnavailable(RuntimeError):
+    """PySpark or Java is missing: say what to install instead of a Py4J stack trace."""
+
+
+def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
+    """`--conf key=value`, as spark-submit takes it."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected --conf key=value, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def effective_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
+    settings = dict(DEFAULTS)
+    if master.startswith("local"):
+        settings.update(LOCAL_DEFAULTS)
+    log4j = Path(__file__).with_name("log4j2.properties")
+    settings["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{log4j}"
+    settings.update(conf)
+    return settings
+
+
+def spark_session(master: str | None = None, conf: Iterable[str] | dict[str, str] = (),
+                  app_name: str = "grouplab") -> Any:
+    """A SparkSession for `master` (default `local[*]`), with grouplab's defaults under `conf`.
+
+    Workers run this same interpreter (PYSPARK_PYTHON), so a sweep's simulations import the
+    grouplab that is installed here; on a real cluster the executors need grouplab installed too
+    (docs/pipeline.md)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - pyspark is a dependency
+        raise SparkUnavailable(f"PySpark is not installed ({exc}); pip install pyspark") from None
+    master = master or os.environ.get("GROUPLAB_SPARK_MASTER") or DEFAULT_MASTER
+    conf = conf if isinstance(conf, dict) else parse_conf(conf)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in effective_conf(master, conf).items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # Java missing or too old, bad master URL, ...
+        raise SparkUnavailable(f"could not start Spark (master {master}): {exc}. "
+                               "Spark needs Java 17 or newer on PATH or in JAVA_HOME.") from exc
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
