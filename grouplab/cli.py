@@ -368,10 +368,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grouplab.sim.runner import parse_seeds, result_row, run_seed, totals
-    from grouplab.sim.scenario import load_scenario
+    from grouplab.sim.scenario import load_scenario, resolve_scenario
     from grouplab.sim.timeline import Timeline
 
-    scenario = load_scenario(args.scenario)
+    scenario = load_scenario(resolve_scenario(args.scenario))
     if args.members:
         scenario = scenario.with_members(args.members)
     if args.assignor:
@@ -507,7 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_bootstrap(tl)
 
     s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)")
-    s.add_argument("--scenario", required=True, help="a scenario TOML file, e.g. scenarios/crash-storm.toml")
+    s.add_argument("--scenario", required=True,
+                   help="a scenario TOML file or a built-in name, e.g. crash-storm (scenarios/crash-storm.toml)")
     s.add_argument("--seed", type=int, default=1, help="run one seed and print its timeline")
     s.add_argument("--seeds", help="run many seeds: 1-500 or 1-10,42; reports every failing seed")
     s.add_argument("--run-dir", help="write the run's JSON event log here (one file per node), with --seed")

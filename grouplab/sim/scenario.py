@@ -199,13 +199,49 @@ def parse_scenario(raw: dict[str, Any], source: str = "<scenario>") -> Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         raise ScenarioError(f"no scenario file {path}") from None
+    return scenario_from_text(text, str(path), default_name=path.stem)
+
+
+def scenario_from_text(text: str, source: str = "<scenario>", default_name: str | None = None) -> Scenario:
+    """A scenario from its TOML text: what a Spark worker parses, since it may not have the file."""
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{path}: {exc}") from None
-    raw.setdefault("name", path.stem)
-    return parse_scenario(raw, str(path))
+        raise ScenarioError(f"{source}: {exc}") from None
+    if default_name is not None:
+        raw.setdefault("name", default_name)
+    return parse_scenario(raw, source)
+
+
+def builtin_scenarios_dir() -> Path:
+    """The repository's scenarios/ folder, next to the grouplab package (an editable install)."""
+    import grouplab
+
+    return Path(grouplab.__file__).resolve().parents[1] / "scenarios"
+
+
+def builtin_scenario_names() -> list[str]:
+    folder = builtin_scenarios_dir()
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def resolve_scenario(name_or_path: str | Path) -> Path:
+    """An existing file wins; else a built-in name (`crash-storm` -> scenarios/crash-storm.toml), so
+    `--scenario crash-storm` works from any directory."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    text = str(name_or_path)
+    if "/" not in text and "\\" not in text:
+        builtin = builtin_scenarios_dir() / (text if text.endswith(".toml") else f"{text}.toml")
+        if builtin.is_file():
+            return builtin
+    names = builtin_scenario_names()
+    known = f"built-in: {', '.join(names)}" if names else f"no built-in scenarios found in {builtin_scenarios_dir()}"
+    raise ScenarioError(f"no scenario file or built-in scenario {text!r} ({known})")
 
 
 def _validate(s: Scenario, source: str) -> None:
