@@ -19,9 +19,10 @@ the commit) or "committed" (after the commit, before processing); the app then e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Iterable
 
 from consumer.config import ConsumerConfig
 from consumer.coordinator import (
@@ -93,6 +94,46 @@ class Phase(Enum):
     COMMITTING_FIRST = "committing_first"  # at-most-once: commit before processing
     PROCESSING = "processing"  # output batches in flight (or a transaction)
     COMMITTING = "committing"  # at-least-once: commit after processing
+
+
+def input_value(topic: str, partition: int, offset: int) -> bytes:
+    """The value of input record `offset` of `partition`: it names itself, so that the output can be
+    checked record by record (the input is written at offsets 0, 1, ... of a new topic)."""
+    return f"{topic}-{partition}-{offset}".encode()
+
+
+@dataclass
+class OutputLedger:
+    """How many times each input record appears in the output topic, as a reader sees it: the
+    account of a delivery run (docs/delivery.md), per record and in total."""
+
+    input_topic: str
+    records: int  # input records per partition
+    counts: dict[int, list[int]] = field(default_factory=dict)  # input partition -> count per input offset
+
+    @classmethod
+    def from_output(cls, input_topic: str, partitions: int, records: int, output_values: Iterable[bytes]) -> "OutputLedger":
+        seen: Counter[bytes] = Counter(output_values)
+        counts = {p: [seen[input_value(input_topic, p, i)] for i in range(records)] for p in range(partitions)}
+        return cls(input_topic, records, counts)
+
+    @property
+    def produced(self) -> int:
+        return self.records * len(self.counts)
+
+    @property
+    def lost(self) -> int:
+        return sum(1 for c in self.counts.values() for n in c if n == 0)
+
+    @property
+    def duplicated(self) -> int:
+        return sum(n - 1 for c in self.counts.values() for n in c if n > 1)
+
+    def record_events(self, mode: str, isolation: str, committed: dict[int, int]) -> list[dict[str, Any]]:
+        """The fields of one `delivery_records` event per input partition (docs/events.md)."""
+        return [{"mode": mode, "topic": self.input_topic, "partition": p, "produced": self.records,
+                 "committed_offset": committed.get(p, 0), "isolation": isolation, "output_counts": c}
+                for p, c in sorted(self.counts.items())]
 
 
 @dataclass
@@ -391,8 +432,11 @@ class DeliveryApp(StepOutputs):
             self._from_producer(outs)
             self._out.append(Processed(tp, records[0].offset, records[-1].offset))
             out_tp_count += 1
-        self._log("batch_processed", partitions=sorted([tp.topic, tp.partition] for tp in self.batch),
-                  records=sum(len(r) for r in self.batch.values()))
+        in_order = sorted(self.batch)
+        self._log("batch_processed", partitions=[[tp.topic, tp.partition] for tp in in_order],
+                  records=sum(len(r) for r in self.batch.values()),
+                  first_offsets=[self.batch[tp][0].offset for tp in in_order],
+                  last_offsets=[self.batch[tp][-1].offset for tp in in_order])
         if self.delivery.mode is DeliveryMode.EXACTLY_ONCE:
             offsets = {tp: recs[-1].offset + 1 for tp, recs in self.batch.items()}
             self._from_producer(self.producer.send_offsets_to_transaction(

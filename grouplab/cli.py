@@ -117,7 +117,10 @@ async def cmd_run(args: argparse.Namespace) -> int:
         apps = cluster.apps + cluster.stopped
         account = None
         if delivery is not None and cluster.server is not None:
-            account = await delivery.account(cluster.host, cluster.port, topics[delivery.input_topic])
+            account = await delivery.account(cluster.host, cluster.port, topics[delivery.input_topic],
+                                             cluster.event_log("run") if run_dir else None,
+                                             {tp.partition: offset for tp, offset in _committed(cluster).items()
+                                              if tp.topic == delivery.input_topic})
         await cluster.close()
         console.print(summary_table(view.records))
         processed = sum(sum(app.stats.processed.values()) for app in apps)
@@ -131,17 +134,22 @@ async def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _committed(cluster: Any) -> dict:
+    """The highest offset each partition's consumers committed (what the apps report)."""
+    committed: dict = {}
+    for app in cluster.apps + cluster.stopped:
+        for tp, offset in app.stats.committed.items():
+            committed[tp] = max(committed.get(tp, 0), offset)
+    return committed
+
+
 async def _wait_drained(cluster: Any, delivery: Any, timeout_s: float) -> None:
     """Until every input partition's committed offset reached its end (what the apps report)."""
     partitions = cluster.topics[delivery.input_topic]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while loop.time() < deadline:
-        committed: dict = {}
-        for app in cluster.apps + cluster.stopped:
-            for tp, offset in app.stats.committed.items():
-                committed[tp] = max(committed.get(tp, 0), offset)
-        if sum(committed.values()) >= partitions * delivery.records:
+        if sum(_committed(cluster).values()) >= partitions * delivery.records:
             return
         await asyncio.sleep(0.1)
 

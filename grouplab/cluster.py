@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from consumer.app import SimulatedConsumerApp
-from consumer.delivery import DeliveryConfig, DeliveryMode
+from consumer.delivery import DeliveryConfig, DeliveryMode, OutputLedger, input_value
 from consumer.config import ConsumerConfig
 from consumer.coordinator import MemberState
 from coordinator.config import BrokerConfig
@@ -21,7 +21,7 @@ from coordinator.server import CoordinatorServer
 from grouplab.eventlog import EventLog, null_log, run_dir_log
 from grouplab.faults.proxy import FaultProxy
 from grouplab.faults.rules import Rule, parse_spec
-from protocol.effects import LogEvent
+from protocol.effects import LogEvent, wall_clock_ms
 from protocol.types import TopicPartition
 
 
@@ -66,6 +66,10 @@ class LocalCluster:
         self._numbers = itertools.count(1)
         self._changed = asyncio.Event()
         self._logs: list[EventLog] = []
+
+    def event_log(self, node: str) -> EventLog:
+        """This run's event log for `node` (a file in the run dir, or nowhere)."""
+        return self._log(node)
 
     def _log(self, node: str) -> EventLog:
         log = run_dir_log(self.run_dir, node) if self.run_dir else null_log(node)
@@ -190,7 +194,7 @@ class DeliveryRun:
                               processing_ms=self.processing_ms)
 
     def value(self, partition: int, i: int) -> bytes:
-        return f"{self.input_topic}-{partition}-{i}".encode()
+        return input_value(self.input_topic, partition, i)
 
     async def write_input(self, host: str, port: int, partitions: int) -> None:
         from grouplab.admin import AdminClient
@@ -204,32 +208,36 @@ class DeliveryRun:
                     if resp is not None and resp.error_code:
                         raise RuntimeError(f"writing the input failed: error {resp.error_code}")
 
-    async def account(self, host: str, port: int, partitions: int) -> dict[str, int]:
-        """produced, lost, duplicated (read_committed for exactly-once), and what a
-        read_uncommitted reader would count as duplicated."""
-        from collections import Counter
-
+    async def ledgers(self, host: str, port: int, partitions: int) -> tuple[OutputLedger, OutputLedger]:
+        """The output read back as the mode's reader sees it (read_committed for exactly-once),
+        and as a read_uncommitted reader would, each counted per input record."""
         from grouplab.admin import AdminClient
 
-        async def read(isolation: int) -> Counter:
-            seen: Counter = Counter()
+        async def read(isolation: int) -> OutputLedger:
+            values: list[bytes] = []
             async with AdminClient(host, port) as admin:
                 for p in range(partitions):
                     offset = 0
-                    while True:
-                        part = await admin.fetch(self.output_topic, p, offset, isolation_level=isolation)
-                        if not part.records:
-                            break
-                        seen.update(r.value for r in part.records)
+                    while (part := await admin.fetch(self.output_topic, p, offset, isolation_level=isolation)).records:
+                        values.extend(r.value for r in part.records)
                         offset = part.records[-1].offset + 1
-            return seen
+            return OutputLedger.from_output(self.input_topic, partitions, self.records, values)
 
-        inputs = [self.value(p, i) for p in range(partitions) for i in range(self.records)]
-        committed = await read(1 if self.mode is DeliveryMode.EXACTLY_ONCE else 0)
-        uncommitted = await read(0)
-        return {
-            "produced": len(inputs),
-            "lost": sum(1 for v in inputs if not committed[v]),
-            "duplicated": sum(committed[v] - 1 for v in inputs if committed[v] > 1),
-            "duplicated_uncommitted": sum(uncommitted[v] - 1 for v in inputs if uncommitted[v] > 1),
-        }
+        return await read(1 if self.mode is DeliveryMode.EXACTLY_ONCE else 0), await read(0)
+
+    async def account(self, host: str, port: int, partitions: int, log: EventLog | None = None,
+                      committed: dict[int, int] | None = None) -> dict[str, int]:
+        """produced, lost, duplicated, and what a read_uncommitted reader would count as
+        duplicated; with `log`, also written as `delivery_records` and `delivery_account` events."""
+        ledger, uncommitted = await self.ledgers(host, port, partitions)
+        account = {"produced": ledger.produced, "lost": ledger.lost, "duplicated": ledger.duplicated,
+                   "duplicated_uncommitted": uncommitted.duplicated}
+        if log is not None:
+            committed = committed or {}
+            isolation = "read_committed" if self.mode is DeliveryMode.EXACTLY_ONCE else "read_uncommitted"
+            for fields in ledger.record_events(self.mode.value, isolation, committed):
+                log.emit(LogEvent("delivery_records", wall_clock_ms(), fields))
+            log.emit(LogEvent("delivery_account", wall_clock_ms(),
+                              {"mode": self.mode.value, "produced": ledger.produced, "committed": sum(committed.values()),
+                               "lost": ledger.lost, "duplicated": ledger.duplicated}))
+        return account

@@ -11,10 +11,10 @@ Committed offsets must never go backwards, in every mode, at every step.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from consumer.delivery import Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, Processed
+from consumer.delivery import (Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, OutputLedger, Processed,
+                               input_value)
 from protocol.messages import ProduceResponse, Record, RecordBatch
 from protocol.types import TopicPartition
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from grouplab.sim.world import SimMember, Simulation
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+ISOLATION_NAMES = {READ_UNCOMMITTED: "read_uncommitted", READ_COMMITTED: "read_committed"}
 
 
 class DeliveryWorld:
@@ -43,7 +44,7 @@ class DeliveryWorld:
         assert self.sim.broker is not None
         for p in range(self.partitions):
             log = self.sim.broker.logs.log(self.spec.input_topic, p)
-            records = [Record(value=f"{self.spec.input_topic}-{p}-{i}".encode()) for i in range(self.spec.records)]
+            records = [Record(value=input_value(self.spec.input_topic, p, i)) for i in range(self.spec.records)]
             for start in range(0, len(records), 100):
                 log.append(RecordBatch(records=records[start:start + 100]), 0)
         self.sim.stats.produced = self.partitions * self.spec.records
@@ -102,32 +103,33 @@ class DeliveryWorld:
 
     # ------------------------------------------------------------------ the account
 
-    def _account(self, inputs: list[bytes], isolation: int) -> tuple[int, int]:
-        """(lost, duplicated) input records in the output topic, read at `isolation`."""
+    def _ledger(self, isolation: int) -> OutputLedger:
+        """The output topic read back at `isolation`, counted per input record."""
         assert self.sim.broker is not None
-        seen: Counter[bytes] = Counter()
-        for p in range(self.partitions):
-            log = self.sim.broker.logs.log(self.spec.output_topic, p)
-            offset = log.log_start_offset
-            while True:
-                records = log.read(offset, 1 << 20, isolation)
-                if not records:
-                    break
-                seen.update(r.value for r in records)
-                offset = records[-1].offset + 1
-        return sum(1 for v in inputs if not seen[v]), sum(seen[v] - 1 for v in inputs if seen[v] > 1)
+
+        def values():
+            for p in range(self.partitions):
+                log = self.sim.broker.logs.log(self.spec.output_topic, p)
+                offset = log.log_start_offset
+                while records := log.read(offset, 1 << 20, isolation):
+                    yield from (r.value for r in records)
+                    offset = records[-1].offset + 1
+
+        return OutputLedger.from_output(self.spec.input_topic, self.partitions, self.spec.records, values())
 
     def finish(self) -> None:
         """Read the output topic and check the mode's guarantee; record the figures."""
-        assert self.sim.broker is not None
         isolation = READ_COMMITTED if self.mode is DeliveryMode.EXACTLY_ONCE else READ_UNCOMMITTED
-        inputs = [f"{self.spec.input_topic}-{p}-{i}".encode() for p in range(self.partitions) for i in range(self.spec.records)]
-        lost, duplicated = self._account(inputs, isolation)
+        ledger = self._ledger(isolation)
+        lost, duplicated = ledger.lost, ledger.duplicated
         stats = self.sim.stats
         # What a read_uncommitted reader would see: aborted writes are in the log all the same.
-        stats.duplicated_uncommitted = self._account(inputs, READ_UNCOMMITTED)[1]
+        stats.duplicated_uncommitted = self._ledger(READ_UNCOMMITTED).duplicated
         stats.processed, stats.lost, stats.duplicated = self.processed, lost, duplicated
         stats.committed = sum(self.committed.values())
+        committed = {tp.partition: offset for tp, offset in self.committed.items() if tp.topic == self.spec.input_topic}
+        for fields in ledger.record_events(self.mode.value, ISOLATION_NAMES[isolation], committed):
+            self.sim._log_sim("delivery_records", **fields)
         broken = {
             DeliveryMode.AT_MOST_ONCE: duplicated > 0,
             DeliveryMode.AT_LEAST_ONCE: lost > 0,
