@@ -418,6 +418,93 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 1 if summary["failed"] else 0
 
 
+# ----------------------------------------------------------------------------- sweep (Spark)
+
+
+def parse_sizes(text: str) -> list[int]:
+    """`10,100,1000` -> [10, 100, 1000]: member counts, each >= 1, duplicates dropped."""
+    sizes: list[int] = []
+    for item in parse_list(text):
+        if not item.isdigit() or int(item) < 1:
+            raise UsageError(f"--members takes member counts >= 1 like 10,100,1000; got {item!r}")
+        if int(item) not in sizes:
+            sizes.append(int(item))
+    if not sizes:
+        raise UsageError("no member counts given")
+    return sizes
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Arguments and display only; the job is grouplab/pipeline/sweep.py."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from grouplab.pipeline.session import SparkUnavailable, parse_conf, spark_session
+    from grouplab.sim.runner import parse_seeds
+    from grouplab.sim.scenario import load_scenario, resolve_scenario
+
+    seeds = parse_seeds(args.seeds)
+    assignors = list(dict.fromkeys(check_assignors(parse_list(args.assignors))))
+    if not assignors:
+        raise UsageError("no assignors given")
+    if args.seeds_per_task < 1:
+        raise UsageError("--seeds-per-task must be >= 1")
+    path = resolve_scenario(args.scenario)
+    scenario = load_scenario(path)  # a broken scenario fails here, before Spark starts
+    sizes = parse_sizes(args.members) if args.members else [scenario.member_count]
+    conf = parse_conf(args.conf)
+    try:
+        spark = spark_session(args.master, conf, app_name=f"grouplab sweep {scenario.name}")
+    except SparkUnavailable as exc:
+        err.print(f"[red]grouplab sweep: {exc}[/]")
+        return 1
+    from grouplab.pipeline.sweep import run_sweep
+
+    cases = len(assignors) * len(sizes) * len(seeds)
+    err.print(f"[bold]grouplab sweep[/] {scenario.name} · {', '.join(assignors)} × {', '.join(map(str, sizes))} members "
+              f"× {len(seeds)} seeds = {cases:,} simulations · Spark {spark.sparkContext.master}")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as progress:
+        bar = progress.add_task("Spark tasks", total=None)
+        result = run_sweep(spark, path.read_text(), scenario.name, args.scenario, assignors, sizes, seeds,
+                           Path(args.out), args.seeds_per_task,
+                           on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
+    console.print(_sweep_table(scenario.name, result.summary))
+    for v in result.violations[:args.show_violations]:
+        console.print(f"[red]{v['assignor']}, {v['members']} members, seed {v['seed']}: {v['violation']}[/] "
+                      f"{(v['violation_detail'] or '').splitlines()[0] if v['violation_detail'] else ''}")
+    if len(result.violations) > args.show_violations:
+        console.print(f"[red]… {len(result.violations) - args.show_violations} more failed cases (see the report)[/]")
+    console.print(f"{result.cases:,} simulations in {result.tasks:,} Spark tasks, {result.elapsed_s:.1f} s · "
+                  f"seeds: {result.seeds_path}/ · summary: {result.summary_path}/ · report: {result.report_path}")
+    return 1 if result.violations else 0
+
+
+def _sweep_table(name: str, summary: list[dict[str, Any]]) -> Any:
+    """The summary, narrow enough for 80 columns (events and totals are in the report)."""
+    from rich import box
+    from rich.table import Table
+
+    def num(value: Any) -> str:
+        if value is None:
+            return "-"
+        return f"{value:.0f}" if isinstance(value, float) and abs(value) >= 100 else (
+            f"{value:.1f}" if isinstance(value, float) else str(value))
+
+    table = Table(title=f"sweep: {name}", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+                  padding=(0, 0), show_edge=False)
+    table.add_column("assignor", no_wrap=True)
+    for label in ("members", "seeds", "rebal\n/seed", "moved\n/seed", "unown.\ns/seed", "imbal.\nmean/max",
+                  "p50\nms", "p99\nms", "viol."):
+        table.add_column(label, justify="right")
+    for r in summary:
+        imbalance = f"{num(r['imbalance_mean'])}/{num(r['imbalance_max'])}"
+        violations = f"[red bold]{r['violations']}[/]" if r["violations"] else "0"
+        table.add_row(r["assignor"], str(r["members"]), str(r["seeds"]), num(r["rebalances_per_seed"]),
+                      num(r["partitions_moved_per_seed"]), num(r["unowned_partition_s_per_seed"]), imbalance,
+                      num(r["rebalance_p50_ms"]), num(r["rebalance_p99_ms"]), violations)
+    return table
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -526,6 +613,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeline-rows", type=int, default=60, help="timeline rows to print (0: all)")
     s.add_argument("--trace-lines", type=int, default=20, help="steps shown before a violation")
 
+    w = sub.add_parser("sweep", help="many simulations as Spark tasks: assignors × member counts × seeds, "
+                                     "compared in Parquet tables and an HTML report (docs/pipeline.md)")
+    w.add_argument("--scenario", required=True, help="a scenario TOML file or a built-in name, e.g. crash-storm")
+    w.add_argument("--assignors", default=",".join(assignor_names()),
+                   help="comma list of assignors to compare (default: all of them)")
+    w.add_argument("--members", help="comma list of member counts, e.g. 10,100,1000 (default: the scenario's)")
+    w.add_argument("--seeds", default="1-100", help="1-1000 or 1-10,42 (default 1-100)")
+    w.add_argument("--out", required=True, metavar="DIR", help="writes DIR/seeds/, DIR/summary/ (Parquet), DIR/report.html")
+    w.add_argument("--master", help="Spark master URL (default $GROUPLAB_SPARK_MASTER or local[*])")
+    w.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (repeatable)")
+    w.add_argument("--seeds-per-task", type=int, default=1, metavar="N",
+                   help="simulations per Spark task (default 1: best balance; more: less task overhead)")
+    w.add_argument("--show-violations", type=int, default=10, metavar="N", help="failed cases to print (all are in the report)")
+
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True)
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
@@ -562,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_assign(args)
         if args.command == "simulate":
             return cmd_simulate(args)
+        if args.command == "sweep":
+            return cmd_sweep(args)
         return _run_async(_ASYNC[args.command], args)
     except (UsageError, ConfigError, ConsumerConfigError, UnknownAssignor, ValueError, LogLockedError,
             FileNotFoundError) as exc:
