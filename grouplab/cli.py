@@ -452,6 +452,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     scenario = load_scenario(path)  # a broken scenario fails here, before Spark starts
     sizes = parse_sizes(args.members) if args.members else [scenario.member_count]
     conf = parse_conf(args.conf)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --out {out}: {exc}") from None
     try:
         spark = spark_session(args.master, conf, app_name=f"grouplab sweep {scenario.name}")
     except SparkUnavailable as exc:
@@ -466,7 +471,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                   console=err, transient=True) as progress:
         bar = progress.add_task("Spark tasks", total=None)
         result = run_sweep(spark, path.read_text(), scenario.name, args.scenario, assignors, sizes, seeds,
-                           Path(args.out), args.seeds_per_task,
+                           out, args.seeds_per_task,
                            on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
     console.print(_sweep_table(scenario.name, result.summary))
     for v in result.violations[:args.show_violations]:

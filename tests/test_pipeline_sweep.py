@@ -236,3 +236,10 @@ def test_cli_sweep_usage_errors_exit_2(argv: list[str], message: str, tmp_path: 
     assert main(args) == 2
     assert message in " ".join(capsys.readouterr().err.split())
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_sweep_out_that_cannot_be_a_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("")
+    assert main(["sweep", "--scenario", "crash-storm", "--seeds", "1", "--members", "3",
+                 "--out", str(tmp_path / "file" / "out")]) == 2
+    assert "cannot create --out" in " ".join(capsys.readouterr().err.split())
