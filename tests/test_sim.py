@@ -158,3 +158,17 @@ def test_cli_many_seeds_and_summary_json(tmp_path: Path) -> None:
     assert summary["totals"]["seeds"] == 3 and summary["totals"]["failed"] == []
     assert [row["seed"] for row in summary["seeds"]] == [1, 2, 3]
     assert set(result_row(run_seed(load_scenario(ROOT / "scenarios" / "clean-shutdown.toml"), 1))) == set(summary["seeds"][0])
+
+
+def test_timeline_render_keeps_the_first_and_last_rows_at_any_limit():
+    from grouplab.sim.timeline import Timeline
+
+    timeline = Timeline("g")
+    timeline.rows = [(i * 1000, f"row {i}", "") for i in range(10)]
+    for limit, shown in [(1, ["row 0"]), (2, ["row 0", "row 9"]), (3, ["row 0", "row 1", "row 9"]), (0, None), (10, None)]:
+        table = timeline.render(limit=limit)
+        whats = list(table.columns[1]._cells)
+        if shown is None:
+            assert whats == [f"row {i}" for i in range(10)]
+        else:
+            assert [w for w in whats if w != "…"] == shown and "…" in whats

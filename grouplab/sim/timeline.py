@@ -44,7 +44,8 @@ class Timeline:
         table.add_column("detail")
         rows = self.rows
         if limit and len(rows) > limit:
-            head, tail = rows[: limit // 2], rows[-(limit // 2):]
+            head = rows[: (limit + 1) // 2]  # limit 1 keeps the first row, not none
+            tail = rows[len(rows) - limit // 2:]
             rows = head + [(head[-1][0], "…", f"{len(self.rows) - len(head) - len(tail)} more rows")] + tail
         for ts, what, detail in rows:
             style = "yellow" if what.startswith(("fault", "coordinator crashed", "process exited")) else None
