@@ -1,0 +1,92 @@
+"""`grouplab analyze`: read run directories' event logs, build the tables, write them as Parquet.
+
+The tables are built lazily by `build_tables` (grouplab/pipeline/tables.py); `analyze` persists the
+parsed events once, writes every table and returns the per-run summary for the console and the
+report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from grouplab.pipeline import tables as t
+
+# Written in this order; the report reads them back from OUT.
+TABLES = ("rebalances", "assignments", "movements", "member_sessions", "ownership", "deliveries", "runs", "malformed")
+
+
+@dataclass
+class Tables:
+    events: DataFrame
+    frames: dict[str, DataFrame] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> DataFrame:
+        return self.frames[name]
+
+
+def build_tables(logs: t.EventLogs, keep: Callable[[DataFrame], DataFrame] = lambda df: df) -> Tables:
+    """Every table of docs/pipeline.md from parsed event logs. `keep` is applied to the
+    intermediate results several tables share (analyze persists them, so each is computed once)."""
+    events = logs.events
+    phases = keep(t.rebalance_phases(events))
+    ids = t.identities(events)
+    assigned = keep(t.assignments(events, phases))
+    moved = keep(t.movements(assigned, phases, ids))
+    owned = keep(t.ownership(events))
+    gaps = t.unowned_gaps(owned, phases)
+    rebal = keep(t.rebalances(phases, moved, gaps, t.revocations(events)))
+    deliv = keep(t.deliveries(events))
+    return Tables(events, {
+        "rebalances": rebal,
+        "assignments": assigned,
+        "movements": moved,
+        "member_sessions": t.member_sessions(events, assigned, phases),
+        "ownership": owned,
+        "deliveries": deliv,
+        "runs": t.run_summary(events, logs.malformed, rebal, deliv),
+        "malformed": logs.malformed,
+    })
+
+
+@dataclass
+class AnalyzeResult:
+    out: Path
+    runs: list[dict[str, Any]]  # the `runs` table, collected (one row per run: small)
+    rows: dict[str, int]  # rows written per table
+    malformed_examples: list[dict[str, Any]]
+
+
+def analyze(spark: SparkSession, run_dirs: list[str], out: str | Path,
+            on_table: Callable[[str, int], None] | None = None, events_table: bool = False) -> AnalyzeResult:
+    """Read `run_dirs`, write every table to `out/<table>/` (Parquet, replacing what was there)."""
+    out = Path(out)
+    logs = t.read_event_logs(spark, run_dirs)
+    persisted = logs.events.persist(StorageLevel.MEMORY_AND_DISK)
+    logs = t.EventLogs(t.split_appended_runs(persisted), logs.malformed)
+    kept: list[DataFrame] = [persisted]
+
+    def keep(df: DataFrame) -> DataFrame:
+        kept.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+        return kept[-1]
+
+    try:
+        tables = build_tables(logs, keep)
+        rows: dict[str, int] = {}
+        names = list(TABLES) + (["events"] if events_table else [])
+        for name in names:
+            df = tables.events if name == "events" else tables[name]
+            df.write.mode("overwrite").parquet(str(out / name))
+            rows[name] = spark.read.parquet(str(out / name)).count()
+            if on_table is not None:
+                on_table(name, rows[name])
+        runs = [r.asDict() for r in spark.read.parquet(str(out / "runs")).orderBy("run").collect()]
+        examples = [r.asDict() for r in spark.read.parquet(str(out / "malformed")).limit(5).collect()]
+    finally:
+        for df in kept:
+            df.unpersist()
+    return AnalyzeResult(out, runs, rows, examples)
