@@ -4,6 +4,7 @@ tables and report. One small sweep (crash-storm at 3 and 4 members, 3 seeds) ser
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,10 @@ def test_report_escapes_text_and_offers_a_replay_command(tmp_path: Path) -> None
     assert "&lt;single_owner&gt;" in page and "owned by &lt;a&gt; &amp; &lt;b&gt;" in page
     assert "<single_owner>" not in page and "s<1>" not in page and "<script" not in page
     assert page.count("<svg") == len(sweep_mod.CHART_METRICS)
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert ids and len(ids) == len(set(ids))  # charts share one page: no id twice
+    refs = [a or b for a, b in re.findall(r'url\(#([^)]+)\)|href="#([^"]+)"', page)]
+    assert refs and set(refs) <= set(ids)
     assert replay_command("my scenarios/s.toml", "range", 3, 2, "s") == (
         "grouplab simulate --scenario 'my scenarios/s.toml' --members 3 --assignor range --seed 2 "
         "--run-dir runs/s-range-3-seed-2")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import io
 import math
+import re
 import shlex
 import threading
 import time
@@ -356,21 +357,36 @@ def bar_chart_svg(summary: list[dict[str, Any]], metric: str, ylabel: str, assig
     ax.set_xticks(range(len(sizes)), [f"{m} members" for m in sizes])
     ax.set_ylabel(ylabel, fontsize=9)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, ncols=min(len(assignors), 4))
+    ax.legend(fontsize=8, ncols=min(len(assignors), 4), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.tight_layout()
     buf = io.StringIO()
-    # Text as <text>, not paths (a tenth of the size); ids salted per chart, as all share one page.
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"grouplab-{metric}"}):
+    # Text as <text>, not paths (a tenth of the size); a fixed salt, so the same sweep gives the same page.
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "grouplab"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
+    return namespace_ids(svg[svg.index("<svg"):], metric)
+
+
+def namespace_ids(svg: str, prefix: str) -> str:
+    """Prefix every id and reference to one: matplotlib numbers its ids per figure (figure_1,
+    patch_1, ...), so several charts inlined in one page would otherwise share ids."""
+    svg = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', svg)
+    svg = re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}-\1)", svg)
+    return re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', svg)
+
+
+def cell_class(key: str, value: Any) -> str:
+    """Names left, numbers right, a non-zero violation count red."""
+    if key == "assignor":
+        return "t"
+    return "bad" if key == "violations" and value else "n"
 
 
 def summary_table_html(summary: list[dict[str, Any]]) -> str:
     head = "".join(f"<th>{html.escape(label)}</th>" for _, label in SUMMARY_COLUMNS)
     rows = []
     for r in summary:
-        cells = "".join(f"<td class={'bad' if key == 'violations' and r[key] else 'n'}>{html.escape(fmt(r.get(key)))}</td>"
+        cells = "".join(f"<td class={cell_class(key, r.get(key))}>{html.escape(fmt(r.get(key)))}</td>"
                         for key, _ in SUMMARY_COLUMNS)
         rows.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
