@@ -172,3 +172,19 @@ def test_timeline_render_keeps_the_first_and_last_rows_at_any_limit():
             assert whats == [f"row {i}" for i in range(10)]
         else:
             assert [w for w in whats if w != "…"] == shown and "…" in whats
+
+
+def test_a_clean_leave_reaches_the_coordinator_before_the_connection_closes():
+    """A `leave` fault closes the consumer: its LeaveGroup, written before the socket closed,
+    arrives, so the member is removed as `left` at once, not after its session timeout."""
+    scenario = parse_scenario({
+        "topics": {"t0": 4}, "duration_ms": 30_000, "faults_from_ms": 0,
+        "consumer": {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000},
+        "members": [{"count": 2, "start_ms": [0, 0]}],
+        "network": {"delay_ms": [5, 5]},
+        "schedule": [{"at_ms": 15_000, "fault": "leave", "members": ["m-0"]}],
+    })
+    removed = []
+    run_seed(scenario, 1, listener=lambda node, ev: removed.append((ev.ts_ms, ev.fields["reason"]))
+             if ev.event == "member_removed" else None)
+    assert removed == [(15_005, "left")]

@@ -74,6 +74,7 @@ class SimMember:
     machine: ConsumerCoordinator | None = None  # None while the process is down
     incarnation: int = 0
     epoch: int = 0  # connection number; messages of an older connection are lost
+    closed_epoch: int = -1  # a connection closed cleanly: what it sent before closing still arrives
     connected: bool = False
     dropped_sends: bool = False
     reconnect_backoff_ms: int = RECONNECT_BACKOFF_MS
@@ -262,7 +263,7 @@ class Simulation:
         return self._delay_lo + int(self.rng.random() * self._delay_span)  # randint's result, for less
 
     def _deliver_to_broker(self, m: SimMember, epoch: int, send: Send) -> None:
-        if self.broker is None or epoch != m.epoch or not m.connected:
+        if self.broker is None or not ((epoch == m.epoch and m.connected) or epoch == m.closed_epoch):
             return  # the coordinator is down, or the connection it came on is gone
         self.stats.messages_delivered += 1
         self.trace.append((self.now, m.name, "->", send.api, send.correlation_id))
@@ -352,7 +353,9 @@ class Simulation:
         if not m.up:
             return
         if clean:
+            # close() sends LeaveGroup; a socket closed after writing still delivers what it wrote.
             self._member_outputs(m, m.machine.close(self.now))
+            m.closed_epoch = m.epoch
         self.invariants.on_member_gone(m)
         self.invariants.dirty = True
         m.machine = None
