@@ -13,9 +13,7 @@ console table and the HTML report (`write_report`).
 from __future__ import annotations
 
 import html
-import io
 import math
-import re
 import shlex
 import threading
 import time
@@ -31,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BooleanType, DataType, DoubleType, IntegerType, LongType, MapType,
                                StringType, StructField, StructType)
 
+from grouplab.pipeline.html import figure_svg, fmt
 from grouplab.sim.scenario import Scenario
 
 Case = tuple[str, int, int]  # (assignor, members, seed)
@@ -320,16 +319,6 @@ def seeds_label(seeds: list[int]) -> str:
     return f"{len(ordered)} seeds"
 
 
-def fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:,.2f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
 SUMMARY_COLUMNS: list[tuple[str, str]] = [
     ("assignor", "assignor"), ("members", "members"), ("seeds", "seeds"),
     ("rebalances_per_seed", "rebalances/seed"), ("partitions_moved_per_seed", "moved/seed"),
@@ -343,7 +332,6 @@ def bar_chart_svg(summary: list[dict[str, Any]], metric: str, ylabel: str, assig
                   sizes: list[int]) -> str:
     """Grouped bars: one group per member count, the assignors side by side. Matplotlib's object
     API (no pyplot, no GUI backend), rendered to SVG text for inlining."""
-    import matplotlib
     from matplotlib.figure import Figure
 
     value = {(r["assignor"], r["members"]): r.get(metric) for r in summary}
@@ -359,20 +347,7 @@ def bar_chart_svg(summary: list[dict[str, Any]], metric: str, ylabel: str, assig
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, ncols=min(len(assignors), 4), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.tight_layout()
-    buf = io.StringIO()
-    # Text as <text>, not paths (a tenth of the size); a fixed salt, so the same sweep gives the same page.
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "grouplab"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    svg = buf.getvalue()
-    return namespace_ids(svg[svg.index("<svg"):], metric)
-
-
-def namespace_ids(svg: str, prefix: str) -> str:
-    """Prefix every id and reference to one: matplotlib numbers its ids per figure (figure_1,
-    patch_1, ...), so several charts inlined in one page would otherwise share ids."""
-    svg = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', svg)
-    svg = re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}-\1)", svg)
-    return re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', svg)
+    return figure_svg(fig, metric)
 
 
 def cell_class(key: str, value: Any) -> str:
