@@ -138,6 +138,8 @@ def test_seed_lists_and_scenario_errors() -> None:
         parse_scenario({"topics": {"t": 1}, "schedule": [{"at_ms": 1, "fault": "meteor"}]})
     with pytest.raises(ScenarioError, match="unknown topic"):
         parse_scenario({"topics": {"t": 1}, "members": [{"topics": ["nope"]}]})
+    with pytest.raises(ScenarioError, match="members must be a count or a list of member names"):
+        parse_scenario({"topics": {"t": 1}, "schedule": [{"at_ms": 1, "fault": "crash", "members": "two"}]})
     with pytest.raises(ValueError, match="unknown consumer config"):
         parse_scenario({"topics": {"t": 1}, "consumer": {"session.timeout": 5}})
 

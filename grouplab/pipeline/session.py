@@ -59,17 +59,29 @@ def spark_session(master: str | None = None, conf: Iterable[str] | dict[str, str
                   app_name: str = "grouplab") -> Any:
     """A SparkSession for `master` (default `local[*]`), with grouplab's defaults under `conf`.
 
-    Workers run this same interpreter (PYSPARK_PYTHON), so a sweep's simulations import the
-    grouplab that is installed here; on a real cluster the executors need grouplab installed too
-    (docs/pipeline.md)."""
+    Local workers run this same interpreter, so a sweep's simulations import the grouplab that is
+    installed here; on a real cluster the executors need grouplab installed too (docs/pipeline.md)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - pyspark is a dependency
         raise SparkUnavailable(f"PySpark is not installed ({exc}); pip install pyspark") from None
-    master = master or os.environ.get("GROUPLAB_SPARK_MASTER") or DEFAULT_MASTER
     conf = conf if isinstance(conf, dict) else parse_conf(conf)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        # One SparkContext per process: a second command in the same process (tests, notebooks)
+        # reuses it, with only the settings asked for now, not grouplab's defaults over its own.
+        for key, value in conf.items():
+            try:
+                active.conf.set(key, value)
+            except Exception:  # a setting fixed when the context started (memory, master, ...)
+                pass
+        return active
+    master = master or os.environ.get("GROUPLAB_SPARK_MASTER") or DEFAULT_MASTER
+    if master.startswith("local"):
+        # Local workers are this machine: they run this interpreter, with grouplab installed.
+        # On a cluster the executors' Python is the cluster's (PYSPARK_PYTHON, docs/pipeline.md).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in effective_conf(master, conf).items():
         builder = builder.config(key, value)

@@ -269,6 +269,10 @@ def _validate(s: Scenario, source: str) -> None:
     for i, f in enumerate(s.schedule):
         if f.fault not in FAULT_KINDS:
             raise ScenarioError(f"{source}: schedule[{i}]: unknown fault {f.fault!r}; known: {', '.join(FAULT_KINDS)}")
+        if not (isinstance(f.members, int) and not isinstance(f.members, bool)
+                or isinstance(f.members, list) and all(isinstance(m, str) for m in f.members)):
+            raise ScenarioError(f"{source}: schedule[{i}]: members must be a count or a list of member names, "
+                                f"got {f.members!r}")
         if f.fault == "add_partitions" and (f.topic not in s.topics or f.partitions < 1):
             raise ScenarioError(f"{source}: schedule[{i}]: add_partitions needs a known topic and partitions >= 1")
     if s.delivery is not None:
