@@ -510,6 +510,77 @@ def _sweep_table(name: str, summary: list[dict[str, Any]]) -> Any:
     return table
 
 
+# ----------------------------------------------------------------------------- analyze (Spark)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """Arguments and display only; the job is grouplab/pipeline/analyze.py, the page report.py."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from grouplab.pipeline.session import SparkUnavailable, parse_conf, spark_session
+    from grouplab.pipeline.tables import NoEventLogs, run_labels
+
+    for run_dir in args.run_dirs:  # a missing directory is a usage error, before Spark starts
+        if "://" not in run_dir and not Path(run_dir).is_dir():
+            raise UsageError(f"{run_dir}: no such run directory")
+    conf = parse_conf(args.conf)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --out {out}: {exc}") from None
+    try:
+        spark = spark_session(args.master, conf, app_name="grouplab analyze")
+    except SparkUnavailable as exc:
+        err.print(f"[red]grouplab analyze: {exc}[/]")
+        return 1
+    from grouplab.pipeline.analyze import TABLES, analyze
+    from grouplab.pipeline.report import write_report
+
+    labels = run_labels(args.run_dirs)
+    err.print(f"[bold]grouplab analyze[/] {len(labels)} run(s): {', '.join(labels.values())} · Spark {spark.sparkContext.master}")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as progress:
+        bar = progress.add_task("reading the event logs", total=len(TABLES) + args.events_table + 1)
+
+        def written(name: str, rows: int) -> None:
+            progress.update(bar, advance=1, description=f"wrote {name} ({rows:,} rows)")
+
+        try:
+            result = analyze(spark, args.run_dirs, out, on_table=written, events_table=args.events_table)
+        except NoEventLogs as exc:
+            raise UsageError(str(exc)) from None
+        progress.update(bar, description="writing the report")
+        report = write_report(spark, out)
+        progress.update(bar, advance=1)
+    console.print(_runs_table(result.runs))
+    malformed = sum(r["malformed_lines"] or 0 for r in result.runs)
+    if malformed:
+        console.print(f"[yellow]{malformed:,} malformed line(s) skipped (not JSON objects with ts_ms, event and node); "
+                      f"see {out / 'malformed'}/ and the report. First:[/]")
+        for ex in result.malformed_examples[:3]:
+            console.print(f"  [dim]{ex['run']}/{ex['file']}:[/] {ex['line'][:120]!r}", markup=True, highlight=False)
+    console.print("tables: " + ", ".join(f"{name} ({rows:,})" for name, rows in result.rows.items())
+                  + f" · Parquet under {out}/ · report: {report}")
+    return 0
+
+
+def _runs_table(runs: list[dict[str, Any]]) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="runs", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
+    for label in ("run", "events", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "p50\nms", "p99\nms", "delivery"):
+        table.add_column(label, justify="left" if label in ("run", "delivery") else "right")
+    for r in runs:
+        delivery = "-" if not r.get("delivery_mode") else f"{r['delivery_mode']}: {r['lost']} lost, {r['duplicated']} dup."
+        table.add_row(r["run"], f"{r['events']:,}", str(r["malformed_lines"]), str(r["rebalances"]),
+                      str(r["partitions_moved"]), f"{(r['unowned_partition_ms'] or 0) / 1000:,.1f}",
+                      "-" if r["rebalance_p50_ms"] is None else str(r["rebalance_p50_ms"]),
+                      "-" if r["rebalance_p99_ms"] is None else str(r["rebalance_p99_ms"]), delivery)
+    return table
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -632,6 +703,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulations per Spark task (default 1: best balance; more: less task overhead)")
     w.add_argument("--show-violations", type=int, default=10, metavar="N", help="failed cases to print (all are in the report)")
 
+    y = sub.add_parser("analyze", help="event logs of runs -> Parquet tables and an HTML report, on Spark (docs/pipeline.md)")
+    y.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (grouplab run/simulate --run-dir)")
+    y.add_argument("--out", required=True, metavar="DIR", help="writes DIR/<table>/ (Parquet) and DIR/report.html")
+    y.add_argument("--master", help="Spark master URL (default $GROUPLAB_SPARK_MASTER or local[*])")
+    y.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (repeatable)")
+    y.add_argument("--events-table", action="store_true", help="also write every parsed event as the `events` table")
+
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True)
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
@@ -670,6 +748,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_simulate(args)
         if args.command == "sweep":
             return cmd_sweep(args)
+        if args.command == "analyze":
+            return cmd_analyze(args)
         return _run_async(_ASYNC[args.command], args)
     except (UsageError, ConfigError, ConsumerConfigError, UnknownAssignor, ValueError, LogLockedError,
             FileNotFoundError) as exc:

@@ -1,0 +1,285 @@
+"""`grouplab analyze` on a real local SparkSession: every table checked against what happened.
+
+The main run is a deterministic simulation with known faults (three members; m-1 crashes at 20 s
+and comes back at 45 s, m-0 leaves cleanly at 40 s), recorded to a run directory while the same events are collected in
+memory. The expected rows are worked out here in plain Python from those events, the simple way,
+and compared with what Spark wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grouplab.pipeline.analyze import TABLES, analyze
+from grouplab.sim.runner import run_seed
+from grouplab.sim.scenario import load_scenario, parse_scenario, resolve_scenario
+
+
+KNOWN = {
+    "name": "known", "topics": {"t0": 4, "t1": 2}, "duration_ms": 60_000, "faults_from_ms": 0,
+    "broker": {"group.initial.rebalance.delay.ms": 1000},
+    "consumer": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+    "members": [{"count": 3, "assignors": ["range"], "start_ms": [0, 0]}],
+    "network": {"delay_ms": [1, 1]},
+    "schedule": [{"at_ms": 20_000, "fault": "crash", "members": ["m-1"], "duration_ms": 25_000},
+                 {"at_ms": 40_000, "fault": "leave", "members": ["m-0"]}],
+}
+CRASH_MS, LEAVE_MS, RESTART_MS = 20_000, 40_000, 45_000
+
+
+def record(tmp: Path, name: str, scenario_raw: dict[str, Any] | None = None, seed: int = 1, scenario: Any = None):
+    """Run a simulation into tmp/name; return the run dir and its events as (node, event, fields)."""
+    run_dir = tmp / name
+    events: list[tuple[str, str, int, dict[str, Any]]] = []
+    run_seed(scenario or parse_scenario(dict(scenario_raw or KNOWN)), seed, run_dir=run_dir,
+             listener=lambda node, ev: events.append((node, ev.event, ev.ts_ms, dict(ev.fields))))
+    return run_dir, events
+
+
+def rows(spark, out: Path, table: str) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in spark.read.parquet(str(out / table)).collect()]
+
+
+@pytest.fixture(scope="module")
+def known(spark, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("known")
+    run_dir, events = record(tmp, "known")
+    out = tmp / "out"
+    result = analyze(spark, [str(run_dir)], out)
+    return {"run_dir": run_dir, "events": events, "out": out, "result": result}
+
+
+def coordinator(events, name):
+    return [(ts, f) for node, ev, ts, f in events if node == "coordinator" and ev == name]
+
+
+# ----------------------------------------------------------------------------- rebalances
+
+
+def test_rebalances_are_the_three_that_happened_with_their_causes_and_phases(spark, known):
+    events = known["events"]
+    got = sorted(rows(spark, known["out"], "rebalances"), key=lambda r: r["generation"])
+    started = {f["generation_id"] + 1: ts for ts, f in reversed(coordinator(events, "rebalance_started"))}
+    completed = {f["generation_id"]: (ts, f) for ts, f in coordinator(events, "generation_completed")}
+    stable = {f["generation_id"]: (ts, f) for ts, f in coordinator(events, "group_stable")}
+    assert [r["generation"] for r in got] == [1, 2, 3, 4]
+    assert [r["cause"] for r in got] == ["member_joined", "session_timeout", "member_left", "member_joined"]
+    assert [r["members"] for r in got] == [3, 2, 1, 2]
+    assert [r["outcome"] for r in got] == ["stable"] * 4
+    for r in got:
+        g = r["generation"]
+        assert r["run"] == "known" and r["group_id"] == "sim" and r["protocol"] == "range"
+        assert (r["start_ms"], r["join_end_ms"], r["end_ms"]) == (started[g], completed[g][0], stable[g][0])
+        assert r["duration_ms"] == r["join_ms"] + r["sync_ms"] == stable[g][0] - started[g]
+        assert r["leader"] == stable[g][1]["leader"]
+    # The crash was noticed by the session timeout, 6 s later; the leave at once.
+    assert got[1]["start_ms"] >= CRASH_MS + 5_000 and LEAVE_MS <= got[2]["start_ms"] < LEAVE_MS + 100
+    assert got[3]["start_ms"] >= RESTART_MS
+
+
+# ----------------------------------------------------------------------------- assignments, movements
+
+
+def test_assignments_are_each_stable_generations_decoded_assignment(spark, known):
+    events = known["events"]
+    next_start = {f["generation_id"]: ts for ts, f in coordinator(events, "rebalance_started")}
+    expected = set()
+    for ts, f in coordinator(events, "group_stable"):
+        for member, pairs in f["assignments"].items():
+            for topic, partition in pairs:
+                expected.add((f["generation_id"], member, f["clients"][member], topic, partition, ts,
+                              next_start.get(f["generation_id"])))
+    got = {(r["generation"], r["member_id"], r["client_id"], r["topic"], r["partition"], r["from_ms"], r["to_ms"])
+           for r in rows(spark, known["out"], "assignments")}
+    assert got == expected and len(expected) == 6 * 4
+
+
+def test_movements_are_owner_changes_between_consecutive_generations(spark, known):
+    owner: dict[tuple[str, int], str] = {}
+    expected = set()
+    for _, f in coordinator(known["events"], "group_stable"):
+        now = {(t, p): m for m, pairs in f["assignments"].items() for t, p in pairs}
+        for tp, m in now.items():
+            if tp in owner and owner[tp] != m:
+                reason = "rebalanced" if owner[tp] in f["assignments"] else "owner_gone"
+                expected.add((f["generation_id"], *tp, owner[tp], m, reason))
+        owner.update(now)
+    got = {(r["generation"], r["topic"], r["partition"], r["from_member"], r["to_member"], r["reason"])
+           for r in rows(spark, known["out"], "movements")}
+    assert got == expected
+    assert any(r[-1] == "owner_gone" for r in got) and any(r[-1] == "rebalanced" for r in got)
+    causes = {r["generation"]: r["cause"] for r in rows(spark, known["out"], "movements")}
+    assert causes == {2: "session_timeout", 3: "member_left", 4: "member_joined"}
+
+
+# ----------------------------------------------------------------------------- sessions, ownership
+
+
+def test_member_sessions_say_who_joined_and_how_each_left(spark, known):
+    got = sorted(rows(spark, known["out"], "member_sessions"), key=lambda r: r["joined_ms"])
+    assert [r["client_id"] for r in got][-1] == "m-1" and sorted(r["client_id"] for r in got) == ["m-0", "m-1", "m-1", "m-2"]
+    by = {(r["client_id"], r["joined_ms"] >= RESTART_MS): r for r in got}
+    crashed, back, left, stayed = by[("m-1", False)], by[("m-1", True)], by[("m-0", False)], by[("m-2", False)]
+    assert crashed["end_reason"] == "session_timeout" and crashed["left_ms"] >= CRASH_MS + 5_000
+    assert left["end_reason"] == "left" and LEAVE_MS <= left["left_ms"] < LEAVE_MS + 100
+    assert stayed["end_reason"] is back["end_reason"] is None and stayed["left_ms"] is None
+    assert (stayed["generations"], crashed["generations"], left["generations"], back["generations"]) == (4, 1, 2, 1)
+    assert crashed["member_id"] != back["member_id"]
+    joined = {f["member_id"]: ts for ts, f in coordinator(known["events"], "member_joined")}
+    assert {r["member_id"]: r["joined_ms"] for r in got} == joined
+    assert sum(r["led_generations"] for r in got) == 4
+
+
+def reference_ownership(events) -> list[tuple]:
+    """The member-side intervals the plain way: assigned -> revoked/lost, or -> crash / log end."""
+    open_: dict[tuple[str, str, int], tuple[int, int]] = {}
+    out = []
+    end_of_log = max(ts for _, _, ts, _ in events)
+    for node, ev, ts, f in events:
+        if ev == "partitions_assigned":
+            for t, p in f["partitions"]:
+                open_[(node, t, p)] = (ts, f["generation_id"])
+        elif ev in ("partitions_revoked", "partitions_lost"):
+            kind = "lost" if ev == "partitions_lost" else ("closed" if f["reason"] == "closing" else "revoked")
+            for t, p in f["partitions"]:
+                start, gen = open_.pop((node, t, p))
+                out.append((node, t, p, gen, start, ts, kind))
+        elif node == "simulator" and ev == "fault_injected" and f["fault"] == "crash":
+            for key in [k for k in open_ if k[0] in f["members"]]:
+                start, gen = open_.pop(key)
+                out.append((*key, gen, start, ts, "crashed"))
+    out.extend((*key, gen, start, end_of_log, "end_of_log") for key, (start, gen) in open_.items())
+    return sorted(out)
+
+
+def test_ownership_intervals_follow_the_members_own_logs(spark, known):
+    got = sorted((r["client_id"], r["topic"], r["partition"], r["generation"], r["start_ms"], r["end_ms"], r["end_reason"])
+                 for r in rows(spark, known["out"], "ownership"))
+    assert got == reference_ownership(known["events"])
+    reasons = {r[-1] for r in got}
+    assert {"crashed", "closed", "revoked", "end_of_log"} <= reasons
+
+
+def test_stop_the_world_time_is_charged_to_the_rebalance_that_ended_it(spark, known):
+    intervals = reference_ownership(known["events"])
+    first_start = min(ts for ts, _ in coordinator(known["events"], "rebalance_started"))
+    by_tp: dict[tuple[str, int], list[tuple]] = defaultdict(list)
+    for node, t, p, gen, start, end, _ in intervals:
+        by_tp[(t, p)].append((start, end, gen))
+    expected: dict[int, int] = defaultdict(int)
+    for spans in by_tp.values():
+        latest_end = first_start
+        for i, (start, end, gen) in enumerate(sorted(spans)):
+            expected[gen] += max(start - latest_end, 0)
+            latest_end = end if i == 0 else max(latest_end, end)
+    got = {r["generation"]: r["unowned_partition_ms"] for r in rows(spark, known["out"], "rebalances")}
+    assert got == dict(expected)
+    # m-1's two partitions sat unowned from the crash until the session timeout's rebalance ended.
+    assert got[2] >= 2 * 5_000
+
+
+def test_runs_summary_adds_up(spark, known):
+    (run,) = rows(spark, known["out"], "runs")
+    assert run["events"] == len(known["events"]) and run["malformed_lines"] == 0
+    assert run["rebalances"] == 4 and run["stable_generations"] == 4
+    reb = rows(spark, known["out"], "rebalances")
+    assert run["partitions_moved"] == sum(r["partitions_moved"] for r in reb) == len(rows(spark, known["out"], "movements"))
+    assert run["unowned_partition_ms"] == sum(r["unowned_partition_ms"] for r in reb)
+    assert run["delivery_mode"] is None
+    assert set(known["result"].rows) == set(TABLES)
+
+
+# ----------------------------------------------------------------------------- deliveries
+
+
+def test_deliveries_per_record_add_up_to_the_simulators_account(spark, tmp_path):
+    scenario = load_scenario(resolve_scenario("delivery-at-least-once"))
+    run_dir, events = record(tmp_path, "alo", scenario=scenario, seed=2)
+    analyze(spark, [str(run_dir)], tmp_path / "out")
+    (account,) = [f for node, ev, _, f in events if ev == "delivery_account"]
+    got = rows(spark, tmp_path / "out", "deliveries")
+    assert len(got) == account["produced"]
+    assert sum(r["outcome"] == "lost" for r in got) == account["lost"]
+    assert sum(r["output"] - 1 for r in got if r["outcome"] == "duplicated") == account["duplicated"]
+    assert sum(r["processed"] for r in got) == account["processed"]
+    assert all(r["committed"] for r in got) and {r["mode"] for r in got} == {"at-least-once"}
+    assert all(r["processed"] >= 1 for r in got)  # at-least-once: every record was processed
+    (run,) = rows(spark, tmp_path / "out", "runs")
+    assert (run["delivery_mode"], run["lost"], run["duplicated"]) == ("at-least-once", account["lost"], account["duplicated"])
+
+
+# ----------------------------------------------------------------------------- bad and odd input
+
+
+def test_malformed_lines_are_counted_and_kept_aside_and_change_nothing_else(spark, known, tmp_path):
+    run_dir = tmp_path / "known"
+    shutil.copytree(known["run_dir"], run_dir)
+    bad = ["not json at all", '{"ts_ms": 5, "event": "group_stable"', "[1, 2, 3]",
+           '{"event": "rebalance_started", "node": "coordinator"}', '{"ts_ms": "soon", "event": "x", "node": "coordinator"}']
+    with open(run_dir / "coordinator.jsonl", "a") as f:
+        f.write("\n".join(bad) + "\n")
+    result = analyze(spark, [str(run_dir)], tmp_path / "out")
+    assert result.runs[0]["malformed_lines"] == 5 and result.rows["malformed"] == 5
+    assert sorted(r["line"] for r in rows(spark, tmp_path / "out", "malformed")) == sorted(bad)
+    for table in ("rebalances", "assignments", "movements", "ownership"):
+        assert len(rows(spark, tmp_path / "out", table)) == len(rows(spark, known["out"], table)), table
+
+
+def test_an_empty_run_gives_empty_tables(spark, tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "coordinator.jsonl").write_text("")
+    result = analyze(spark, [str(tmp_path / "empty")], tmp_path / "out")
+    assert result.runs == [] and all(n == 0 for n in result.rows.values())
+
+
+def test_a_reused_run_directory_is_split_into_its_runs(spark, tmp_path):
+    """Two coordinators started without a data directory appended to the same files: two runs,
+    each with its own generation 1."""
+    def lines(t0: int) -> list[dict[str, Any]]:
+        g = {"node": "coordinator", "group_id": "g"}
+        return [
+            {"ts_ms": t0, "event": "coordinator_started", "node": "coordinator", "host": "127.0.0.1", "port": 1,
+             "config": {}, "data_dir": None},
+            {"ts_ms": t0 + 1, "event": "rebalance_started", **g, "generation_id": 0, "state": "PreparingRebalance",
+             "trigger": "member a joined", "cause": "member_joined", "members": ["a"]},
+            {"ts_ms": t0 + 5, "event": "generation_completed", **g, "generation_id": 1, "state": "CompletingRebalance",
+             "protocol_name": "range", "leader": "a", "members": ["a"], "trigger": "member a joined"},
+            {"ts_ms": t0 + 6, "event": "group_stable", **g, "generation_id": 1, "state": "Stable", "leader": "a",
+             "protocol_name": "range", "assignments": {"a": [["t", 0]]}, "clients": {"a": "c1"}},
+        ]
+    run_dir = tmp_path / "reused"
+    run_dir.mkdir()
+    (run_dir / "coordinator.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines(1000) + lines(9000)))
+    analyze(spark, [str(run_dir)], tmp_path / "out")
+    got = sorted((r["run"], r["generation"], r["start_ms"], r["end_ms"]) for r in rows(spark, tmp_path / "out", "rebalances"))
+    assert got == [("reused", 1, 1001, 1006), ("reused#2", 1, 9001, 9006)]
+
+
+def test_two_runs_with_the_same_directory_name_are_told_apart_by_path(spark, known, tmp_path):
+    for parent in ("a", "b"):
+        shutil.copytree(known["run_dir"], tmp_path / parent / "known")
+    result = analyze(spark, [str(tmp_path / "a" / "known"), str(tmp_path / "b" / "known")], tmp_path / "out")
+    assert sorted(r["run"] for r in result.runs) == sorted(str((tmp_path / p / "known")) for p in ("a", "b"))
+    assert all(r["rebalances"] == 4 for r in result.runs)
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def test_the_cli_writes_tables_and_a_report_and_refuses_bad_input(spark, known, tmp_path, capsys):
+    from grouplab.cli import main
+
+    out = tmp_path / "out"
+    assert main(["analyze", str(known["run_dir"]), "--out", str(out), "--master", "local[2]"]) == 0
+    assert all((out / t).is_dir() for t in TABLES) and (out / "report.html").is_file()
+    assert "known" in capsys.readouterr().out
+    assert main(["analyze", str(tmp_path / "nope"), "--out", str(out)]) == 2
+    (tmp_path / "no-logs").mkdir()
+    assert main(["analyze", str(tmp_path / "no-logs"), "--out", str(out)]) == 2
+    assert "no *.jsonl" in capsys.readouterr().err
