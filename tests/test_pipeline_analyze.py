@@ -283,3 +283,41 @@ def test_the_cli_writes_tables_and_a_report_and_refuses_bad_input(spark, known, 
     (tmp_path / "no-logs").mkdir()
     assert main(["analyze", str(tmp_path / "no-logs"), "--out", str(out)]) == 2
     assert "no *.jsonl" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- a real-socket run
+
+
+def test_a_real_socket_run_with_a_crash_is_analyzed_from_its_wall_clock_logs(spark, tmp_path):
+    """`grouplab run --delivery at-least-once --crash`: three consumers over TCP, one killed
+    without LeaveGroup (its session expires), one added; every input record counted."""
+    import os
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "real"
+    proc = subprocess.run(
+        [sys.executable, "-m", "grouplab.cli", "run", "--consumers", "3", "--topics", "in:3", "--run-dir", str(run_dir),
+         "--delivery", "at-least-once", "--records", "50", "--processing-ms", "1", "--crash",
+         "--config", "group.initial.rebalance.delay.ms=0", "--consumer-config", "heartbeat.interval.ms=100",
+         "--consumer-config", "session.timeout.ms=6000", "--hold", "0.2", "--timeout", "60"],
+        capture_output=True, text=True, timeout=180, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    coordinator_lines = [json.loads(x) for x in (run_dir / "coordinator.jsonl").read_text().splitlines()]
+    result = analyze(spark, [str(run_dir)], tmp_path / "out")
+    (run,) = result.runs
+    completed = [x for x in coordinator_lines if x["event"] == "generation_completed"]
+    assert run["rebalances"] == len(completed) >= 3 and run["malformed_lines"] == 0
+    reb = sorted(rows(spark, tmp_path / "out", "rebalances"), key=lambda r: r["generation"])
+    assert "session_timeout" in [r["cause"] for r in reb] and reb[0]["cause"] == "member_joined"
+    crash = next(r for r in reb if r["cause"] == "session_timeout")
+    assert crash["unowned_partition_ms"] > 0 and crash["outcome"] == "stable"
+    sessions = rows(spark, tmp_path / "out", "member_sessions")
+    # the crashed one, and the three that left when the run ended
+    assert sorted(r["end_reason"] or "-" for r in sessions) == ["left", "left", "left", "session_timeout"]
+    crashed = next(r for r in sessions if r["end_reason"] == "session_timeout")
+    ends = {r["end_reason"] for r in rows(spark, tmp_path / "out", "ownership") if r["member_id"] == crashed["member_id"]}
+    assert ends == {"removed"}  # it never said goodbye: the coordinator's removal ends its ownership
+    deliveries = rows(spark, tmp_path / "out", "deliveries")
+    assert len(deliveries) == 3 * 50 and not [r for r in deliveries if r["outcome"] == "lost"]
+    assert (run["delivery_mode"], run["lost"]) == ("at-least-once", 0)
