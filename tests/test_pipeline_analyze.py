@@ -217,18 +217,25 @@ def test_deliveries_per_record_add_up_to_the_simulators_account(spark, tmp_path)
 # ----------------------------------------------------------------------------- bad and odd input
 
 
-def test_malformed_lines_are_counted_and_kept_aside_and_change_nothing_else(spark, known, tmp_path):
-    run_dir = tmp_path / "known"
-    shutil.copytree(known["run_dir"], run_dir)
+def test_malformed_lines_are_counted_per_run_and_change_nothing_else(spark, known, tmp_path):
+    """The same run twice, under two parents (so the runs are named by their paths), one copy with
+    five malformed lines appended to its coordinator log."""
+    dirty, clean = tmp_path / "a" / "known", tmp_path / "b" / "known"
+    for run_dir in (dirty, clean):
+        shutil.copytree(known["run_dir"], run_dir)
     bad = ["not json at all", '{"ts_ms": 5, "event": "group_stable"', "[1, 2, 3]",
            '{"event": "rebalance_started", "node": "coordinator"}', '{"ts_ms": "soon", "event": "x", "node": "coordinator"}']
-    with open(run_dir / "coordinator.jsonl", "a") as f:
+    with open(dirty / "coordinator.jsonl", "a") as f:
         f.write("\n".join(bad) + "\n")
-    result = analyze(spark, [str(run_dir)], tmp_path / "out")
-    assert result.runs[0]["malformed_lines"] == 5 and result.rows["malformed"] == 5
-    assert sorted(r["line"] for r in rows(spark, tmp_path / "out", "malformed")) == sorted(bad)
-    for table in ("rebalances", "assignments", "movements", "ownership"):
-        assert len(rows(spark, tmp_path / "out", table)) == len(rows(spark, known["out"], table)), table
+    result = analyze(spark, [str(dirty), str(clean)], tmp_path / "out")
+    assert {r["run"]: r["malformed_lines"] for r in result.runs} == {str(dirty): 5, str(clean): 0}
+    assert sorted((r["run"], r["file"], r["line"]) for r in rows(spark, tmp_path / "out", "malformed")) == sorted(
+        (str(dirty), "coordinator.jsonl", line) for line in bad)
+    assert [r["rebalances"] for r in result.runs] == [4, 4]
+    for table in ("rebalances", "assignments", "movements", "ownership", "member_sessions"):
+        got = rows(spark, tmp_path / "out", table)
+        expected = len(rows(spark, known["out"], table))
+        assert [sum(r["run"] == str(d) for r in got) for d in (dirty, clean)] == [expected, expected], table
 
 
 def test_an_empty_run_gives_empty_tables(spark, tmp_path):
@@ -259,14 +266,6 @@ def test_a_reused_run_directory_is_split_into_its_runs(spark, tmp_path):
     analyze(spark, [str(run_dir)], tmp_path / "out")
     got = sorted((r["run"], r["generation"], r["start_ms"], r["end_ms"]) for r in rows(spark, tmp_path / "out", "rebalances"))
     assert got == [("reused", 1, 1001, 1006), ("reused#2", 1, 9001, 9006)]
-
-
-def test_two_runs_with_the_same_directory_name_are_told_apart_by_path(spark, known, tmp_path):
-    for parent in ("a", "b"):
-        shutil.copytree(known["run_dir"], tmp_path / parent / "known")
-    result = analyze(spark, [str(tmp_path / "a" / "known"), str(tmp_path / "b" / "known")], tmp_path / "out")
-    assert sorted(r["run"] for r in result.runs) == sorted(str((tmp_path / p / "known")) for p in ("a", "b"))
-    assert all(r["rebalances"] == 4 for r in result.runs)
 
 
 # ----------------------------------------------------------------------------- the command
