@@ -518,11 +518,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grouplab.pipeline.session import SparkUnavailable, parse_conf, spark_session
-    from grouplab.pipeline.tables import NoEventLogs, run_labels
+    from grouplab.pipeline.tables import NoEventLogs, input_files, run_labels
 
-    for run_dir in args.run_dirs:  # a missing directory is a usage error, before Spark starts
-        if "://" not in run_dir and not Path(run_dir).is_dir():
-            raise UsageError(f"{run_dir}: no such run directory")
+    try:  # a missing directory or one without logs is a usage error, before Spark starts
+        input_files(args.run_dirs)
+    except NoEventLogs as exc:
+        raise UsageError(str(exc)) from None
     conf = parse_conf(args.conf)
     out = Path(args.out)
     try:
@@ -546,10 +547,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         def written(name: str, rows: int) -> None:
             progress.update(bar, advance=1, description=f"wrote {name} ({rows:,} rows)")
 
-        try:
-            result = analyze(spark, args.run_dirs, out, on_table=written, events_table=args.events_table)
-        except NoEventLogs as exc:
-            raise UsageError(str(exc)) from None
+        result = analyze(spark, args.run_dirs, out, on_table=written, events_table=args.events_table)
         progress.update(bar, description="writing the report")
         report = write_report(spark, out)
         progress.update(bar, advance=1)
@@ -575,7 +573,8 @@ def _runs_table(runs: list[dict[str, Any]]) -> Any:
     for r in runs:
         delivery = "-" if not r.get("delivery_mode") else f"{r['delivery_mode']}: {r['lost']} lost, {r['duplicated']} dup."
         table.add_row(r["run"], f"{r['events']:,}", str(r["malformed_lines"]), str(r["rebalances"]),
-                      str(r["partitions_moved"]), f"{(r['unowned_partition_ms'] or 0) / 1000:,.1f}",
+                      str(r["partitions_moved"]),
+                      "-" if r["unowned_partition_ms"] is None else f"{r['unowned_partition_ms'] / 1000:,.1f}",
                       "-" if r["rebalance_p50_ms"] is None else str(r["rebalance_p50_ms"]),
                       "-" if r["rebalance_p99_ms"] is None else str(r["rebalance_p99_ms"]), delivery)
     return table

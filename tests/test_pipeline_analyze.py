@@ -247,7 +247,7 @@ def test_an_empty_run_gives_empty_tables(spark, tmp_path):
 
 def test_a_reused_run_directory_is_split_into_its_runs(spark, tmp_path):
     """Two coordinators started without a data directory appended to the same files: two runs,
-    each with its own generation 1."""
+    each with its own generation 1. (No member logs: stop-the-world time is unknown, not 0.)"""
     def lines(t0: int) -> list[dict[str, Any]]:
         g = {"node": "coordinator", "group_id": "g"}
         return [
@@ -266,6 +266,8 @@ def test_a_reused_run_directory_is_split_into_its_runs(spark, tmp_path):
     analyze(spark, [str(run_dir)], tmp_path / "out")
     got = sorted((r["run"], r["generation"], r["start_ms"], r["end_ms"]) for r in rows(spark, tmp_path / "out", "rebalances"))
     assert got == [("reused", 1, 1001, 1006), ("reused#2", 1, 9001, 9006)]
+    # Only the coordinator's log: what the members owned, and so the stop-the-world time, is unknown.
+    assert {r["unowned_partition_ms"] for r in rows(spark, tmp_path / "out", "rebalances")} == {None}
 
 
 # ----------------------------------------------------------------------------- the command
@@ -281,7 +283,7 @@ def test_the_cli_writes_tables_and_a_report_and_refuses_bad_input(spark, known, 
     assert main(["analyze", str(tmp_path / "nope"), "--out", str(out)]) == 2
     (tmp_path / "no-logs").mkdir()
     assert main(["analyze", str(tmp_path / "no-logs"), "--out", str(out)]) == 2
-    assert "no *.jsonl" in capsys.readouterr().err
+    assert "no *.jsonl event logs" in " ".join(capsys.readouterr().err.split())
 
 
 # ----------------------------------------------------------------------------- a real-socket run

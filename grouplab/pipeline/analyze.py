@@ -39,7 +39,7 @@ def build_tables(logs: t.EventLogs, keep: Callable[[DataFrame], DataFrame] = lam
     moved = keep(t.movements(assigned, phases, ids))
     owned = keep(t.ownership(events))
     gaps = t.unowned_gaps(owned, phases)
-    rebal = keep(t.rebalances(phases, moved, gaps, t.revocations(events)))
+    rebal = keep(t.rebalances(phases, moved, gaps, t.revocations(events), owned))
     deliv = keep(t.deliveries(events))
     return Tables(events, {
         "rebalances": rebal,

@@ -53,10 +53,15 @@ def _input_files(run_dir: str) -> list[str]:
     return files
 
 
+def input_files(run_dirs: Iterable[str]) -> list[str]:
+    """The event-log files of the run directories; NoEventLogs for a missing or empty one."""
+    return [f for d in run_dirs for f in _input_files(str(d))]
+
+
 def read_event_logs(spark: SparkSession, run_dirs: list[str]) -> EventLogs:
     """Every `*.jsonl` file of every run directory, parsed with the explicit schema."""
     labels = run_labels(run_dirs)
-    files = [f for d in labels for f in _input_files(d)]
+    files = input_files(labels)
     raw = spark.read.text(files).select(
         "value",
         F.col("_metadata.file_path").alias("file_path"),
@@ -366,7 +371,8 @@ def unowned_gaps(owned: DataFrame, phases: DataFrame) -> DataFrame:
             .select(*GROUP, "generation", "topic", "partition", "unowned_since_ms", "start_ms", "gap_ms"))
 
 
-def rebalances(phases: DataFrame, moved: DataFrame, gaps: DataFrame, revocations: DataFrame) -> DataFrame:
+def rebalances(phases: DataFrame, moved: DataFrame, gaps: DataFrame, revocations: DataFrame,
+               owned: DataFrame) -> DataFrame:
     """The rebalance phases with what they cost: partitions moved, revoked by members during the
     rebalance, and stop-the-world partition-milliseconds (gaps ended by this generation)."""
     moves = moved.groupBy(*GROUP, "generation").agg(F.count("*").alias("partitions_moved"))
@@ -374,11 +380,17 @@ def rebalances(phases: DataFrame, moved: DataFrame, gaps: DataFrame, revocations
         F.sum("gap_ms").alias("unowned_partition_ms"), F.max("gap_ms").alias("max_unowned_ms"),
         F.countDistinct("topic", "partition").alias("partitions_unowned")))
     revoked = revocations.groupBy(*GROUP, "generation").agg(F.count("*").alias("partitions_revoked"))
-    return (phases.join(moves, on=[*GROUP, "generation"], how="left").join(cost, on=[*GROUP, "generation"], how="left")
-            .join(revoked, on=[*GROUP, "generation"], how="left")
-            .fillna(0, subset=["partitions_moved", "unowned_partition_ms", "max_unowned_ms", "partitions_unowned",
-                               "partitions_revoked"])
-            .drop("member_ids"))
+    # Stop-the-world and revocations come from the members' logs: without them they are unknown
+    # (null), not zero.
+    member_view = owned.select("run").distinct().withColumn("_members_logged", F.lit(True))
+    known = F.col("_members_logged").isNotNull()
+    member_cols = ["unowned_partition_ms", "max_unowned_ms", "partitions_unowned", "partitions_revoked"]
+    out = (phases.join(moves, on=[*GROUP, "generation"], how="left").join(cost, on=[*GROUP, "generation"], how="left")
+           .join(revoked, on=[*GROUP, "generation"], how="left").join(member_view, on=RUN, how="left")
+           .fillna(0, subset=["partitions_moved"]))
+    for c in member_cols:
+        out = out.withColumn(c, F.when(known, F.coalesce(F.col(c), F.lit(0))))
+    return out.drop("member_ids", "_members_logged")
 
 
 # ----------------------------------------------------------------------------- delivery
@@ -390,11 +402,12 @@ def deliveries(events: DataFrame) -> DataFrame:
     `delivery_records` account), whether its offset was committed, and the outcome."""
     batches = events.where((F.col("event") == "batch_processed") & F.col("first_offsets").isNotNull())
     ranges = batches.select("run", F.explode(F.arrays_zip("partitions", "first_offsets", "last_offsets")).alias("b"))
-    processed = (ranges.select("run", F.col("b.partitions")[0].alias("topic"), F.col("b.partitions")[1].cast("long").alias("partition"),
+    processed = (ranges.select("run", F.col("b.partitions")[0].alias("topic"), F.col("b.partitions")[1].cast("int").alias("partition"),
                                F.explode(F.sequence("b.first_offsets", "b.last_offsets")).alias("offset"))
                  .groupBy("run", "topic", "partition", "offset").agg(F.count("*").alias("processed")))
     account = events.where(F.col("event") == "delivery_records").select(
-        "run", "mode", "topic", "partition", "committed_offset", F.posexplode("output_counts").alias("offset", "output"))
+        "run", "mode", "topic", F.col("partition").cast("int").alias("partition"), "committed_offset",
+        F.posexplode("output_counts").alias("offset", "output"))
     account = account.withColumn("offset", F.col("offset").cast("long"))
     out = account.join(processed, on=["run", "topic", "partition", "offset"], how="full")
     outcome = (F.when(F.col("output").isNull(), "unknown").when(F.col("output") == 0, "lost")
@@ -424,5 +437,4 @@ def run_summary(events: DataFrame, malformed: DataFrame, rebal: DataFrame, deliv
         F.sum(F.when(F.col("outcome") == "lost", 1).otherwise(0)).alias("lost"),
         F.sum(F.when(F.col("outcome") == "duplicated", F.col("output") - 1).otherwise(0)).alias("duplicated"))
     return (base.join(bad, on=RUN, how="full").join(reb, on=RUN, how="left").join(dl, on=RUN, how="left")
-            .fillna(0, subset=["events", "malformed_lines", "rebalances", "stable_generations", "partitions_moved",
-                               "unowned_partition_ms"]))
+            .fillna(0, subset=["events", "malformed_lines", "rebalances", "stable_generations", "partitions_moved"]))
