@@ -434,6 +434,19 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
+def output_dir(path: str) -> Path:
+    """--out of the Spark commands: a directory the driver writes (the report) and the executors
+    write (Parquet), so a filesystem path, created now, before Spark starts."""
+    if "://" in path:
+        raise UsageError(f"--out must be a filesystem path (on a cluster, a shared mount), not a URI: {path}")
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --out {out}: {exc}") from None
+    return out
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Arguments and display only; the job is grouplab/pipeline/sweep.py."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -452,11 +465,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     scenario = load_scenario(path)  # a broken scenario fails here, before Spark starts
     sizes = parse_sizes(args.members) if args.members else [scenario.member_count]
     conf = parse_conf(args.conf)
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create --out {out}: {exc}") from None
+    out = output_dir(args.out)
     try:
         spark = spark_session(args.master, conf, app_name=f"grouplab sweep {scenario.name}")
     except SparkUnavailable as exc:
@@ -525,11 +534,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     except NoEventLogs as exc:
         raise UsageError(str(exc)) from None
     conf = parse_conf(args.conf)
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create --out {out}: {exc}") from None
+    out = output_dir(args.out)
     try:
         spark = spark_session(args.master, conf, app_name="grouplab analyze")
     except SparkUnavailable as exc:

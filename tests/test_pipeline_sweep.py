@@ -248,3 +248,15 @@ def test_cli_sweep_out_that_cannot_be_a_directory_exits_2(tmp_path: Path, capsys
     assert main(["sweep", "--scenario", "crash-storm", "--seeds", "1", "--members", "3",
                  "--out", str(tmp_path / "file" / "out")]) == 2
     assert "cannot create --out" in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.parametrize("command", ["sweep", "analyze"])
+def test_cli_out_must_be_a_filesystem_path(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The driver writes the report with plain file I/O: --out is a path (a shared mount on a
+    cluster), and a URI is refused before Spark starts."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "coordinator.jsonl").write_text("")
+    args = (["sweep", "--scenario", "crash-storm", "--seeds", "1", "--members", "3"] if command == "sweep"
+            else ["analyze", str(tmp_path / "run")])
+    assert main([*args, "--out", "s3a://bucket/out"]) == 2
+    assert "--out must be a filesystem path" in " ".join(capsys.readouterr().err.split())
