@@ -65,9 +65,9 @@ def analyze(spark: SparkSession, run_dirs: list[str], out: str | Path,
             on_table: Callable[[str, int], None] | None = None, events_table: bool = False) -> AnalyzeResult:
     """Read `run_dirs`, write every table to `out/<table>/` (Parquet, replacing what was there)."""
     out = Path(out)
-    logs = t.read_event_logs(spark, run_dirs)
-    persisted = logs.events.persist(StorageLevel.MEMORY_AND_DISK)
-    logs = t.EventLogs(t.split_appended_runs(persisted), logs.malformed)
+    persisted = t.parse_event_logs(spark, run_dirs).persist(StorageLevel.MEMORY_AND_DISK)
+    logs = t.split_parsed(persisted)
+    logs = t.EventLogs(t.split_appended_runs(logs.events), logs.malformed)
     kept: list[DataFrame] = [persisted]
 
     def keep(df: DataFrame) -> DataFrame:

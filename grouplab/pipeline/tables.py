@@ -58,8 +58,10 @@ def input_files(run_dirs: Iterable[str]) -> list[str]:
     return [f for d in run_dirs for f in _input_files(str(d))]
 
 
-def read_event_logs(spark: SparkSession, run_dirs: list[str]) -> EventLogs:
-    """Every `*.jsonl` file of every run directory, parsed with the explicit schema."""
+def parse_event_logs(spark: SparkSession, run_dirs: list[str]) -> DataFrame:
+    """Every `*.jsonl` line of every run directory, parsed once with the explicit schema: `run`,
+    `file`, `seq`, `valid`, `line` (the raw text, kept only for malformed lines), then the
+    schema's fields. Persist this one DataFrame and derive both halves with `split_parsed`."""
     labels = run_labels(run_dirs)
     files = input_files(labels)
     raw = spark.read.text(files).select(
@@ -77,9 +79,19 @@ def read_event_logs(spark: SparkSession, run_dirs: list[str]) -> EventLogs:
     valid = F.col("j").isNotNull()
     for name in REQUIRED:
         valid = valid & F.col(f"j.{name}").isNotNull()
-    events = parsed.where(valid).select("run", "file", "seq", "j.*")
-    malformed = parsed.where(~valid).select("run", "file", F.substring("value", 1, 500).alias("line"))
-    return EventLogs(events, malformed)
+    return parsed.select("run", "file", "seq", valid.alias("valid"),
+                         F.when(~valid, F.substring("value", 1, 500)).alias("line"), "j.*")
+
+
+def split_parsed(parsed: DataFrame) -> EventLogs:
+    """The valid lines as events, the others as the malformed table."""
+    return EventLogs(parsed.where("valid").drop("valid", "line"),
+                     parsed.where(~F.col("valid")).select("run", "file", "line"))
+
+
+def read_event_logs(spark: SparkSession, run_dirs: list[str]) -> EventLogs:
+    """Every `*.jsonl` file of every run directory, parsed with the explicit schema."""
+    return split_parsed(parse_event_logs(spark, run_dirs))
 
 
 def split_appended_runs(events: DataFrame) -> DataFrame:
