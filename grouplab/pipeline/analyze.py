@@ -7,6 +7,7 @@ report.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -63,12 +64,18 @@ class AnalyzeResult:
 
 def analyze(spark: SparkSession, run_dirs: list[str], out: str | Path,
             on_table: Callable[[str, int], None] | None = None, events_table: bool = False) -> AnalyzeResult:
-    """Read `run_dirs`, write every table to `out/<table>/` (Parquet, replacing what was there)."""
+    """Read `run_dirs`, write every table to `out/<table>/` (Parquet, replacing what was there).
+
+    The lines are parsed once and written as Parquet (`out/events/`, kept with `events_table`);
+    every table then reads back only the columns it needs. Caching the parsed lines in memory
+    instead was slower: Spark's in-memory cache builds nested columns (the [[topic, partition]]
+    lists, the assignment maps) row by row, and that cost more than parsing the JSON."""
     out = Path(out)
-    persisted = t.parse_event_logs(spark, run_dirs).persist(StorageLevel.MEMORY_AND_DISK)
-    logs = t.split_parsed(persisted)
+    staged = out / ("events" if events_table else "_parsed")
+    t.parse_event_logs(spark, run_dirs).write.mode("overwrite").parquet(str(staged))
+    logs = t.split_parsed(spark.read.parquet(str(staged)))
     logs = t.EventLogs(t.split_appended_runs(logs.events), logs.malformed)
-    kept: list[DataFrame] = [persisted]
+    kept: list[DataFrame] = []
 
     def keep(df: DataFrame) -> DataFrame:
         kept.append(df.persist(StorageLevel.MEMORY_AND_DISK))
@@ -77,10 +84,12 @@ def analyze(spark: SparkSession, run_dirs: list[str], out: str | Path,
     try:
         tables = build_tables(logs, keep)
         rows: dict[str, int] = {}
-        names = list(TABLES) + (["events"] if events_table else [])
-        for name in names:
-            df = tables.events if name == "events" else tables[name]
-            df.write.mode("overwrite").parquet(str(out / name))
+        if events_table:
+            rows["events"] = logs.events.count()
+            if on_table is not None:
+                on_table("events", rows["events"])
+        for name in TABLES:
+            tables[name].write.mode("overwrite").parquet(str(out / name))
             rows[name] = spark.read.parquet(str(out / name)).count()
             if on_table is not None:
                 on_table(name, rows[name])
@@ -89,4 +98,6 @@ def analyze(spark: SparkSession, run_dirs: list[str], out: str | Path,
     finally:
         for df in kept:
             df.unpersist()
+        if not events_table:
+            shutil.rmtree(staged, ignore_errors=True)
     return AnalyzeResult(out, runs, rows, examples)

@@ -22,7 +22,6 @@ DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
-    "spark.sql.parquet.compression.codec": "zstd",
     # A run directory is one small file per node, and analyze reads thousands of them. Past this
     # many paths Spark lists them with a job of its own, one task per path: 25 s for 4,000 files
     # here, against well under a second listed on the driver.
