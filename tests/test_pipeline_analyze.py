@@ -322,3 +322,14 @@ def test_a_real_socket_run_with_a_crash_is_analyzed_from_its_wall_clock_logs(spa
     deliveries = rows(spark, tmp_path / "out", "deliveries")
     assert len(deliveries) == 3 * 50 and not [r for r in deliveries if r["outcome"] == "lost"]
     assert (run["delivery_mode"], run["lost"]) == ("at-least-once", 0)
+
+
+def test_a_run_reached_through_a_symbolic_link_is_read_under_the_links_name(tmp_path):
+    """The run's name comes from the files' paths: they must stay under the link as given."""
+    from grouplab.pipeline.tables import input_files, run_labels
+
+    (tmp_path / "storm-1").mkdir()
+    (tmp_path / "storm-1" / "coordinator.jsonl").write_text("")
+    (tmp_path / "latest").symlink_to(tmp_path / "storm-1")
+    assert input_files([str(tmp_path / "latest")]) == [str(tmp_path / "latest" / "coordinator.jsonl")]
+    assert run_labels([str(tmp_path / "latest")]) == {str(tmp_path / "latest"): "latest"}

@@ -48,7 +48,8 @@ def _input_files(run_dir: str) -> list[str]:
     path = Path(run_dir)
     if not path.is_dir():
         raise NoEventLogs(f"{run_dir}: no such run directory")
-    files = sorted(str(p.resolve()) for p in path.glob("*.jsonl"))
+    # absolute(), not resolve(): a run reached through a link is named by the link, as given.
+    files = sorted(str(p.absolute()) for p in path.glob("*.jsonl"))
     if not files:
         raise NoEventLogs(f"{run_dir}: no *.jsonl event logs in it (grouplab run/simulate --run-dir writes them)")
     return files
