@@ -39,12 +39,12 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 
 from consumer.assignors import get_assignor  # noqa: E402
 from protocol.types import Subscription, TopicPartition  # noqa: E402
@@ -518,7 +518,7 @@ def main() -> None:
     print("\nTargets:")
     print("\n".join(verdict))
     if not args.no_write:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = utc_stamp()
         command = shlex.join(["scripts/bench_assignors.py", *sys.argv[1:]])
         peer = (f"peer: kafka-python {kafka_version} `StickyPartitionAssignor` (eager), shown on both sticky rows, "
                 f"each measurement in its own process with a {args.peer_timeout:g} s limit"
@@ -529,12 +529,7 @@ def main() -> None:
                   f"sizes with at most {SMALL:,} partitions are the best of {args.repeat}. "
                   f"moved = round-2 owner differs from round-1 owner; bound = departed members' partitions "
                   f"+ remaining members' excess over ceil(P/M'); ok = moved (+ withheld) ≤ bound, valid and balanced.\n\n")
-        path = ROOT / "docs" / "benchmarks.md"
-        if not path.exists():
-            path.write_text("# Benchmarks\n\nEach section is one run of a script under `scripts/`; newest last.\n")
-        with path.open("a") as f:
-            f.write(header + text + "\n\nTargets:\n\n" + "\n".join(verdict) + "\n")
-        print(f"\nappended to {path}")
+        append_to_benchmarks(header + text + "\n\nTargets:\n\n" + "\n".join(verdict))
 
 
 if __name__ == "__main__":

@@ -26,13 +26,13 @@ import struct
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import msgpack
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 
 from coordinator.config import BrokerConfig  # noqa: E402
 from coordinator.partition_log import INT64_MAX, FileLogStore  # noqa: E402
@@ -479,7 +479,7 @@ def offsets_main(args: argparse.Namespace) -> None:
     print()
     print(text)
     if not args.no_write:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = utc_stamp()
         argv = " ".join(sys.argv[1:])
         header = (f"\n## Offset commits: OffsetCommit latency ({stamp})\n\n"
                   f"`scripts/bench_log.py{' ' + argv if argv else ''}` on {os.cpu_count()} cores, Python "
@@ -487,10 +487,7 @@ def offsets_main(args: argparse.Namespace) -> None:
                   f"request at a time over loopback TCP (a simple consumer's commits, generation -1), so each figure "
                   f"is a full round trip as commitSync sees it. With a data directory every committed partition is "
                   f"one record in the group log, written (and with `always` synced) before the response.\n\n")
-        path = ROOT / "docs" / "benchmarks.md"
-        with path.open("a") as f:
-            f.write(header + text + "\n")
-        print(f"\nappended to {path}")
+        append_to_benchmarks(header + text)
 
 
 def main() -> None:
@@ -531,16 +528,13 @@ def main() -> None:
     print()
     print(text)
     if not args.no_write:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = utc_stamp()
         argv = " ".join(sys.argv[1:])
         header = (f"\n## Partition logs: produce, fetch, recovery ({stamp})\n\n"
                   f"`scripts/bench_log.py{' ' + argv if argv else ''}` on {os.cpu_count()} cores, Python "
                   f"{platform.python_version()}, coordinator in its own process with a data directory, the load "
                   f"generator in this one (msgpack encoded directly), over loopback TCP.\n\n")
-        path = ROOT / "docs" / "benchmarks.md"
-        with path.open("a") as f:
-            f.write(header + text + "\n")
-        print(f"\nappended to {path}")
+        append_to_benchmarks(header + text)
     if not args.no_offsets:
         offsets_main(args)
 

@@ -50,6 +50,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 
 from grouplab.sim.runner import parse_seeds, run_seed  # noqa: E402
 from grouplab.sim.scenario import load_scenario, resolve_scenario  # noqa: E402
@@ -664,7 +665,7 @@ def main() -> None:
     print(f"\nwhole benchmark: {total / 60:.1f} min; load 1m at the start; cores ours / others: {whole}")
     whole = f"{whole_window.ours:.2f} cores ours and {whole_window.others:.2f} others on average"
     if not args.no_write:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = utc_stamp()
         argv = " ".join(sys.argv[1:])
         header = (f"\n## Spark pipeline: analyze and sweep throughput ({stamp})\n\n"
                   f"`scripts/bench_pipeline.py{' ' + argv if argv else ''}` on {os.cpu_count()} cores, Python "
@@ -681,10 +682,7 @@ def main() -> None:
                   f"process with its own SparkSession (grouplab's defaults, driver memory 4g"
                   f"{', ' + ', '.join(args.conf) if args.conf else ''}); *start-up s* is the session's start "
                   f"and a first trivial job, not counted in the rates.\n\n")
-        path = ROOT / "docs" / "benchmarks.md"
-        with path.open("a") as f:
-            f.write(header + text + "\n")
-        print(f"\nappended to {path}")
+        append_to_benchmarks(header + text)
 
 
 def pyspark_version() -> str:

@@ -20,11 +20,11 @@ import platform
 import struct
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 
 from consumer.client import GroupMemberClient  # noqa: E402
 from consumer.config import ConsumerConfig  # noqa: E402
@@ -197,16 +197,11 @@ def main() -> None:
     print()
     print(text)
     if not args.no_write:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = utc_stamp()
         header = (f"\n## Rebalance and heartbeat throughput ({stamp})\n\n"
                   f"`scripts/bench_rebalance.py --sizes {args.sizes} --hb-seconds {args.hb_seconds}` on "
                   f"{os.cpu_count()} cores, Python {platform.python_version()}, coordinator in its own process.\n\n")
-        path = ROOT / "docs" / "benchmarks.md"
-        if not path.exists():
-            path.write_text("# Benchmarks\n\nEach section is one run of a script under `scripts/`; newest last.\n")
-        with path.open("a") as f:
-            f.write(header + text + "\n")
-        print(f"\nappended to {path}")
+        append_to_benchmarks(header + text)
 
 
 if __name__ == "__main__":

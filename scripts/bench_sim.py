@@ -19,11 +19,11 @@ import os
 import platform
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 
 from grouplab.sim.scenario import load_scenario  # noqa: E402
 from grouplab.sim.world import Simulation  # noqa: E402
@@ -93,7 +93,7 @@ def main() -> None:
     print()
     print(text)
     if not args.no_write:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = utc_stamp()
         header = (f"\n## Simulator throughput ({stamp})\n\n"
                   f"`scripts/bench_sim.py --sizes {args.sizes} --seeds {args.seeds} --seed-members {args.seed_members} "
                   f"--workers {args.workers}` on {os.cpu_count()} cores, Python {platform.python_version()}. "
@@ -101,10 +101,7 @@ def main() -> None:
                   f"duplication), resized. *Messages* are protocol requests and responses sent; *events* also count "
                   f"both sides' timers, reconnects and faults. The peer is real time: the same run over real sockets "
                   f"would last the virtual duration.\n\n")
-        path = ROOT / "docs" / "benchmarks.md"
-        with path.open("a") as f:
-            f.write(header + text + "\n")
-        print(f"\nappended to {path}")
+        append_to_benchmarks(header + text)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,23 @@
+"""What every benchmark script shares: the dated section it appends to docs/benchmarks.md."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def utc_stamp() -> str:
+    """When a section was measured, as its heading shows it."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def append_to_benchmarks(section: str) -> Path:
+    """Append a section (heading, description, tables) to docs/benchmarks.md and say so."""
+    if not BENCHMARKS.exists():
+        BENCHMARKS.write_text("# Benchmarks\n\nEach section is one run of a script under `scripts/`; newest last.\n")
+    with BENCHMARKS.open("a") as f:
+        f.write(section + "\n")
+    print(f"\nappended to {BENCHMARKS}")
+    return BENCHMARKS
