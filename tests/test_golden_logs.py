@@ -1,0 +1,62 @@
+"""Golden event logs: every built-in scenario on a fixed seed, every node's JSON lines compared byte
+for byte with the files under tests/golden/sim/, and `grouplab simulate`'s printed report with
+tests/golden/simulate-*.txt. The event log is a contract (docs/events.md) that outside readers and
+the Spark pipeline depend on; refactoring the machines, their events or the simulator must leave
+these bytes as they are.
+
+After a deliberate change of the log, regenerate with `GROUPLAB_UPDATE_GOLDEN=1 scripts/test
+tests/test_golden_logs.py` and review the diff like code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grouplab.sim.runner import run_seed
+from grouplab.sim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden"
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
+SEED = 3
+UPDATE = os.environ.get("GROUPLAB_UPDATE_GOLDEN") == "1"
+
+
+def _compare(actual: bytes, golden: Path) -> None:
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_bytes(actual)
+        return
+    assert golden.exists(), f"{golden} missing; regenerate with GROUPLAB_UPDATE_GOLDEN=1"
+    expected = golden.read_bytes()
+    if actual != expected:
+        a, e = actual.decode().splitlines(), expected.decode().splitlines()
+        first = next((i for i, (x, y) in enumerate(zip(a, e)) if x != y), min(len(a), len(e)))
+        pytest.fail(f"{golden.relative_to(ROOT)} differs first at line {first + 1}:\n"
+                    f"  golden: {e[first] if first < len(e) else '<end>'}\n"
+                    f"  actual: {a[first] if first < len(a) else '<end>'}")
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_event_log_is_byte_identical_to_golden(path: Path, tmp_path: Path) -> None:
+    result = run_seed(load_scenario(path), SEED, tmp_path)
+    assert result.ok, result.violation
+    golden_dir = GOLDEN / "sim" / path.stem
+    produced = sorted(p.name for p in tmp_path.iterdir())
+    if not UPDATE:
+        assert produced == sorted(p.name for p in golden_dir.iterdir())
+    for name in produced:
+        _compare((tmp_path / name).read_bytes(), golden_dir / name)
+
+
+@pytest.mark.parametrize("scenario", ["crash-storm", "delivery-exactly-once"])
+def test_simulate_report_is_identical_to_golden(scenario: str) -> None:
+    env = {**os.environ, "COLUMNS": "120", "TERM": "dumb", "NO_COLOR": "1"}
+    out = subprocess.run([sys.executable, "-m", "grouplab.cli", "simulate", "--scenario", scenario,
+                          "--seed", str(SEED)], capture_output=True, env=env, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()
+    _compare(out.stdout, GOLDEN / f"simulate-{scenario}.txt")
