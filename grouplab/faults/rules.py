@@ -1,4 +1,5 @@
-"""Fault rules of the FaultProxy and their text form (`grouplab run --faults SPEC`).
+"""Fault rules and their text form, one language for the FaultProxy (`grouplab run --faults SPEC`)
+and the simulator (a scenario's `[[faults]] spec = SPEC`).
 
 A rule picks frames by API name (or `*`), by direction (`request`, `response` or `both`) and by link
 (a glob over the client id, or over the link name `client-id#n`), fires with probability `p`, at
@@ -12,15 +13,18 @@ SPEC, the text form:
     API     an API name (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, Metadata, ...) or *
     ACTION  drop[:P]              never forward it (with probability P, default 1)
             delay:MS | delay:MIN-MAX
-                                  forward it MS (or uniformly MIN..MAX) ms later; order on the
-                                  link is kept, as network latency keeps it
+                                  forward it MS (or uniformly MIN..MAX) ms later; on a socket the
+                                  order on the link is kept, as network latency keeps it (the
+                                  simulator's network never kept order: the delay adds to its own)
             duplicate             forward it twice
             error:CODE            answer the request with this Kafka error code (a number or a
                                   name such as REBALANCE_IN_PROGRESS) in that API's response body,
                                   never forwarding it; on dir=response: replace the response
             reorder[:WAIT_MS]     send it after the next frame on the same link and direction
                                   (or after WAIT_MS, default 1000, if none comes)
-            hold                  park it until the test releases it (FaultProxy API only)
+            hold                  park it until released: by the test (FaultProxy.release), or in a
+                                  scenario's [[faults]] when the window ends or after hold_ms;
+                                  not on the command line
     OPTION  p=P (0..1)  dir=request|response|both  link=GLOB  limit=N
 
 Examples: `Heartbeat:drop:0.2`, `JoinGroup:delay:200-500`, `SyncGroup:duplicate`, `*:delay:50`,
