@@ -102,7 +102,8 @@ def test_a_scenario_with_faults_replays_byte_for_byte(fault: str, action: str, t
 
 
 def test_injected_errors_reach_the_member_as_the_coordinators_answer() -> None:
-    result, events = run(scenario('spec = "Heartbeat:error:REBALANCE_IN_PROGRESS:link=m-2:limit=2"\nfrom_ms = 15000'), 1)
+    rule = 'spec = "Heartbeat:error:REBALANCE_IN_PROGRESS:link=m-2:limit=2"\nfrom_ms = 15000'
+    result, events = run(scenario(rule), 1)
     assert result.ok
     failed = [ev.fields["error"] for ev in named(events, "heartbeat_failed", "m-2")]
     assert failed[:2] == ["REBALANCE_IN_PROGRESS", "REBALANCE_IN_PROGRESS"]
@@ -162,7 +163,8 @@ def test_holding_the_leaders_sync_gets_it_removed_after_the_rebalance_timeout() 
         result, events = run(held, seed)
         assert result.ok, result.violation
         [fault] = named(events, "fault_injected")
-        assert (fault.fields["fault"], fault.fields["members"], fault.fields["api"]) == ("hold", ["leader0-0"], "SyncGroup")
+        assert (fault.fields["fault"], fault.fields["api"], fault.fields["members"]) == ("hold", "SyncGroup",
+                                                                                          ["leader0-0"])
         first = named(events, "generation_completed", "coordinator")[0]
         assert first.fields["leader"].startswith("leader0-0-")
         [removed] = named(events, "member_removed", "coordinator")

@@ -52,11 +52,6 @@ class SimFaultRules:
         self._next_change_ms: float = 0
         self._stash: dict[tuple[int, int], tuple[int, tuple]] = {}  # (member index, kind) -> reordered message
 
-    @property
-    def rules(self) -> list[Rule]:
-        """Every rule of the run, active or not, with its counters."""
-        return [w.rule for w in self.windows]
-
     def transmit(self, m: "SimMember", kind: int, payload: tuple) -> None:
         """Send one message (already past the link's partition and loss) through the rules."""
         sim = self.sim
@@ -66,7 +61,10 @@ class SimFaultRules:
             sim._on_wire(kind, payload)
             return
         request = kind == self.to_broker
-        message = Envelope(payload[2].api, "request") if request else Envelope(RESPONSE_API.get(type(payload[3])), "response")
+        if request:
+            message = Envelope(payload[2].api, "request")
+        else:
+            message = Envelope(RESPONSE_API.get(type(payload[3])), "response")
         key = (m.index, kind)
         decision = self.active.decide(message, LinkId(m.name, f"{m.name}#{payload[1]}"), sim.rng,
                                       reorder_waiting=key in self._stash)
@@ -103,7 +101,8 @@ class SimFaultRules:
         """The rules whose window holds `now`; recomputed only when a window opens or closes."""
         self._active_windows = {w.rule: w for w in self.windows if w.start_ms <= now < w.end_ms}
         self.active = RuleSet(list(self._active_windows))
-        self._next_change_ms = min((t for w in self.windows for t in (w.start_ms, w.end_ms) if t > now), default=math.inf)
+        self._next_change_ms = min((t for w in self.windows for t in (w.start_ms, w.end_ms) if t > now),
+                                   default=math.inf)
 
     def _release_at(self, rule: Rule) -> int:
         w = self._active_windows[rule]
