@@ -732,3 +732,4 @@ API: dict[str, ApiSpec] = {
 }
 
 REQUEST_API: dict[type, str] = {spec.request: name for name, spec in API.items()}
+RESPONSE_API: dict[type, str] = {spec.response: name for name, spec in API.items()}

@@ -23,18 +23,16 @@ parse are passed through untouched (no rule applies to them; link-level faults s
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import struct
 from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from grouplab.faults.rules import Rule, link_matches, parse_spec
+from grouplab.faults.rules import Envelope, Fate, LinkId, Rule, RuleSet, error_response, link_matches, parse_spec
 from protocol.effects import LogEvent, wall_clock_ms
-from protocol.errors import ErrorCode, FrameTooLarge, ProtocolError
+from protocol.errors import FrameTooLarge, ProtocolError
 from protocol.framing import FrameReader, encode_response, read_response, unpack
-from protocol.messages import API
 
 # Larger than any endpoint's limit (the server's socket.request.max.bytes, the client's 64 MiB), so
 # the endpoints, not the proxy, decide about big frames. A declared length beyond it switches that
@@ -150,57 +148,36 @@ class _Pipe:
             proxy.partition_dropped += 1
             return
         api, cid = meta if meta is not None else (None, None)
-        delay_s, copies = 0.0, 1
-        for rule in list(proxy.rules):
-            if rule.exhausted or not rule.selects(api, self.direction, link.client_id, link.name):
-                continue
-            rule.matched += 1
-            if rule.p < 1.0 and link.rng.random() >= rule.p:
-                continue
-            action = rule.action
-            if action == "delay":
-                lo, hi = rule.delay_ms
-                delay_s += (lo if lo == hi else link.rng.uniform(lo, hi)) / 1000
-                rule.fired += 1
-                continue
-            if action == "duplicate":
-                copies += 1
-                self._fired(rule, api, cid)
-                continue
-            if action == "reorder" and self.stash is not None:
-                continue  # this frame is the "next one" the stashed frame waits for
-            if action == "error" and api not in API:
-                continue  # no response type to answer with
-            self._fired(rule, api, cid)
-            if action == "drop":
-                return
-            if action == "error":
-                self._answer_error(rule, api, cid, delay_s)
-                return
-            if action == "hold":
-                proxy.held.append(Held(link, self.direction, api, cid, rule, data))
-                return
-            if action == "reorder":
-                self.stash = (data, meta)
-                self.stash_handle = proxy._loop.call_later(rule.wait_ms / 1000, self._flush_stash)
-                return
-        for _ in range(copies):
-            self.send_frame(data, meta, delay_s)
-        if self.stash is not None:
-            self._flush_stash(delay_s)
+        decision = proxy.rules.decide(Envelope(api, self.direction), LinkId(link.client_id, link.name), link.rng,
+                                      reorder_waiting=self.stash is not None)
+        for rule in decision.fired:
+            if rule.action != "delay":  # delays fire on nearly every frame: counted, not logged
+                self._report(rule, api, cid)
+        delay_s, fate = decision.delay_ms / 1000, decision.fate
+        if fate is Fate.DELIVER:
+            for _ in range(decision.copies):
+                self.send_frame(data, meta, delay_s)
+            if self.stash is not None:
+                self._flush_stash(delay_s)
+            return
+        rule = decision.rule
+        assert rule is not None and api is not None and cid is not None
+        if fate is Fate.ERROR:
+            self._answer_error(rule, api, cid, delay_s)
+        elif fate is Fate.HOLD:
+            proxy.held.append(Held(link, self.direction, api, cid, rule, data))
+        elif fate is Fate.REORDER:
+            self.stash = (data, meta)
+            self.stash_handle = proxy._loop.call_later(rule.wait_ms / 1000, self._flush_stash)
+        # Fate.DROP: never forwarded
 
-    def _fired(self, rule: Rule, api: str | None, cid: int | None) -> None:
-        rule.fired += 1
+    def _report(self, rule: Rule, api: str | None, cid: int | None) -> None:
         self.proxy._event("fault_injected", rule=rule.spec(), action=rule.action, api=api, direction=self.direction,
                           link=self.link.name, client_id=self.link.client_id, correlation_id=cid)
 
     def _answer_error(self, rule: Rule, api: str, cid: int, delay_s: float) -> None:
-        spec = API[api].response
-        fields = {f.name for f in dataclasses.fields(spec)}
-        body = spec(error_code=rule.error_code)
-        if "error_message" in fields:
-            body.error_message = f"injected by the fault proxy: {ErrorCode.from_code(rule.error_code).name}"
-        frame = encode_response(cid, body)
+        assert rule.error_code is not None
+        frame = encode_response(cid, error_response(api, rule.error_code, "the fault proxy"))
         if self.direction == "request":
             # Answered in the coordinator's place: the request never reaches it.
             self.link.pipes["response"].send_frame(frame, (api, cid), delay_s)
@@ -437,7 +414,7 @@ class FaultProxy:
         self.rng = random.Random(seed)
         self.events = events  # an EventLog-like object with .emit(LogEvent), or None
         self.clock = clock
-        self.rules: list[Rule] = []
+        self.rules = RuleSet()
         self.links: list[Link] = []
         self.held: list[Held] = []
         self.paused = False
@@ -494,7 +471,7 @@ class FaultProxy:
 
     def add(self, rule: Rule) -> Rule:
         rule._removed = False
-        self.rules.append(rule)
+        self.rules.add(rule)
         self._event("rule_added", rule=rule.spec())
         return rule
 

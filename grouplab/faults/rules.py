@@ -1,4 +1,5 @@
-"""Fault rules of the FaultProxy and their text form (`grouplab run --faults SPEC`).
+"""Fault rules and their text form, one language for the FaultProxy (`grouplab run --faults SPEC`)
+and the simulator (a scenario's `[[faults]] spec = SPEC`).
 
 A rule picks frames by API name (or `*`), by direction (`request`, `response` or `both`) and by link
 (a glob over the client id, or over the link name `client-id#n`), fires with probability `p`, at
@@ -12,25 +13,36 @@ SPEC, the text form:
     API     an API name (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, Metadata, ...) or *
     ACTION  drop[:P]              never forward it (with probability P, default 1)
             delay:MS | delay:MIN-MAX
-                                  forward it MS (or uniformly MIN..MAX) ms later; order on the
-                                  link is kept, as network latency keeps it
+                                  forward it MS (or uniformly MIN..MAX) ms later; on a socket the
+                                  order on the link is kept, as network latency keeps it (the
+                                  simulator's network never kept order: the delay adds to its own)
             duplicate             forward it twice
             error:CODE            answer the request with this Kafka error code (a number or a
                                   name such as REBALANCE_IN_PROGRESS) in that API's response body,
                                   never forwarding it; on dir=response: replace the response
             reorder[:WAIT_MS]     send it after the next frame on the same link and direction
                                   (or after WAIT_MS, default 1000, if none comes)
-            hold                  park it until the test releases it (FaultProxy API only)
+            hold                  park it until released: by the test (FaultProxy.release), or in a
+                                  scenario's [[faults]] when the window ends or after hold_ms;
+                                  not on the command line
     OPTION  p=P (0..1)  dir=request|response|both  link=GLOB  limit=N
 
 Examples: `Heartbeat:drop:0.2`, `JoinGroup:delay:200-500`, `SyncGroup:duplicate`, `*:delay:50`,
 `Heartbeat:error:27`, `Heartbeat:error:REBALANCE_IN_PROGRESS:link=consumer-2:limit=1`.
+
+`RuleSet.decide` is the one place where rules meet a message, for the socket proxy and for the
+simulator's network alike: pure (no clock, no I/O, randomness from the caller's generator), it
+says what to do with the message and leaves the doing, and any waiting, to the caller.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import fnmatch
+import random
 from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 from protocol.errors import ErrorCode
 from protocol.messages import API
@@ -172,6 +184,120 @@ class Rule:
 
 def _num(x: float) -> str:
     return f"{x:g}"
+
+
+# ----------------------------------------------------------------------------- deciding
+
+
+class Fate(enum.Enum):
+    """What becomes of a message. `delay` and `duplicate` rules do not decide a fate: they add to a
+    delivered message's latency and copies, and the next rules are tried."""
+
+    DELIVER = "deliver"
+    DROP = "drop"
+    HOLD = "hold"  # parked until the caller releases it
+    ERROR = "error"  # answered (request) or replaced (response) with the rule's error code
+    REORDER = "reorder"  # kept back until the next message on its link and direction, or the rule's wait_ms
+
+
+_FATES = {"drop": Fate.DROP, "hold": Fate.HOLD, "error": Fate.ERROR, "reorder": Fate.REORDER}
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What rules look at in a message: its API (None when it could not be read, or answers an
+    unknown request: no rule selects it) and its direction, `request` or `response`."""
+
+    api: str | None
+    direction: str
+
+
+@dataclass(frozen=True, slots=True)
+class LinkId:
+    """The connection a message travels on: the client id and the link's name (`consumer-1#2`)."""
+
+    client_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of `RuleSet.decide`. `delay_ms` and `copies` apply to a delivered message (and
+    `delay_ms` to an error answer); `rule` is the rule that decided any other fate (its
+    `error_code`, `wait_ms`); `fired` lists every rule that fired on the message, in order."""
+
+    fate: Fate = Fate.DELIVER
+    delay_ms: int = 0
+    copies: int = 1
+    rule: Rule | None = None
+    fired: tuple[Rule, ...] = ()
+
+
+DELIVER = Decision()
+
+
+class RuleSet:
+    """Rules in the order they were added; `decide` tries them in that order."""
+
+    def __init__(self, rules: list[Rule] | None = None) -> None:
+        self.rules: list[Rule] = list(rules or [])
+
+    def add(self, rule: Rule) -> None:
+        self.rules.append(rule)
+
+    def remove(self, rule: Rule) -> None:
+        self.rules.remove(rule)
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(list(self.rules))
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __contains__(self, rule: object) -> bool:
+        return rule in self.rules
+
+    def decide(self, message: Envelope, link: LinkId, rng: random.Random, reorder_waiting: bool = False) -> Decision:
+        """What to do with `message` on `link`. A rule that selects it and is below its `limit`
+        counts it in `matched` and rolls its probability (a draw from `rng` only when p < 1); if it
+        fires (`fired` + 1): `delay` adds its delay (a ranged one drawn from `rng`) and `duplicate`
+        a copy, and the next rules are tried; `drop`, `hold`, `error` and `reorder` decide the fate
+        and end the evaluation. A `reorder` does not fire while `reorder_waiting` (the caller keeps
+        a message back on this link and direction already: this one is the next it waits for);
+        an `error` does not fire on an API without a response type."""
+        delay_ms, copies = 0, 1
+        fired: list[Rule] = []
+        for rule in self.rules:
+            if rule.exhausted or not rule.selects(message.api, message.direction, link.client_id, link.name):
+                continue
+            rule.matched += 1
+            if rule.p < 1.0 and rng.random() >= rule.p:
+                continue
+            action = rule.action
+            if action == "delay":
+                lo, hi = rule.delay_ms
+                delay_ms += lo if lo == hi else lo + int(rng.random() * (hi - lo + 1))
+            elif action == "duplicate":
+                copies += 1
+            elif action == "reorder" and reorder_waiting or action == "error" and message.api not in API:
+                continue
+            else:
+                rule.fired += 1
+                fired.append(rule)
+                return Decision(_FATES[action], delay_ms, copies, rule, tuple(fired))
+            rule.fired += 1
+            fired.append(rule)
+        return Decision(Fate.DELIVER, delay_ms, copies, None, tuple(fired)) if fired else DELIVER
+
+
+def error_response(api: str, error_code: int, injected_by: str) -> Any:
+    """The body an `error` rule answers with: that API's response with the error code, every other
+    field at its default, and an `error_message` (where the body has one) saying who injected it."""
+    spec = API[api].response
+    body = spec(error_code=error_code)
+    if "error_message" in {f.name for f in dataclasses.fields(spec)}:
+        body.error_message = f"injected by {injected_by}: {ErrorCode.from_code(error_code).name}"
+    return body
 
 
 def link_matches(pattern: str, client_id: str, link_name: str) -> bool:

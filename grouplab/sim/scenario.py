@@ -20,6 +20,11 @@
     fault = "partition"
     members = 2                        # a count (picked by the seed) or a list of member names
     duration_ms = 30000
+    [[faults]]                         # fault rules on every message, in `grouplab run --faults` SPEC form
+    spec = "SyncGroup:hold:link=m-0"
+    from_ms = 20000                    # optional window; default: from the start until the faults end
+    until_ms = 90000
+    hold_ms = 40000                    # hold only: release after this long (default: when the window ends)
 
 Every name here is checked when the file is loaded, so a typo fails loudly instead of silently
 running a different scenario.
@@ -31,6 +36,8 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from grouplab.faults.rules import FaultSpecError, Rule, parse_spec
 
 FAULT_KINDS = (
     "crash",  # process gone, no LeaveGroup; restarts after duration_ms (or never if omitted/0)
@@ -105,6 +112,23 @@ class ScheduledFault:
 
 
 @dataclass
+class FaultRule:
+    """A `[[faults]]` entry: a fault rule in the SPEC form of `grouplab run --faults` (hold allowed),
+    applied to every message between a member and the coordinator sent in [from_ms, until_ms)
+    (until_ms None: until the faults end). A held message is released when the window ends, or
+    `hold_ms` after it was held if that comes first."""
+
+    spec: str = ""
+    from_ms: int = 0
+    until_ms: int | None = None
+    hold_ms: int | None = None
+
+    def rule(self) -> Rule:
+        """A new Rule for one run: each run counts its own `matched` and `fired`."""
+        return parse_spec(self.spec, allow_hold=True)
+
+
+@dataclass
 class DeliverySpec:
     """Members run a delivery-semantics application (consumer/delivery.py) instead of a plain
     consumer: they read `input_topic`, write every record to `output_topic`, and commit in `mode`."""
@@ -132,6 +156,7 @@ class Scenario:
     network: NetworkSpec = field(default_factory=NetworkSpec)
     random: RandomFaults = field(default_factory=RandomFaults)
     schedule: list[ScheduledFault] = field(default_factory=list)
+    faults: list[FaultRule] = field(default_factory=list)
     settle_ms: int | None = None  # liveness bound after the last fault; None: derived from the timeouts
     delivery: DeliverySpec | None = None
 
@@ -188,10 +213,12 @@ def parse_scenario(raw: dict[str, Any], source: str = "<scenario>") -> Scenario:
     network = _build(NetworkSpec, raw.pop("network", {}), f"{source}: network")
     random_faults = _build(RandomFaults, raw.pop("random", {}), f"{source}: random")
     schedule = [_build(ScheduledFault, s, f"{source}: schedule[{i}]") for i, s in enumerate(raw.pop("schedule", []))]
+    faults = [_build(FaultRule, f, f"{source}: faults[{i}]") for i, f in enumerate(raw.pop("faults", []))]
     delivery = _build(DeliverySpec, raw.pop("delivery"), f"{source}: delivery") if "delivery" in raw else None
     scenario = _build(Scenario, raw, source)
     scenario.delivery = delivery
     scenario.members, scenario.network, scenario.random, scenario.schedule = members, network, random_faults, schedule
+    scenario.faults = faults
     _validate(scenario, source)
     return scenario
 
@@ -275,6 +302,8 @@ def _validate(s: Scenario, source: str) -> None:
                                 f"got {f.members!r}")
         if f.fault == "add_partitions" and (f.topic not in s.topics or f.partitions < 1):
             raise ScenarioError(f"{source}: schedule[{i}]: add_partitions needs a known topic and partitions >= 1")
+    for i, rule in enumerate(s.faults):
+        _validate_fault_rule(rule, f"{source}: faults[{i}]")
     if s.delivery is not None:
         d = s.delivery
         if d.mode not in DELIVERY_MODES:
@@ -287,6 +316,23 @@ def _validate(s: Scenario, source: str) -> None:
             raise ScenarioError(f"{source}: delivery.records must be >= 0 and produce_ack_loss in [0, 1)")
     if s.duration_ms < 0 or s.faults_from_ms < 0:
         raise ScenarioError(f"{source}: duration_ms and faults_from_ms must be >= 0")
+
+
+def _validate_fault_rule(f: FaultRule, where: str) -> None:
+    if not isinstance(f.spec, str) or not f.spec:
+        raise ScenarioError(f"{where}: spec must be a fault SPEC such as \"Heartbeat:drop:0.2\"")
+    try:
+        rule = f.rule()
+    except FaultSpecError as exc:
+        raise ScenarioError(f"{where}: {exc}") from None
+    for key in ("from_ms", "until_ms", "hold_ms"):
+        value = getattr(f, key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ScenarioError(f"{where}: {key} must be milliseconds >= 0, got {value!r}")
+    if f.until_ms is not None and f.until_ms <= f.from_ms:
+        raise ScenarioError(f"{where}: until_ms must be after from_ms")
+    if f.hold_ms is not None and rule.action != "hold":
+        raise ScenarioError(f"{where}: hold_ms is for hold rules only, not {rule.action}")
 
 
 def _kafka_value(v: Any) -> str:

@@ -7,7 +7,8 @@ so a seed replays the run exactly, event log included.
 
 How the shells are modelled (the same behaviour as coordinator/server.py and consumer/client.py):
 - a member talks to the coordinator over one connection; every message gets a delay drawn from
-  the scenario's range and, while faults are on, may be lost or duplicated;
+  the scenario's range and, while faults are on, may be lost or duplicated, and goes through the
+  scenario's [[faults]] rules (grouplab/sim/fault_rules.py), the FaultProxy's rules;
 - a connection that closes (member Reconnect output, coordinator crash, disconnect fault) loses
   what is in flight; the member reconnects after 50 ms, doubling while the coordinator is down, and
   a request it tried to send while disconnected makes it rejoin once reconnected;
@@ -42,6 +43,7 @@ from coordinator.broker import Broker, RequestContext
 from coordinator.config import BrokerConfig
 from coordinator.group import GroupState
 from grouplab.sim.delivery import DeliveryWorld
+from grouplab.sim.fault_rules import SimFaultRules
 from grouplab.sim.invariants import Invariants, Violation, format_step
 from grouplab.sim.scenario import RANDOM_KINDS, Scenario, ScheduledFault, _kafka_value
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
@@ -145,7 +147,9 @@ class Simulation:
         self._delay_lo, self._delay_span = net.delay_ms[0], net.delay_ms[1] - net.delay_ms[0] + 1
         self.invariants = Invariants(self)
         self._build_members()
-        self._schedule_faults()
+        faults_end_ms = self._schedule_faults()
+        self.fault_rules = (SimFaultRules(self, scenario.faults, faults_end_ms, _TO_BROKER, _TO_MEMBER)
+                            if scenario.faults else None)
 
     # ------------------------------------------------------------------ set-up
 
@@ -254,10 +258,22 @@ class Simulation:
         self.stats.messages_sent += 1
         if self._link_drops(m):
             return
-        self._push(self.now + self._delay(), kind, *payload)
+        if self.fault_rules is None:
+            self._on_wire(kind, payload)
+        else:
+            self.fault_rules.transmit(m, kind, payload)
+
+    def _on_wire(self, kind: int, payload: tuple, extra_ms: int = 0) -> int:
+        """Put a message on the network: a delay from the scenario's range (plus `extra_ms`) and,
+        while faults are on, maybe a duplicate. Returns when the last copy arrives."""
+        due = self.now + extra_ms + self._delay()
+        self._push(due, kind, *payload)
         if self.faults_on and self._duplicate and self.rng.random() < self._duplicate:
             self.stats.messages_duplicated += 1
-            self._push(self.now + self._delay(), kind, *payload)
+            again = self.now + extra_ms + self._delay()
+            self._push(again, kind, *payload)
+            return max(due, again)
+        return due
 
     def _delay(self) -> int:
         return self._delay_lo + int(self.rng.random() * self._delay_span)  # randint's result, for less
@@ -447,9 +463,10 @@ class Simulation:
 
     # ------------------------------------------------------------------ faults
 
-    def _schedule_faults(self) -> None:
+    def _schedule_faults(self) -> int:
+        """Schedule every fault; returns when the last one ends (the network is clean from then on)."""
         s = self.scenario
-        end = s.duration_ms
+        end = max([s.duration_ms] + [f.until_ms for f in s.faults if f.until_ms is not None])
         self.stats.quiet_at_ms = end
         for f in s.schedule:
             self._at(f.at_ms, lambda f=f: self.inject(f))
@@ -467,6 +484,7 @@ class Simulation:
                 end = max(end, at + duration)
         self.stats.quiet_at_ms = end
         self._at(end, self._faults_over)
+        return end
 
     def _faults_over(self) -> None:
         self.faults_on = False

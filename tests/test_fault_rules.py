@@ -1,0 +1,176 @@
+"""RuleSet.decide, the one decision the FaultProxy and the simulator's network both take for every
+message: selection by API, direction and link, probability, limits and counters, how delay and
+duplicate compose with the fates, and that nothing is drawn from the generator unless a rule with
+a probability or a delay range selects the message (the simulator's replays rely on it)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grouplab.faults.rules import DELIVER, Decision, Envelope, Fate, LinkId, Rule, RuleSet, error_response, parse_spec
+from protocol.errors import ErrorCode
+from protocol.messages import API, HeartbeatResponse, SyncGroupResponse
+
+REQUEST = Envelope("Heartbeat", "request")
+LINK = LinkId("consumer-1", "consumer-1#2")
+APIS = ["JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "Metadata"]
+
+
+def decide(rules: list[Rule], message: Envelope = REQUEST, link: LinkId = LINK, seed: int = 0,
+           **kw: bool) -> Decision:
+    return RuleSet(rules).decide(message, link, random.Random(seed), **kw)
+
+
+def state(rng: random.Random) -> object:
+    return rng.getstate()
+
+
+# ----------------------------------------------------------------------------- selection
+
+
+@settings(max_examples=200, deadline=None)
+@given(rule_api=st.sampled_from(["*", *APIS]), api=st.sampled_from(APIS),
+       rule_dir=st.sampled_from(["request", "response", "both"]), direction=st.sampled_from(["request", "response"]),
+       glob=st.sampled_from(["*", "consumer-1", "consumer-*", "consumer-1#2", "consumer-1#1", "consumer-2", "other*"]))
+def test_a_rule_fires_exactly_on_the_messages_it_selects(rule_api: str, api: str, rule_dir: str, direction: str,
+                                                          glob: str) -> None:
+    rule = Rule("drop", api=rule_api, direction=rule_dir, link=glob)
+    rng = random.Random(1)
+    before = state(rng)
+    d = RuleSet([rule]).decide(Envelope(api, direction), LINK, rng)
+    selected = (rule_api in ("*", api) and rule_dir in ("both", direction)
+                and glob in ("*", "consumer-1", "consumer-*", "consumer-1#2"))
+    assert (d.fate is Fate.DROP) == selected
+    assert (rule.matched, rule.fired) == ((1, 1) if selected else (0, 0))
+    assert d.fired == ((rule,) if selected else ())
+    assert state(rng) == before  # p = 1: nothing drawn, selected or not
+
+
+def test_an_unreadable_message_is_selected_by_no_rule() -> None:
+    rule = Rule("drop")
+    assert decide([rule], Envelope(None, "request")) is DELIVER and rule.matched == 0
+
+
+def test_no_rule_selecting_draws_nothing_from_the_generator() -> None:
+    rules = [Rule("drop", api="JoinGroup", p=0.5), Rule("delay", api="*", link="other", delay_ms=(1, 100)),
+             Rule("duplicate", direction="response", p=0.1)]
+    rng = random.Random(7)
+    before = state(rng)
+    for _ in range(50):
+        assert RuleSet(rules).decide(REQUEST, LINK, rng) is DELIVER
+    assert state(rng) == before
+
+
+# ----------------------------------------------------------------------------- probability, limit, counters
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 2**32), n=st.integers(1, 60))
+def test_probability_zero_never_fires_and_one_always_does(seed: int, n: int) -> None:
+    never, always = Rule("drop", p=0.0), Rule("duplicate", p=1.0)
+    rng = random.Random(seed)
+    for _ in range(n):
+        d = RuleSet([never, always]).decide(REQUEST, LINK, rng)
+        assert d.fate is Fate.DELIVER and d.copies == 2
+    assert (never.matched, never.fired) == (n, 0)
+    assert (always.matched, always.fired) == (n, n)
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32), p=st.floats(0.0, 1.0), limit=st.none() | st.integers(1, 10), n=st.integers(0, 40))
+def test_counters_and_limit(seed: int, p: float, limit: int | None, n: int) -> None:
+    rule = Rule("drop", p=p, limit=limit)
+    rng = random.Random(seed)
+    drops = sum(RuleSet([rule]).decide(REQUEST, LINK, rng).fate is Fate.DROP for _ in range(n))
+    assert drops == rule.fired <= rule.matched <= n
+    if limit is None or rule.fired < limit:
+        assert rule.matched == n
+    else:  # exhausted: it selects nothing more, so it stops counting matches too
+        matched = rule.matched
+        assert RuleSet([rule]).decide(REQUEST, LINK, rng) is DELIVER and rule.matched == matched
+
+
+def test_an_exhausted_rule_lets_the_next_one_decide() -> None:
+    first, second = Rule("error", error_code=27, limit=1), Rule("drop")
+    assert decide([first, second]).fate is Fate.ERROR
+    d = decide([first, second])
+    assert d.fate is Fate.DROP and d.rule is second
+    assert (first.matched, first.fired, second.matched, second.fired) == (1, 1, 1, 1)
+
+
+def test_the_same_seed_gives_the_same_decisions() -> None:
+    def run(seed: int) -> list[tuple[Fate, int, int]]:
+        rules = [parse_spec("*:delay:0-100:p=0.7"), parse_spec("Heartbeat:duplicate:p=0.3"),
+                 parse_spec("Heartbeat:drop:0.4")]
+        rng = random.Random(seed)
+        return [(d.fate, d.delay_ms, d.copies) for d in (RuleSet(rules).decide(REQUEST, LINK, rng) for _ in range(200))]
+
+    assert run(5) == run(5) != run(6)
+
+
+# ----------------------------------------------------------------------------- actions
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32), lo=st.integers(0, 500), span=st.integers(0, 500))
+def test_a_delay_is_a_whole_number_of_ms_within_its_range(seed: int, lo: int, span: int) -> None:
+    if lo == span == 0:
+        span = 1
+    d = decide([Rule("delay", delay_ms=(lo, lo + span))], seed=seed)
+    assert d.fate is Fate.DELIVER and isinstance(d.delay_ms, int) and lo <= d.delay_ms <= lo + span
+
+
+def test_delays_and_duplicates_compose_and_a_fate_ends_the_evaluation() -> None:
+    delay, dup, drop, never = Rule("delay", delay_ms=50), Rule("duplicate"), Rule("drop"), Rule("duplicate")
+    d = decide([delay, Rule("delay", delay_ms=(20, 20)), dup])
+    assert (d.fate, d.delay_ms, d.copies, d.rule) == (Fate.DELIVER, 70, 2, None)
+    d = decide([delay, dup, drop, never])
+    assert (d.fate, d.rule, d.fired) == (Fate.DROP, drop, (delay, dup, drop))
+    assert never.matched == 0
+
+
+def test_each_fate_and_its_rule() -> None:
+    for spec, fate in [("Heartbeat:drop", Fate.DROP), ("Heartbeat:hold", Fate.HOLD), ("Heartbeat:error:27", Fate.ERROR),
+                       ("Heartbeat:reorder:300", Fate.REORDER)]:
+        rule = parse_spec(spec, allow_hold=True)
+        d = decide([rule])
+        assert d.fate is fate and d.rule is rule and d.fired == (rule,)
+    assert decide([parse_spec("Heartbeat:reorder:300")]).rule.wait_ms == 300
+    assert decide([parse_spec("Heartbeat:error:27")]).rule.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_reorder_does_not_fire_on_the_message_a_kept_one_waits_for() -> None:
+    rule = Rule("reorder")
+    d = decide([rule], reorder_waiting=True)
+    assert d is DELIVER and (rule.matched, rule.fired) == (1, 0)
+
+
+def test_error_does_not_fire_on_an_api_without_a_response_type() -> None:
+    rule = Rule("error", error_code=15)
+    assert decide([rule], Envelope("Frobnicate", "request")) is DELIVER and rule.fired == 0
+
+
+def test_error_response_is_that_apis_body_with_the_code() -> None:
+    body = error_response("SyncGroup", 27, "a test")
+    assert isinstance(body, SyncGroupResponse) and body.error_code == 27
+    assert isinstance(error_response("Heartbeat", 25, "a test"), HeartbeatResponse)
+    for api in API:
+        assert error_response(api, 15, "a test").error_code == 15
+    with_message = [api for api in API if hasattr(error_response(api, 15, "x"), "error_message")]
+    for api in with_message:
+        assert error_response(api, 15, "a test").error_message == "injected by a test: COORDINATOR_NOT_AVAILABLE"
+
+
+def test_a_rule_set_is_ordered_and_removable() -> None:
+    a, b = Rule("drop", api="JoinGroup"), Rule("drop")
+    rules = RuleSet([a])
+    rules.add(b)
+    assert list(rules) == [a, b] and len(rules) == 2 and b in rules
+    rules.remove(a)
+    assert list(rules) == [b]
+    with pytest.raises(ValueError):
+        rules.remove(a)
