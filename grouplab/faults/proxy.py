@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable
 
 from grouplab.faults.rules import Rule, link_matches, parse_spec
 from protocol.effects import LogEvent, wall_clock_ms
+from protocol.events import FreeFormEvent
 from protocol.errors import ErrorCode, FrameTooLarge, ProtocolError
 from protocol.framing import FrameReader, encode_response, read_response, unpack
 from protocol.messages import API
@@ -636,4 +637,4 @@ class FaultProxy:
 
     def _event(self, name: str, **fields: Any) -> None:
         if self.events is not None:
-            self.events.emit(LogEvent(name, self.clock(), fields))
+            self.events.emit(LogEvent(self.clock(), FreeFormEvent(name, fields)))
