@@ -775,16 +775,10 @@ class RunDeliveryAccount(Event):
     duplicated: int
 
 
-def _concrete(base: type[Event]) -> list[type[Event]]:
-    found = []
-    for cls in base.__subclasses__():
-        if "NAME" in cls.__dict__:
-            found.append(cls)
-        found += _concrete(cls)
-    return found
-
-
-# Every kind of line docs/events.md documents (two kinds may share a NAME: tell them apart by FIELDS).
-EVENT_TYPES: tuple[type[Event], ...] = tuple(_concrete(Event))
+# Every kind of line docs/events.md documents, in the order above (two kinds may share a NAME: tell
+# them apart by FIELDS). Read from this module, not from Event.__subclasses__(), which still holds
+# the classes @dataclass(slots=True) replaced until they are garbage-collected.
+EVENT_TYPES: tuple[type[Event], ...] = tuple(
+    cls for cls in list(globals().values()) if isinstance(cls, type) and issubclass(cls, Event) and "NAME" in cls.__dict__)
 for _cls in EVENT_TYPES:
     _cls.FIELDS = tuple(f.name for f in fields(_cls))
