@@ -14,7 +14,6 @@ Plain slotted dataclasses, not frozen: the simulator builds one per coordinator 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec
 
 if TYPE_CHECKING:
@@ -22,6 +21,9 @@ if TYPE_CHECKING:
     from consumer.producer import ProducerState
     from coordinator.group import GroupState, RebalanceCause, RemovalReason
     from coordinator.transactions import TxnState
+
+# The enumerations above, as annotations name them: a field of one of these types is written as its value.
+_ENUM_TYPES = frozenset({"MemberState", "ProducerState", "GroupState", "RebalanceCause", "RemovalReason", "TxnState"})
 
 # `[[topic, partition], ...]`, sorted by topic then partition: how every partition list is logged.
 PartitionPairs = list[list[Any]]
@@ -33,18 +35,19 @@ Fields = ParamSpec("Fields")
 
 @dataclass(slots=True)
 class Event:
-    """Base of every event. `FIELDS` (set below for each concrete class) are the field names in log order."""
+    """Base of every event. `FIELDS` (set below for each concrete class) are the field names in log
+    order, `ENUM_FIELDS` those holding an enumeration."""
 
     NAME: ClassVar[str]
     FIELDS: ClassVar[tuple[str, ...]]
+    ENUM_FIELDS: ClassVar[tuple[str, ...]]
 
     def log_fields(self) -> dict[str, Any]:
         """The line's fields as written: in log order, enumerations as their values."""
-        return {name: _logged(getattr(self, name)) for name in self.FIELDS}
-
-
-def _logged(value: Any) -> Any:
-    return value.value if isinstance(value, Enum) else value
+        values = {name: getattr(self, name) for name in self.FIELDS}
+        for name in self.ENUM_FIELDS:
+            values[name] = values[name].value
+        return values
 
 
 @dataclass(slots=True)
@@ -782,3 +785,4 @@ EVENT_TYPES: tuple[type[Event], ...] = tuple(
     cls for cls in list(globals().values()) if isinstance(cls, type) and issubclass(cls, Event) and "NAME" in cls.__dict__)
 for _cls in EVENT_TYPES:
     _cls.FIELDS = tuple(f.name for f in fields(_cls))
+    _cls.ENUM_FIELDS = tuple(f.name for f in fields(_cls) if f.type in _ENUM_TYPES)

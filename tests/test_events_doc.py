@@ -139,6 +139,12 @@ def test_every_event_is_listed_with_its_emitter():
     assert {cls.NAME for cls in events.EVENT_TYPES} - simulator - run_account - listed == set()
 
 
+def test_enumerations_are_written_as_their_values():
+    for cls in events.EVENT_TYPES:
+        hints = _hints(cls)
+        assert cls.ENUM_FIELDS == tuple(f for f in cls.FIELDS if isinstance(hints[f], type) and issubclass(hints[f], Enum))
+
+
 def test_a_line_is_written_as_its_class_says():
     ev = events.MemberRemoved("g", 3, GroupState.STABLE, member_id="m-1", reason=RemovalReason.SESSION_TIMEOUT,
                               detail="no heartbeat for 1000 ms")
