@@ -18,6 +18,7 @@ from typing import Any, Callable
 from consumer.client import GroupMemberClient
 from consumer.config import ConsumerConfig
 from consumer.delivery import Committed, CrashNow, DeliveryApp, DeliveryConfig, Processed
+from protocol import events
 from protocol.effects import LogEvent, wall_clock_ms
 from protocol.types import TopicPartition
 
@@ -101,6 +102,5 @@ class SimulatedConsumerApp:
             except asyncio.CancelledError:
                 pass
         if self.events is not None and leave:
-            self.events.emit(LogEvent("app_stopping", self.clock(), {"group_id": self.client.config.group_id,
-                                                                      "member_id": self.client.member_id}))
+            self.events.emit(LogEvent(self.clock(), events.AppStopping(self.client.config.group_id, self.client.member_id)))
         await self.client.close(leave=leave)

@@ -20,6 +20,7 @@ from consumer.coordinator import (
     Reconnect,
     Send,
 )
+from protocol import events
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, TimerTable, wall_clock_ms
 from protocol.errors import ProtocolError
 from protocol import schema
@@ -152,10 +153,7 @@ class GroupMemberClient:
         assert self._loop is not None
         _, wire = await self._loop.create_connection(lambda: _Wire(self), self.host, self.port)
         self._wire = wire
-        self._emit(LogEvent("coordinator_connected", self.clock(), self._ids()))
-
-    def _ids(self) -> dict[str, Any]:
-        return {"group_id": self.config.group_id, "member_id": self.machine.member_id}
+        self._emit(LogEvent(self.clock(), events.CoordinatorConnected(self.config.group_id, self.machine.member_id)))
 
     def _on_connection_lost(self, wire: _Wire) -> None:
         if wire is not self._wire or self._closing:
@@ -189,11 +187,13 @@ class GroupMemberClient:
             cid, raw_body = read_response(frame)
             api = self._pending_api.pop(cid, None)
             if api is None:
-                self._emit(LogEvent("unexpected_response", self.clock(), {**self._ids(), "correlation_id": cid, "body": repr(raw_body)[:200]}))
+                self._emit(LogEvent(self.clock(), events.UnexpectedResponse(
+                    self.config.group_id, self.machine.member_id, correlation_id=cid, body=repr(raw_body)[:200])))
                 return
             body = schema.decode(API[api].response, raw_body, "body")
         except ProtocolError as exc:
-            self._emit(LogEvent("bad_response", self.clock(), {**self._ids(), "error": exc.message}))
+            self._emit(LogEvent(self.clock(), events.BadResponse(self.config.group_id, self.machine.member_id,
+                                                                 error=exc.message)))
             return
         self._apply(self.machine.on_response(cid, body, self.clock()))
 

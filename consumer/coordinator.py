@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Callable, Concatenate
 
 from consumer.assignors import RebalanceProtocol, get_assignor
 from consumer.config import ConsumerConfig
-from protocol import consumer_protocol
+from protocol import consumer_protocol, events
 from protocol.consumer_protocol import PROTOCOL_TYPE
 from protocol.effects import ArmTimer, CancelTimer, StepOutputs
 from protocol.errors import ErrorCode
@@ -177,11 +177,11 @@ class ConsumerCoordinator(StepOutputs):
         self._inflight.clear()
         self._heartbeat_inflight = False
         if self.state is MemberState.STABLE:
-            self._log("coordinator_disconnected", previous_state=self.state.value)
+            self._log(events.CoordinatorDisconnected, previous_state=self.state)
             if watching:  # the leader's metadata watch lost its request: ask again after the backoff
                 self._arm(_TIMER_METADATA, now_ms + self.config.retry_backoff_ms)
         elif self.state in (MemberState.JOINING, MemberState.SYNCING):
-            self._log("coordinator_disconnected", previous_state=self.state.value)
+            self._log(events.CoordinatorDisconnected, previous_state=self.state)
             self._request_rejoin("coordinator connection lost", backoff=True)
         return self._end()
 
@@ -198,7 +198,7 @@ class ConsumerCoordinator(StepOutputs):
         elif key == _TIMER_POLL:
             self._on_poll_deadline()
         elif key == _TIMER_REQUEST and self.state in (MemberState.JOINING, MemberState.SYNCING):
-            self._log("request_timed_out", waiting_in=self.state.value)
+            self._log(events.MemberRequestTimedOut, waiting_in=self.state)
             self._inflight.clear()
             self._heartbeat_inflight = False
             self._out.append(Reconnect(f"no answer while {self.state.value}"))
@@ -264,13 +264,13 @@ class ConsumerCoordinator(StepOutputs):
         self._cancel(_TIMER_METADATA)
         self._send(req, "JoinGroup", "join")
         self._arm(_TIMER_REQUEST, self._now + self.config.max_poll_interval_ms + JOIN_GRACE_MS)
-        self._log("join_sent", reason=self.rejoin_reason, protocols=self.config.assignors, owned=_tps(self.owned))
+        self._log(events.JoinSent, reason=self.rejoin_reason, protocols=self.config.assignors, owned=_tps(self.owned))
 
     def _on_join_response(self, resp: JoinGroupResponse) -> None:
         code = ErrorCode.from_code(resp.error_code)
         if code is ErrorCode.MEMBER_ID_REQUIRED:
             self.member_id = resp.member_id
-            self._log("member_id_received", member_id=resp.member_id)
+            self._log(events.MemberIdReceived)
             self._send_join()
             return
         if code is not ErrorCode.NONE:
@@ -281,7 +281,7 @@ class ConsumerCoordinator(StepOutputs):
         self.protocol_name = resp.protocol_name
         self.leader_id = resp.leader
         is_leader = resp.leader == resp.member_id
-        self._log("joined", leader=resp.leader, protocol_name=resp.protocol_name, is_leader=is_leader,
+        self._log(events.Joined, leader=resp.leader, protocol_name=resp.protocol_name, is_leader=is_leader,
                   members=[m.member_id for m in resp.members])
         if is_leader:
             # KIP-814: with skip_assignment the leader keeps the current assignment but still
@@ -304,7 +304,7 @@ class ConsumerCoordinator(StepOutputs):
                 for m in self._join_members
             }
         except Exception as exc:  # a member sent metadata we cannot read: Kafka fails the rebalance
-            self._log("subscription_undecodable", error=str(exc))
+            self._log(events.SubscriptionUndecodable, error=str(exc))
             self._request_rejoin("undecodable subscription", backoff=True)
             return None
 
@@ -319,7 +319,7 @@ class ConsumerCoordinator(StepOutputs):
             return
         assignor = next(a for a in self.assignors if a.name == self.protocol_name)
         result = assignor.assign(partitions_per_topic, subs)
-        self._log("assignment_computed", assignor=assignor.name, partitions_per_topic=partitions_per_topic,
+        self._log(events.AssignmentComputed, assignor=assignor.name, partitions_per_topic=partitions_per_topic,
                   assignments={m: _tps(ps) for m, ps in result.items()})
         assignments = [
             SyncGroupRequestAssignment(member_id=m, assignment=consumer_protocol.encode_assignment(Assignment(sorted(ps))))
@@ -350,7 +350,7 @@ class ConsumerCoordinator(StepOutputs):
         try:
             assignment = consumer_protocol.decode_assignment(resp.assignment)
         except Exception as exc:
-            self._log("assignment_undecodable", error=str(exc))
+            self._log(events.AssignmentUndecodable, error=str(exc))
             self._request_rejoin("undecodable assignment", backoff=True)
             return
         new = sorted(set(assignment.partitions))
@@ -359,16 +359,16 @@ class ConsumerCoordinator(StepOutputs):
         added = sorted(set(new) - old)
         self._set_state(MemberState.STABLE)
         self.last_heartbeat_ack_ms = self._now
-        self._log("sync_completed", partitions=_tps(new), added=_tps(added), revoked=_tps(revoked))
+        self._log(events.SyncCompleted, partitions=_tps(new), added=_tps(added), revoked=_tps(revoked))
         if revoked:
             # Only a cooperative member still owns partitions here (an eager one revoked them all).
             self.owned = sorted(old - set(revoked))
             self._out.append(PartitionsRevoked(revoked))
-            self._log("partitions_revoked", partitions=_tps(revoked), reason="reassigned")
+            self._log(events.PartitionsRevoked, partitions=_tps(revoked), reason="reassigned")
         self.owned = new
         self.last_assignment, self.last_assignment_generation = new, self.generation_id
         self._out.append(PartitionsAssigned(added))
-        self._log("partitions_assigned", partitions=_tps(added), owned=_tps(new))
+        self._log(events.PartitionsAssigned, partitions=_tps(added), owned=_tps(new))
         self._arm(_TIMER_HEARTBEAT, self._now + self.config.heartbeat_interval_ms)
         if self._is_leader():
             self._arm(_TIMER_METADATA, self._now + self.config.metadata_max_age_ms)
@@ -379,7 +379,7 @@ class ConsumerCoordinator(StepOutputs):
 
     def _on_heartbeat_due(self) -> None:
         if self._now - self.last_heartbeat_ack_ms >= self.config.session_timeout_ms:
-            self._log("heartbeat_session_expired", since_ms=self._now - self.last_heartbeat_ack_ms)
+            self._log(events.HeartbeatSessionExpired, since_ms=self._now - self.last_heartbeat_ack_ms)
             self._inflight.clear()
             self._heartbeat_inflight = False
             self._out.append(Reconnect("no heartbeat answer within session.timeout.ms"))
@@ -400,7 +400,7 @@ class ConsumerCoordinator(StepOutputs):
         if code is ErrorCode.NONE:
             self.last_heartbeat_ack_ms = self._now
             return
-        self._log("heartbeat_failed", error=code.name)
+        self._log(events.HeartbeatFailed, error=code.name)
         self._on_group_error(code, "Heartbeat", resp.error_message)
 
     def _on_watch_metadata(self, resp: MetadataResponse) -> None:
@@ -408,7 +408,7 @@ class ConsumerCoordinator(StepOutputs):
         current = {t: counts.get(t, 0) for t in self.group_subscription}
         if current != self.assigned_metadata:
             changed = {t: [self.assigned_metadata.get(t, 0), n] for t, n in current.items() if n != self.assigned_metadata.get(t, 0)}
-            self._log("metadata_changed", changed=changed)
+            self._log(events.MetadataChanged, changed=changed)
             self._request_rejoin(f"partition count changed: {changed}")
         else:
             self._arm(_TIMER_METADATA, self._now + self.config.metadata_max_age_ms)
@@ -421,7 +421,7 @@ class ConsumerCoordinator(StepOutputs):
             self._arm(_TIMER_POLL, self.last_poll_ms + self.config.max_poll_interval_ms)
             return
         # Kafka's consumer leaves the group itself so the others need not wait for it.
-        self._log("poll_timeout", since_last_poll_ms=overdue, max_poll_interval_ms=self.config.max_poll_interval_ms)
+        self._log(events.PollTimeout, since_last_poll_ms=overdue, max_poll_interval_ms=self.config.max_poll_interval_ms)
         if self.state is not MemberState.UNJOINED or self.member_id:
             self._lose_all("poll timeout")
             self._leave("consumer poll timeout has expired")
@@ -437,13 +437,13 @@ class ConsumerCoordinator(StepOutputs):
     # ------------------------------------------------------------------ errors and rejoining
 
     def _on_group_error(self, code: ErrorCode, api: str, message: str | None) -> None:
-        self._log("group_error", api=api, error=code.name, message=message)
+        self._log(events.GroupError, api=api, error=code.name, message=message)
         if code in _FATAL_JOIN_ERRORS:
             self._lose_all(code.name)
             self.fatal_error = code
             self._set_state(MemberState.FAILED)
             self._cancel_all_timers()
-            self._log("fatal_error", error=code.name, message=message)
+            self._log(events.FatalError, error=code.name, message=message)
             return
         if code is ErrorCode.UNKNOWN_MEMBER_ID:
             self._lose_all(code.name)
@@ -473,7 +473,7 @@ class ConsumerCoordinator(StepOutputs):
         if self.owned:
             revoked, self.owned = self.owned, []
             self._out.append(PartitionsRevoked(revoked))
-            self._log("partitions_revoked", partitions=_tps(revoked), reason=reason)
+            self._log(events.PartitionsRevoked, partitions=_tps(revoked), reason=reason)
 
     def _lose_all(self, reason: str) -> None:
         """Our generation is gone: what we owned may already belong to someone else (Kafka's
@@ -481,7 +481,7 @@ class ConsumerCoordinator(StepOutputs):
         if self.owned:
             lost, self.owned = self.owned, []
             self._out.append(PartitionsLost(lost))
-            self._log("partitions_lost", partitions=_tps(lost), reason=reason)
+            self._log(events.PartitionsLost, partitions=_tps(lost), reason=reason)
 
     def _reset_member(self) -> None:
         self.member_id = ""
@@ -493,7 +493,7 @@ class ConsumerCoordinator(StepOutputs):
         if self.member_id and self.config.group_instance_id is None:
             member = LeaveGroupRequestMember(self.member_id, self.config.group_instance_id, reason)
             self._send(LeaveGroupRequest(self.config.group_id, [member]), "LeaveGroup", "leave")
-            self._log("leave_sent", reason=reason)
+            self._log(events.LeaveSent, reason=reason)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -522,9 +522,11 @@ class ConsumerCoordinator(StepOutputs):
     def _set_state(self, state: MemberState) -> None:
         self.state = state
 
-    def _log(self, event: str, **fields: Any) -> None:
-        self._emit_log(event, {"group_id": self.config.group_id, "member_id": self.member_id,
-                               "generation_id": self.generation_id, "state": self.state.value}, fields)
+    def _log(self, event: Callable[Concatenate[str, str, int, MemberState, events.Fields], events.MemberEvent], /,
+             *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
+        """Log `event` with the member's M fields first (docs/events.md §4.4)."""
+        if self.log_events:
+            self._emit_log(event(self.config.group_id, self.member_id, self.generation_id, self.state, *args, **fields))
 
 
 def _tps(partitions: list[TopicPartition]) -> list[list[Any]]:

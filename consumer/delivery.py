@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any, Callable, Concatenate, Iterable
 
 from consumer.config import ConsumerConfig
 from consumer.coordinator import (
@@ -42,6 +42,7 @@ from consumer.producer import (
     ProducerState,
     TxnDone,
 )
+from protocol import events
 from protocol.effects import ArmTimer, CancelTimer, StepOutputs
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -300,14 +301,14 @@ class DeliveryApp(StepOutputs):
                 self._maybe_processed()
             elif kind is ProduceFailed:
                 self._outstanding.discard(out.batch_id)
-                self._log("output_failed", error=out.error.name)
+                self._log(events.OutputFailed, error=out.error.name)
                 self._maybe_processed()
             elif kind is TxnDone:
                 self._on_txn_done(out.committed)
             elif kind is ProducerFenced:
                 # Kafka: a fenced producer cannot recover; the application closes and, if it is
                 # not itself the zombie, is started again (a new instance re-initialises).
-                self._log("producer_fenced", error=out.error.name)
+                self._log(events.AppProducerFenced, error=out.error.name)
                 self.batch.clear()
                 self.phase = Phase.IDLE
                 self._out.append(CrashNow("producer_fenced"))
@@ -433,7 +434,7 @@ class DeliveryApp(StepOutputs):
             self._out.append(Processed(tp, records[0].offset, records[-1].offset))
             out_tp_count += 1
         in_order = sorted(self.batch)
-        self._log("batch_processed", partitions=[[tp.topic, tp.partition] for tp in in_order],
+        self._log(events.BatchProcessed, partitions=[[tp.topic, tp.partition] for tp in in_order],
                   records=sum(len(r) for r in self.batch.values()),
                   first_offsets=[self.batch[tp][0].offset for tp in in_order],
                   last_offsets=[self.batch[tp][-1].offset for tp in in_order])
@@ -547,6 +548,9 @@ class DeliveryApp(StepOutputs):
     def _arm(self, key: tuple, deadline_ms: int) -> None:
         self._out.append(ArmTimer(key, deadline_ms))
 
-    def _log(self, event: str, **fields: Any) -> None:
-        self._emit_log(event, {"group_id": self.consumer.group_id, "member_id": self.group.member_id,
-                               "generation_id": self.group.generation_id, "state": self.group.state.value}, fields)
+    def _log(self, event: Callable[Concatenate[str, str, int, MemberState, events.Fields], events.MemberEvent], /,
+             *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
+        """Log `event` with its consumer's M fields first (docs/events.md §4.5b)."""
+        if self.log_events:
+            self._emit_log(event(self.consumer.group_id, self.group.member_id, self.group.generation_id,
+                                 self.group.state, *args, **fields))

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Callable, Concatenate
 
 from consumer.coordinator import Send
+from protocol import events
 from protocol.effects import ArmTimer, CancelTimer, StepOutputs
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -207,7 +208,7 @@ class ProducerMachine(StepOutputs):
         self._begin(now_ms)
         if key[0] == "request" and key[1] in self._inflight:
             purpose, detail = self._inflight.pop(key[1])
-            self._log("request_timed_out", purpose=purpose)
+            self._log(events.ProducerRequestTimedOut, purpose=purpose)
             self._retry(purpose, detail)
         elif key[0] == "retry" and key in self._retry_after:
             purpose, detail = self._retry_after.pop(key)
@@ -268,7 +269,7 @@ class ProducerMachine(StepOutputs):
         if code is ErrorCode.NONE and part is not None:
             del self._sending[batch.tp]
             self._out.append(Acked(batch.tp, batch.batch_id, part.base_offset, len(batch.records), batch.attempts > 1))
-            self._log("batch_acked", partitions=[[batch.tp.topic, batch.tp.partition]], base_offset=part.base_offset,
+            self._log(events.BatchAcked, partitions=[[batch.tp.topic, batch.tp.partition]], base_offset=part.base_offset,
                       count=len(batch.records), sequence=batch.sequence, attempts=batch.attempts)
             self._pump(batch.tp)
             self._maybe_end()
@@ -279,7 +280,7 @@ class ProducerMachine(StepOutputs):
         else:
             del self._sending[batch.tp]
             self._out.append(ProduceFailed(batch.tp, batch.batch_id, code))
-            self._log("batch_failed", partitions=[[batch.tp.topic, batch.tp.partition]], error=code.name)
+            self._log(events.BatchFailed, partitions=[[batch.tp.topic, batch.tp.partition]], error=code.name)
             if self.transactional and self.state is ProducerState.IN_TXN:
                 self._end_requested = False  # a transaction with a failed write can only abort
             self._pump(batch.tp)
@@ -299,7 +300,7 @@ class ProducerMachine(StepOutputs):
         self.state = ProducerState.READY
         self._next_seq.clear()  # a new epoch starts every partition at sequence 0
         self._out.append(ProducerReady(self.producer_id, self.producer_epoch))
-        self._log("producer_ready")
+        self._log(events.ProducerReady)
         for tp in list(self._queues):
             self._pump(tp)
 
@@ -355,7 +356,7 @@ class ProducerMachine(StepOutputs):
         elif code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID,
                       ErrorCode.REBALANCE_IN_PROGRESS):
             # KIP-447: the group moved on; this transaction must abort.
-            self._log("txn_offsets_refused", error=code.name)
+            self._log(events.TxnOffsetsRefused, error=code.name)
             self._txn_offsets[index] = ({}, "", -1, "")
             self._end_requested = False
             self._maybe_end(force_abort=True)
@@ -396,7 +397,7 @@ class ProducerMachine(StepOutputs):
             self._sending.clear()
             self._txn_partitions = set()
             self._txn_offsets = []
-            self._log("transaction_ended", committed=commit)
+            self._log(events.TransactionEnded, committed=commit)
             if not commit:
                 # KIP-360: batches of the aborted transaction may have been refused or never sent,
                 # leaving holes in the sequence numbers; a new epoch starts every partition at 0.
@@ -414,7 +415,7 @@ class ProducerMachine(StepOutputs):
         self._queues.clear()
         self._sending.clear()
         self._out.append(ProducerFenced(code))
-        self._log("producer_fenced", error=code.name)
+        self._log(events.ProducerFenced, error=code.name)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -458,7 +459,9 @@ class ProducerMachine(StepOutputs):
         self._out.append(Send(self._cid, api, body))
         self._out.append(ArmTimer(("request", self._cid), self._now + self.config.request_timeout_ms))
 
-    def _log(self, event: str, **fields: Any) -> None:
-        self._emit_log(event, {"client_id": self.config.client_id, "transactional_id": self.config.transactional_id,
-                               "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
-                               "producer_state": self.state.value}, fields)
+    def _log(self, event: Callable[Concatenate[str, str | None, int, int, ProducerState, events.Fields], events.ProducerEvent],
+             /, *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
+        """Log `event` with the producer's P fields first (docs/events.md §4.5a)."""
+        if self.log_events:
+            self._emit_log(event(self.config.client_id, self.config.transactional_id, self.producer_id,
+                                 self.producer_epoch, self.state, *args, **fields))

@@ -23,6 +23,7 @@ from coordinator.data_plane import (
 )
 from coordinator.partition_log import LogStore, MemoryLogStore
 from coordinator.offsets import complete_txn_outputs, handle_offset_commit, handle_offset_fetch, restore_offsets
+from protocol import events
 from protocol.effects import LogEvent, Output, Reply
 from coordinator.topics import TopicStore
 from protocol.errors import ErrorCode
@@ -243,7 +244,7 @@ class Broker:
         response, created = self.topics.metadata(req)
         out: list[Output] = [self._persist_topic(t, now_ms) for t in created]
         out.append(Reply(ctx.reply_to, response))
-        out += [LogEvent("topic_created", now_ms, {"topic": t, "partition_count": self.topics.partitions[t], "auto": True}) for t in created]
+        out += [LogEvent(now_ms, events.TopicCreated(t, self.topics.partitions[t], auto=True)) for t in created]
         return out
 
     def _on_CreateTopics(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
@@ -253,7 +254,7 @@ class Broker:
             out += [self._persist_topic(r.name, now_ms) for r in response.topics if r.error_code == 0]
         out.append(Reply(ctx.reply_to, response))
         if not req.validate_only:
-            out += [LogEvent("topic_created", now_ms, {"topic": r.name, "partition_count": r.num_partitions, "auto": False})
+            out += [LogEvent(now_ms, events.TopicCreated(r.name, r.num_partitions, auto=False))
                     for r in response.topics if r.error_code == 0]
         return out
 
@@ -264,7 +265,7 @@ class Broker:
             out += [self._persist_topic(r.name, now_ms) for r in response.results if r.error_code == 0]
         out.append(Reply(ctx.reply_to, response))
         if not req.validate_only:
-            out += [LogEvent("partitions_created", now_ms, {"topic": r.name, "partition_count": self.topics.partitions[r.name]})
+            out += [LogEvent(now_ms, events.PartitionsCreated(r.name, self.topics.partitions[r.name]))
                     for r in response.results if r.error_code == 0]
         return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from coordinator.partition_log import READ_COMMITTED, LogError, OffsetOutOfRange, fetched_size
+from protocol import events
 from protocol.effects import LogEvent, Output, Reply
 from protocol.errors import ErrorCode
 from protocol.types import TopicPartition
@@ -82,23 +83,20 @@ def handle_produce(broker: "Broker", req: ProduceRequest, ctx: "RequestContext",
             try:
                 result = log.append(batch, now_ms)
             except OSError as exc:  # the disk refused: nothing was appended (the store undid any part)
-                out.append(LogEvent("partition_write_failed", now_ms, {"topic": name, "partition": index,
-                                                                       "error": repr(exc)}))
+                out.append(LogEvent(now_ms, events.PartitionWriteFailed(name, index, error=repr(exc))))
                 parts.append(ProducePartitionResponse(index, ErrorCode.UNKNOWN_SERVER_ERROR,
                                                       log_start_offset=log.log_start_offset,
                                                       error_message=f"writing the log failed: {exc!r}"))
                 continue
             if result.error_code:
-                out.append(LogEvent("produce_rejected", now_ms, {
-                    "topic": name, "partition": index, "producer_id": batch.producer_id,
-                    "producer_epoch": batch.producer_epoch, "base_sequence": batch.base_sequence,
-                    "records": len(batch.records), "error": ErrorCode.from_code(result.error_code).name,
-                    "message": result.error_message}))
+                out.append(LogEvent(now_ms, events.ProduceRejected(
+                    name, index, batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                    records=len(batch.records), error=ErrorCode.from_code(result.error_code).name,
+                    message=result.error_message)))
             elif result.duplicate:
-                out.append(LogEvent("duplicate_batch_acked", now_ms, {
-                    "topic": name, "partition": index, "producer_id": batch.producer_id,
-                    "producer_epoch": batch.producer_epoch, "base_sequence": batch.base_sequence,
-                    "records": len(batch.records), "base_offset": result.base_offset}))
+                out.append(LogEvent(now_ms, events.DuplicateBatchAcked(
+                    name, index, batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                    records=len(batch.records), base_offset=result.base_offset)))
             parts.append(ProducePartitionResponse(index, result.error_code, result.base_offset,
                                                   result.log_append_time_ms, log.log_start_offset,
                                                   result.error_message))
@@ -199,5 +197,4 @@ def handle_init_producer_id(broker: "Broker", req: InitProducerIdRequest, ctx: "
     assert req.transactional_id is None
     pid = broker.logs.allocate_producer_id()
     return [Reply(ctx.reply_to, InitProducerIdResponse(producer_id=pid, producer_epoch=0)),
-            LogEvent("producer_id_allocated", now_ms, {"producer_id": pid, "producer_epoch": 0,
-                                                       "transactional_id": None})]
+            LogEvent(now_ms, events.ProducerIdAllocated(pid, producer_epoch=0, transactional_id=None))]

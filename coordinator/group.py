@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, Concatenate
 
 from coordinator.config import BrokerConfig
 from coordinator.group_log import GroupMetadataRecord, MemberMetadata, Persist
 from coordinator.offsets import OffsetStore
 from protocol.effects import ArmTimer, CancelTimer, Output, StepOutputs
-from protocol import consumer_protocol
+from protocol import consumer_protocol, events
 from protocol.errors import ErrorCode
 from protocol.messages import (
     DescribedGroup,
@@ -167,7 +167,7 @@ class Group(StepOutputs):
         if error is not None:
             code, message = error
             self._reply(reply_to, JoinGroupResponse(error_code=code, member_id=req.member_id, error_message=message))
-            self._log("join_rejected", member_id=req.member_id, error=code.name, reason=message)
+            self._log(events.JoinRejected, member_id=req.member_id, error=code.name, reason=message)
             return self._end()
         if req.member_id == "" and reply_to in self.first_joins:
             self._answer_duplicate_first_join(self.first_joins[reply_to], reply_to)
@@ -249,7 +249,7 @@ class Group(StepOutputs):
                 del self.pending_members[member_id]
                 self._forget_first_join(member_id)
                 self._out.append(CancelTimer(self.timers.pending(member_id)))
-                self._log("pending_member_left", member_id=member_id)
+                self._log(events.PendingMemberLeft, member_id=member_id)
                 results.append(LeaveGroupResponseMember(member_id=member_id, group_instance_id=who.group_instance_id))
                 self._try_complete_join()
                 continue
@@ -275,7 +275,7 @@ class Group(StepOutputs):
         elif kind == "pending" and key[2] in self.pending_members:
             del self.pending_members[key[2]]
             self._forget_first_join(key[2])
-            self._log("pending_member_expired", member_id=key[2])
+            self._log(events.PendingMemberExpired, member_id=key[2])
             if self.state is GroupState.PREPARING_REBALANCE:
                 self._try_complete_join()
         return self._end()
@@ -323,7 +323,7 @@ class Group(StepOutputs):
                 self.static_members[m.group_instance_id] = m.member_id
             self._arm_session(member)
         self.state = GroupState.STABLE if self.members else GroupState.EMPTY
-        self._log("group_loaded", leader=self.leader_id, protocol_name=self.protocol_name, members=list(self.members),
+        self._log(events.GroupLoaded, leader=self.leader_id, protocol_name=self.protocol_name, members=list(self.members),
                   written_ms=record.ts_ms)
         return self._end()
 
@@ -370,7 +370,7 @@ class Group(StepOutputs):
         elif member_id in self.members and self.members[member_id].join_reply is None:
             member = self.members[member_id]
             self._reply(reply_to, self._join_response(member, skip_assignment=self.state is GroupState.STABLE))
-        self._log("duplicate_join_ignored", member_id=member_id)
+        self._log(events.DuplicateJoinIgnored, member_id=member_id)
 
     def _join_new_dynamic(self, req: JoinGroupRequest, reply_to: Any, client_id: str) -> None:
         """KIP-394: hand out a member id first; the member joins for real with it."""
@@ -379,7 +379,7 @@ class Group(StepOutputs):
         self.pending_members[member_id] = req.session_timeout_ms
         self._out.append(ArmTimer(self.timers.pending(member_id), self._now + req.session_timeout_ms))
         self._reply(reply_to, JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id))
-        self._log("member_id_assigned", member_id=member_id)
+        self._log(events.MemberIdAssigned, member_id=member_id)
 
     def _join_static_unknown(self, req: JoinGroupRequest, reply_to: Any, client_id: str, client_host: str) -> None:
         instance = req.group_instance_id
@@ -411,7 +411,7 @@ class Group(StepOutputs):
         if old_id in self.pending_sync:
             self.pending_sync.discard(old_id)
             self.pending_sync.add(member_id)
-        self._log("static_member_replaced", member_id=member_id, old_member_id=old_id, group_instance_id=instance)
+        self._log(events.StaticMemberReplaced, member_id=member_id, old_member_id=old_id, group_instance_id=instance)
         unchanged = old.protocol_type == member.protocol_type and old.protocols == member.protocols
         if self.state is GroupState.STABLE and unchanged:
             self._arm_session(member)
@@ -473,7 +473,7 @@ class Group(StepOutputs):
         if self.leader_id is None:
             self.leader_id = member.member_id
         member.join_reply = reply_to
-        self._log("member_joined", member_id=member.member_id, group_instance_id=member.group_instance_id,
+        self._log(events.MemberJoined, member_id=member.member_id, group_instance_id=member.group_instance_id,
                   client_id=member.client_id, protocols=member.protocol_names)
         if self.state is GroupState.PREPARING_REBALANCE:
             if self.initial_delay_active:
@@ -498,7 +498,7 @@ class Group(StepOutputs):
         was_empty = self.state is GroupState.EMPTY
         self.rebalance_trigger = trigger
         self._transition(GroupState.PREPARING_REBALANCE)
-        self._log("rebalance_started", trigger=trigger, cause=cause.value, members=list(self.members))
+        self._log(events.RebalanceStarted, trigger=trigger, cause=cause, members=list(self.members))
         if was_empty:
             delay = self.config.group_initial_rebalance_delay_ms
             self.initial_delay_active = True
@@ -539,12 +539,12 @@ class Group(StepOutputs):
             self.protocol_type = self.protocol_name = None
             self._transition(GroupState.EMPTY)
             self._persist()
-            self._log("generation_completed", protocol_name=None, leader=None, members=[], trigger=self.rebalance_trigger)
+            self._log(events.GenerationCompleted, protocol_name=None, leader=None, members=[], trigger=self.rebalance_trigger)
             return
         self.protocol_type = next(iter(self.members.values())).protocol_type
         self.protocol_name = self._select_protocol()
         self._transition(GroupState.COMPLETING_REBALANCE)
-        self._log("generation_completed", protocol_name=self.protocol_name, leader=self.leader_id,
+        self._log(events.GenerationCompleted, protocol_name=self.protocol_name, leader=self.leader_id,
                   members=list(self.members), trigger=self.rebalance_trigger)
         self.pending_sync = set(self.members)
         self._out.append(ArmTimer(self.timers.sync(self.generation_id), self._now + self._rebalance_timeout_ms()))
@@ -605,7 +605,7 @@ class Group(StepOutputs):
         self._out.append(CancelTimer(self.timers.session(mid)))
         if self.leader_id == mid:
             self.leader_id = next(iter(self.members), None)
-        self._log("member_removed", member_id=mid, reason=reason.value, detail=detail)
+        self._log(events.MemberRemoved, member_id=mid, reason=reason, detail=detail)
         if not update:
             return
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -679,7 +679,7 @@ class Group(StepOutputs):
     def _transition(self, to: GroupState) -> None:
         if to is not self.state:
             from_state, self.state = self.state, to
-            self._log("state_changed", from_state=from_state.value, to_state=to.value)
+            self._log(events.StateChanged, from_state=from_state, to_state=to)
 
     def _persist(self) -> None:
         """Make the group's current metadata durable (the shell appends it to its log, if any,
@@ -694,17 +694,21 @@ class Group(StepOutputs):
                                                      members, self._now)))
 
     def _log_stable(self) -> None:
+        if not self.log_events:
+            return
+        assert self.leader_id is not None and self.protocol_name is not None  # Stable: the leader has synced
         assignments: dict[str, Any] = {}
         for m in self.members.values():
             assignments[m.member_id] = _decode_for_log(self.protocol_type, m.assignment)
         clients = {m.member_id: m.client_id for m in self.members.values()}
-        self._log("group_stable", leader=self.leader_id, protocol_name=self.protocol_name, assignments=assignments,
+        self._log(events.GroupStable, leader=self.leader_id, protocol_name=self.protocol_name, assignments=assignments,
                   clients=clients)
 
-
-    def _log(self, event: str, **fields: Any) -> None:
-        self._emit_log(event, {"group_id": self.group_id, "generation_id": self.generation_id,
-                               "state": self.state.value}, fields)
+    def _log(self, event: Callable[Concatenate[str, int, GroupState, events.Fields], events.GroupEvent], /,
+             *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
+        """Log `event` with the group's G fields first (docs/events.md §4.1)."""
+        if self.log_events:
+            self._emit_log(event(self.group_id, self.generation_id, self.state, *args, **fields))
 
 
 def _decode_for_log(protocol_type: str | None, data: bytes) -> Any:

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Concatenate, Iterable, Mapping
 
 from coordinator.group_log import OffsetCommitRecord, Persist
+from protocol import events
 from protocol.effects import LogEvent, Output, Reply
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -47,7 +48,7 @@ from protocol.types import TopicPartition
 
 if TYPE_CHECKING:  # runtime imports would be circular: group.py imports this module
     from coordinator.broker import Broker
-    from coordinator.group import Group
+    from coordinator.group import Group, GroupState
 
 NO_OFFSET = -1  # OffsetFetch's answer for a partition with no committed offset (Kafka's INVALID_OFFSET)
 
@@ -249,7 +250,7 @@ def handle_offset_commit(broker: "Broker", req: Any, reply_to: Any, now_ms: int,
             top = error
             for ti, pi in candidates:
                 codes[ti][pi] = error
-            logs.append(_event(group, req.group_id, "offset_commit_rejected", now_ms, member_id=req.member_id,
+            logs.append(_event(group, req.group_id, now_ms, events.OffsetCommitRejected, member_id=req.member_id,
                                request_generation_id=req.generation_id, error=error.name,
                                partitions=_pairs(sorted({TopicPartition(req.topics[ti].name,
                                                                         req.topics[ti].partitions[pi].partition_index)
@@ -273,12 +274,12 @@ def handle_offset_commit(broker: "Broker", req: Any, reply_to: Any, now_ms: int,
                 tps = sorted(accepted)
                 if txn_producer_id is None:
                     out += [Persist(r) for r in group.offsets.commit(accepted)]
-                    logs.append(_event(group, req.group_id, "offsets_committed", now_ms, member_id=req.member_id,
+                    logs.append(_event(group, req.group_id, now_ms, events.OffsetsCommitted, member_id=req.member_id,
                                        partitions=_pairs(tps), offsets=[accepted[tp].offset for tp in tps],
                                        producer_id=None))
                 else:
                     group.offsets.stage_txn(txn_producer_id, accepted, now_ms)
-                    logs.append(_event(group, req.group_id, "txn_offsets_staged", now_ms, member_id=req.member_id,
+                    logs.append(_event(group, req.group_id, now_ms, events.TxnOffsetsStaged, member_id=req.member_id,
                                        partitions=_pairs(tps), offsets=[accepted[tp].offset for tp in tps],
                                        producer_id=txn_producer_id))
 
@@ -331,11 +332,11 @@ def complete_txn_outputs(group: "Group", producer_id: int, commit: bool, now_ms:
     if commit and records:
         tps = [TopicPartition(r.topic, r.partition) for r in records]
         order = sorted(range(len(tps)), key=lambda i: tps[i])
-        out.append(_event(group, group.group_id, "offsets_committed", now_ms, member_id="",
+        out.append(_event(group, group.group_id, now_ms, events.OffsetsCommitted, member_id="",
                           partitions=_pairs(tps[i] for i in order), offsets=[records[i].offset for i in order],
                           producer_id=producer_id))
     elif not commit and staged:
-        out.append(_event(group, group.group_id, "txn_offsets_aborted", now_ms, producer_id=producer_id,
+        out.append(_event(group, group.group_id, now_ms, events.TxnOffsetsAborted, producer_id=producer_id,
                           partitions=_pairs(staged)))
     return out
 
@@ -348,7 +349,7 @@ def restore_offsets(broker: "Broker", records: Iterable[OffsetCommitRecord], now
     for record in records:
         broker.group(record.group_id).offsets.restore(record)
         loaded[record.group_id] = loaded.get(record.group_id, 0) + 1
-    return [_event(broker.groups[gid], gid, "offsets_loaded", now_ms, committed_partitions=len(broker.groups[gid].offsets.committed))
+    return [_event(broker.groups[gid], gid, now_ms, events.OffsetsLoaded, committed_partitions=len(broker.groups[gid].offsets.committed))
             for gid in loaded]
 
 
@@ -359,11 +360,12 @@ def _pairs(tps: Iterable[TopicPartition]) -> list[list]:
     return [[tp.topic, tp.partition] for tp in tps]
 
 
-def _event(group: "Group | None", group_id: str, event: str, now_ms: int, **fields: Any) -> LogEvent:
+def _event(group: "Group | None", group_id: str, now_ms: int,
+           event: Callable[Concatenate[str, int, GroupState, events.Fields], events.GroupEvent], /,
+           *args: events.Fields.args, **fields: events.Fields.kwargs) -> LogEvent:
     """A coordinator group event (the G fields first). A group that does not exist is `Dead`,
     generation 0, as DescribeGroups shows it."""
-    base: dict[str, Any] = {"group_id": group_id,
-                            "generation_id": group.generation_id if group is not None else 0,
-                            "state": group.state.value if group is not None else "Dead"}
-    base.update(fields)
-    return LogEvent(event, now_ms, base)
+    if group is not None:
+        return LogEvent(now_ms, event(group_id, group.generation_id, group.state, *args, **fields))
+    from coordinator.group import GroupState  # here, not at the top: coordinator.group imports this module
+    return LogEvent(now_ms, event(group_id, 0, GroupState.DEAD, *args, **fields))

@@ -26,6 +26,7 @@ from coordinator.broker import Broker, RequestContext, uuid_member_ids
 from coordinator.config import BrokerConfig
 from coordinator.group_log import GroupLog, Persist
 from coordinator.partition_log import INT64_MAX, FileLogStore
+from protocol import events
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerTable, wall_clock_ms
 from protocol.errors import ErrorCode, FrameTooLarge
 from protocol.framing import BadRequest, FrameReader, decode_request, encode_response
@@ -139,9 +140,9 @@ class CoordinatorServer:
             raise
         self.port = self._server.sockets[0].getsockname()[1]
         self.broker.topics.port = self.port
-        self._emit(LogEvent("coordinator_started", self.clock(), {"host": self.host, "port": self.port,
-                                                                  "config": self.config.as_kafka_names(),
-                                                                  "data_dir": str(self.data_dir) if self.data_dir else None}))
+        self._emit(LogEvent(self.clock(), events.CoordinatorStarted(
+            self.host, self.port, config=self.config.as_kafka_names(),
+            data_dir=str(self.data_dir) if self.data_dir else None)))
         self._apply(restored)
         self._schedule_flush()
         return self
@@ -160,7 +161,7 @@ class CoordinatorServer:
                 self.log_store.flush_if_due(self.clock())
             except OSError as exc:
                 _log.error("partition log flush failed: %r", exc)
-                self._emit(LogEvent("partition_flush_failed", self.clock(), {"error": repr(exc)}))
+                self._emit(LogEvent(self.clock(), events.PartitionFlushFailed(error=repr(exc))))
             self._flusher = self._loop.call_later(max(interval_ms, 10) / 1000, tick)  # type: ignore[union-attr]
 
         self._flusher = self._loop.call_later(max(interval_ms, 10) / 1000, tick)
@@ -193,17 +194,17 @@ class CoordinatorServer:
         self.group_log = log
         self.log_store = store
         st = log.stats
-        recovered = LogEvent("log_recovered", now, {
-            "path": str(log.path), "records": st.records, "bytes": st.bytes, "torn_tail_bytes": st.torn_tail_bytes,
-            "corrupt_records": st.corrupt_records, "groups": len(self.broker.groups),
-            "topics": len(self.broker.topics.partitions), "compacted_bytes": compacted,
-            "ms": round((time.perf_counter() - started) * 1000 - logs_ms, 3)})
+        recovered = LogEvent(now, events.LogRecovered(
+            path=str(log.path), records=st.records, bytes=st.bytes, torn_tail_bytes=st.torn_tail_bytes,
+            corrupt_records=st.corrupt_records, groups=len(self.broker.groups),
+            topics=len(self.broker.topics.partitions), compacted_bytes=compacted,
+            ms=round((time.perf_counter() - started) * 1000 - logs_ms, 3)))
         rs = store.recovery
-        logs_recovered = [LogEvent("partition_logs_recovered", now, {
-            "path": str(store.root), "partitions": rs.partitions, "segments": rs.segments,
-            "batches": rs.batches, "bytes": rs.bytes, "truncated_bytes": rs.truncated_bytes,
-            "ms": round(logs_ms, 3)})]
-        logs_recovered += [LogEvent("partition_log_truncated", now, dict(t)) for t in rs.truncations]
+        logs_recovered = [LogEvent(now, events.PartitionLogsRecovered(
+            path=str(store.root), partitions=rs.partitions, segments=rs.segments,
+            batches=rs.batches, bytes=rs.bytes, truncated_bytes=rs.truncated_bytes,
+            ms=round(logs_ms, 3)))]
+        logs_recovered += [LogEvent(now, events.PartitionLogTruncated(**t)) for t in rs.truncations]
         return [recovered, *logs_recovered, *outputs]
 
     def _close_log(self) -> None:
@@ -227,7 +228,7 @@ class CoordinatorServer:
             await self._server.wait_closed()
             self._server = None
             self._close_log()
-            self._emit(LogEvent("coordinator_stopped", self.clock(), {}))
+            self._emit(LogEvent(self.clock(), events.CoordinatorStopped()))
         self._close_log()
 
     async def __aenter__(self) -> "CoordinatorServer":
@@ -259,7 +260,7 @@ class CoordinatorServer:
 
     def note_bad_frame(self, conn: _Connection, message: str) -> None:
         self.bad_frames += 1
-        self._emit(LogEvent("bad_request", self.clock(), {"peer": conn.peer, "error": message}))
+        self._emit(LogEvent(self.clock(), events.BadRequest(peer=conn.peer, error=message)))
 
     def _enqueue(self, group_id: str, item: tuple) -> None:
         queue = self._queues.get(group_id)
@@ -288,7 +289,7 @@ class CoordinatorServer:
             outputs = step()
         except Exception as exc:  # pragma: no cover - a defect, reported loudly
             _log.exception("state machine failed")
-            self._emit(LogEvent("internal_error", self.clock(), {"error": repr(exc)}))
+            self._emit(LogEvent(self.clock(), events.InternalError(error=repr(exc))))
             if ctx is not None:
                 ctx.reply_to.conn.send(ctx.reply_to.correlation_id,
                                        ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=repr(exc)))
@@ -325,8 +326,8 @@ class CoordinatorServer:
         except OSError as exc:
             _log.error("group log append failed: %r", exc)
             for out in batch:
-                self._emit(LogEvent("log_write_failed", self.clock(), {"record": type(out.record).__name__,
-                                                                       "key": list(out.record.key), "error": repr(exc)}))
+                self._emit(LogEvent(self.clock(), events.LogWriteFailed(
+                    record=type(out.record).__name__, key=list(out.record.key), error=repr(exc))))
 
     def _fire(self, key: tuple) -> None:
         self._enqueue(key[1], ("timer", key))

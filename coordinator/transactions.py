@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, Concatenate
 
 from coordinator.group_log import TxnRecord
+from protocol import events
 from protocol.effects import ArmTimer, CancelTimer, Output, StepOutputs
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -104,7 +105,7 @@ class TransactionCoordinator(StepOutputs):
         txn = self.txns.get(tid)
         if txn is None:
             txn = self.txns[tid] = TxnMetadata(tid, self.allocate_producer_id(), 0, req.transaction_timeout_ms)
-            self._log("producer_id_assigned", txn, new=True)
+            self._log(events.ProducerIdAssigned, txn, new=True)
         else:
             if txn.state is TxnState.ONGOING:
                 # The new instance's arrival ends the old one's transaction: abort it.
@@ -112,7 +113,7 @@ class TransactionCoordinator(StepOutputs):
             self._bump_epoch(txn)
             txn.timeout_ms = req.transaction_timeout_ms
             txn.state = TxnState.EMPTY
-            self._log("producer_epoch_bumped", txn, reason="InitProducerId (older instances are fenced)")
+            self._log(events.ProducerEpochBumped, txn, reason="InitProducerId (older instances are fenced)")
         self._persist(txn)
         self._reply(reply_to, InitProducerIdResponse(producer_id=txn.producer_id, producer_epoch=txn.producer_epoch))
         return self._end()
@@ -137,7 +138,7 @@ class TransactionCoordinator(StepOutputs):
                 txn.partitions |= set(tps)
                 if new:
                     self._persist(txn)
-                    self._log("partitions_added_to_txn", txn, partitions=sorted([tp.topic, tp.partition] for tp in new))
+                    self._log(events.PartitionsAddedToTxn, txn, partitions=sorted([tp.topic, tp.partition] for tp in new))
         else:
             per_partition = {tp: code for tp in tps}
         results: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
@@ -224,7 +225,7 @@ class TransactionCoordinator(StepOutputs):
         if txn.state is TxnState.ONGOING:
             self._end_transaction(txn, commit=False, why="the coordinator restarted (staged offsets are not durable)")
             self._bump_epoch(txn)
-            self._log("producer_epoch_bumped", txn, reason="its transaction was aborted at restart")
+            self._log(events.ProducerEpochBumped, txn, reason="its transaction was aborted at restart")
             self._persist(txn)
         return self._end()
 
@@ -247,7 +248,7 @@ class TransactionCoordinator(StepOutputs):
             txn.partitions.clear()
             txn.groups.clear()
             self._out.append(ArmTimer(timer_key(txn.transactional_id), self._now + txn.timeout_ms))
-            self._log("transaction_started", txn)
+            self._log(events.TransactionStarted, txn)
 
     def _end_transaction(self, txn: TxnMetadata, commit: bool, why: str) -> None:
         for tp in sorted(txn.partitions):
@@ -256,7 +257,7 @@ class TransactionCoordinator(StepOutputs):
             self._out.extend(self.complete_offsets(group_id, txn.producer_id, commit, self._now) or [])
         txn.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         self._out.append(CancelTimer(timer_key(txn.transactional_id)))
-        self._log("transaction_committed" if commit else "transaction_aborted", txn, reason=why,
+        self._log(events.TransactionCommitted if commit else events.TransactionAborted, txn, reason=why,
                   partitions=sorted([tp.topic, tp.partition] for tp in txn.partitions), groups=sorted(txn.groups))
         txn.partitions = set()
         txn.groups = set()
@@ -272,6 +273,8 @@ class TransactionCoordinator(StepOutputs):
         if out is not None:
             self._out.append(out)
 
-    def _log(self, event: str, txn: TxnMetadata, **fields: Any) -> None:
-        self._emit_log(event, {"transactional_id": txn.transactional_id, "producer_id": txn.producer_id,
-                               "producer_epoch": txn.producer_epoch, "txn_state": txn.state.value}, fields)
+    def _log(self, event: Callable[Concatenate[str, int, int, TxnState, events.Fields], events.TxnEvent],
+             txn: TxnMetadata, /, *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
+        """Log `event` with `txn`'s T fields first (docs/events.md §4.1b)."""
+        if self.log_events:
+            self._emit_log(event(txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.state, *args, **fields))

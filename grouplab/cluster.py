@@ -21,6 +21,7 @@ from coordinator.server import CoordinatorServer
 from grouplab.eventlog import EventLog, null_log, run_dir_log
 from grouplab.faults.proxy import FaultProxy
 from grouplab.faults.rules import Rule, parse_spec
+from protocol import events
 from protocol.effects import LogEvent, wall_clock_ms
 from protocol.types import TopicPartition
 
@@ -236,8 +237,8 @@ class DeliveryRun:
             committed = committed or {}
             isolation = "read_committed" if self.mode is DeliveryMode.EXACTLY_ONCE else "read_uncommitted"
             for fields in ledger.record_events(self.mode.value, isolation, committed):
-                log.emit(LogEvent("delivery_records", wall_clock_ms(), fields))
-            log.emit(LogEvent("delivery_account", wall_clock_ms(),
-                              {"mode": self.mode.value, "produced": ledger.produced, "committed": sum(committed.values()),
-                               "lost": ledger.lost, "duplicated": ledger.duplicated}))
+                log.emit(LogEvent(wall_clock_ms(), events.RunDeliveryRecords(**fields)))
+            log.emit(LogEvent(wall_clock_ms(), events.RunDeliveryAccount(
+                self.mode.value, produced=ledger.produced, committed=sum(committed.values()), lost=ledger.lost,
+                duplicated=ledger.duplicated)))
         return account

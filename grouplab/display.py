@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from protocol.effects import LogEvent
+from protocol.events import GroupEvent, GroupStable, RebalanceStarted
 from protocol.types import TopicPartition, format_partitions
 
 
@@ -74,37 +75,36 @@ class RebalanceView:
     _last_owner: dict[TopicPartition, str] = field(default_factory=dict)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
-        f = ev.fields
-        if f.get("group_id") != self.group_id:
+        e = ev.payload
+        if not isinstance(e, GroupEvent) or e.group_id != self.group_id:
             return
-        if ev.event == "rebalance_started":
+        if isinstance(e, RebalanceStarted):
             if self._started_ms is None:
                 self._started_ms = ev.ts_ms
-                self._trigger = f.get("trigger", "")
-        elif ev.event == "group_stable":
-            self._on_stable(ev)
+                self._trigger = e.trigger
+        elif isinstance(e, GroupStable):
+            self._on_stable(ev.ts_ms, e)
 
-    def _on_stable(self, ev: LogEvent) -> None:
-        f = ev.fields
+    def _on_stable(self, ts_ms: int, e: GroupStable) -> None:
         assignments = {m: [TopicPartition(t, p) for t, p in ps] if isinstance(ps, list) else []
-                       for m, ps in f["assignments"].items()}
+                       for m, ps in e.assignments.items()}
         owner = {tp: m for m, ps in assignments.items() for tp in ps}
         moved_to: dict[str, int] = {}
         for tp, m in owner.items():
             if self._last_owner.get(tp) not in (None, m):
                 moved_to[m] = moved_to.get(m, 0) + 1
-        cooperative = f.get("protocol_name") == "cooperative-sticky"
+        cooperative = e.protocol_name == "cooperative-sticky"
         # Eager members revoke everything before rejoining; cooperative ones only what moves away.
         revoked = sum(1 for tp, m in self._previous.items() if owner.get(tp) != m) if cooperative else len(self._previous)
         withheld = sum(1 for tp in self._previous if tp not in owner)
-        self._clients.update(f.get("clients", {}))
+        self._clients.update(e.clients)
         trigger = self._trigger or "?"
         for member_id, client in self._clients.items():
             trigger = trigger.replace(member_id, short_member(member_id, self._clients))
         record = RebalanceRecord(
-            generation_id=f["generation_id"], trigger=trigger, started_ms=self._started_ms or ev.ts_ms,
-            ended_ms=ev.ts_ms, leader=f.get("leader") or "", protocol=f.get("protocol_name") or "",
-            assignments=assignments, clients=f.get("clients", {}), moved=sum(moved_to.values()),
+            generation_id=e.generation_id, trigger=trigger, started_ms=self._started_ms or ts_ms,
+            ended_ms=ts_ms, leader=e.leader, protocol=e.protocol_name,
+            assignments=assignments, clients=e.clients, moved=sum(moved_to.values()),
             revoked=revoked, eager_revoked=len(self._previous), withheld=withheld,
         )
         self.records.append(record)

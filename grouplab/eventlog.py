@@ -1,7 +1,8 @@
 """The event log (DESIGN.md §5): one JSON object a line, written with structlog.
 
 Every line has `ts_ms` (the state machine's now_ms), `event` and `node`, then the event's fields
-(`group_id`, `generation_id`, `member_id`, `state`, `partitions`, ...). docs/events.md lists them.
+(`group_id`, `generation_id`, `member_id`, `state`, `partitions`, ...): `LogEvent.fields`, those of
+its typed event (protocol/events.py) in its class's order. docs/events.md lists them.
 A run directory holds one file per node: `coordinator.jsonl`, `<member>.jsonl`.
 """
 

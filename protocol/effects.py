@@ -4,9 +4,11 @@ clocks themselves. Outputs that only one side uses live beside that side's machi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import time
 from typing import Any, Callable, Hashable
+
+from protocol.events import Event, FreeFormEvent
 
 TimerKey = tuple[Hashable, ...]
 
@@ -34,11 +36,19 @@ class CancelTimer:
 
 @dataclass(slots=True)
 class LogEvent:
-    """One event-log line (DESIGN.md §5); the shell adds `node`."""
+    """One event-log line (docs/events.md): a typed event from protocol/events.py at `ts_ms`; the
+    shell adds `node`. `event` and `fields` are the line as written, for readers of names and dicts."""
 
-    event: str
     ts_ms: int
-    fields: dict[str, Any] = field(default_factory=dict)
+    payload: Event | FreeFormEvent
+
+    @property
+    def event(self) -> str:
+        return self.payload.NAME
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        return self.payload.log_fields()
 
 
 Output = Reply | ArmTimer | CancelTimer | LogEvent
@@ -47,7 +57,8 @@ Output = Reply | ArmTimer | CancelTimer | LogEvent
 class StepOutputs:
     """The bookkeeping every pure machine shares: an input begins a step at `now_ms`, the step
     appends outputs, and ending it hands them over. `log_events = False` turns the LogEvents off
-    (they are reports, never decisions) for a shell with no event log."""
+    (they are reports, never decisions) for a shell with no event log: each machine's `_log`
+    checks it before building the event."""
 
     _out: list[Any]
     _now: int
@@ -64,10 +75,8 @@ class StepOutputs:
     def _reply(self, to: Any, body: Any) -> None:
         self._out.append(Reply(to, body))
 
-    def _emit_log(self, event: str, base: dict[str, Any], fields: dict[str, Any]) -> None:
-        if self.log_events:
-            base.update(fields)
-            self._out.append(LogEvent(event, self._now, base))
+    def _emit_log(self, event: Event) -> None:
+        self._out.append(LogEvent(self._now, event))
 
 
 def wall_clock_ms() -> int:

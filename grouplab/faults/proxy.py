@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable
 
 from grouplab.faults.rules import Envelope, Fate, LinkId, Rule, RuleSet, error_response, link_matches, parse_spec
 from protocol.effects import LogEvent, wall_clock_ms
+from protocol.events import FreeFormEvent
 from protocol.errors import FrameTooLarge, ProtocolError
 from protocol.framing import FrameReader, encode_response, read_response, unpack
 
@@ -613,4 +614,4 @@ class FaultProxy:
 
     def _event(self, name: str, **fields: Any) -> None:
         if self.events is not None:
-            self.events.emit(LogEvent(name, self.clock(), fields))
+            self.events.emit(LogEvent(self.clock(), FreeFormEvent(name, fields)))

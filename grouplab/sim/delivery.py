@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from consumer.delivery import (Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, OutputLedger, Processed,
                                input_value)
+from protocol import events
 from protocol.messages import ProduceResponse, Record, RecordBatch
 from protocol.types import TopicPartition
 
@@ -69,7 +70,7 @@ class DeliveryWorld:
             self.committed[out.tp] = out.offset
             self.sim.invariants.dirty = True  # the input may now be drained
         elif kind is CrashNow:
-            self.sim._log_sim("process_crashed", member=m.name, point=out.point)
+            self.sim._log_sim(events.ProcessCrashed, member=m.name, point=out.point)
             self.sim._stop_process(m, clean=False)
             if m.zombie:
                 m.permanently_down = True  # a fenced zombie is gone for good
@@ -129,13 +130,13 @@ class DeliveryWorld:
         stats.committed = sum(self.committed.values())
         committed = {tp.partition: offset for tp, offset in self.committed.items() if tp.topic == self.spec.input_topic}
         for fields in ledger.record_events(self.mode.value, ISOLATION_NAMES[isolation], committed):
-            self.sim._log_sim("delivery_records", **fields)
+            self.sim._log_sim(events.SimDeliveryRecords, **fields)
         broken = {
             DeliveryMode.AT_MOST_ONCE: duplicated > 0,
             DeliveryMode.AT_LEAST_ONCE: lost > 0,
             DeliveryMode.EXACTLY_ONCE: lost > 0 or duplicated > 0,
         }[self.mode]
-        self.sim._log_sim("delivery_account", mode=self.mode.value, produced=stats.produced, processed=self.processed,
+        self.sim._log_sim(events.SimDeliveryAccount, mode=self.mode.value, produced=ledger.produced, processed=self.processed,
                           committed=stats.committed, lost=lost, duplicated=duplicated)
         if broken:
             self.sim.invariants.fail("delivery guarantee", f"{self.mode.value}: {lost} input records lost, "

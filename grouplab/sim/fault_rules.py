@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from grouplab.faults.rules import Decision, Envelope, Fate, LinkId, Rule, RuleSet, error_response
 from grouplab.sim.scenario import FaultRule
+from protocol import events
 from protocol.messages import RESPONSE_API
 
 if TYPE_CHECKING:
@@ -131,5 +132,5 @@ class SimFaultRules:
                 duration_ms = self._release_at(rule) - sim.now
             elif rule is decision.rule and decision.fate is Fate.REORDER:
                 duration_ms = rule.wait_ms
-            sim._log_sim("fault_injected", fault=rule.action, members=[m.name], duration_ms=duration_ms, topic=None,
+            sim._log_sim(events.RuleFaultInjected, fault=rule.action, members=[m.name], duration_ms=duration_ms, topic=None,
                          rule=rule.spec(), api=message.api, direction=message.direction)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from consumer.coordinator import MemberState
 from coordinator.group import GroupState
 from protocol.effects import LogEvent
+from protocol.events import GenerationCompleted, GroupEvent, GroupStable, RebalanceStarted, StaticMemberReplaced
 from protocol.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -127,25 +128,24 @@ class Invariants:
                 del self.leaders[g]
 
     def on_coordinator_event(self, ev: LogEvent) -> None:
-        f = ev.fields
-        if f.get("group_id") != self.sim.scenario.group_id:
+        e = ev.payload
+        if not isinstance(e, GroupEvent) or e.group_id != self.sim.scenario.group_id:
             return
         self.dirty = True
-        name = ev.event
-        if name == "generation_completed":
-            gen, leader = f["generation_id"], f.get("leader")
+        if isinstance(e, GenerationCompleted):
+            gen, leader = e.generation_id, e.leader
             if leader is not None:
                 known = self.leaders.get(gen)
                 if known is not None and known != leader:
                     self.fail("one leader per generation", f"generation {gen} has leaders {known} and {leader}")
                 self.leaders[gen] = leader
             self.sim.stats.generations += 1
-        elif name == "rebalance_started":
+        elif isinstance(e, RebalanceStarted):
             if self._open_rebalance_ms is None:
                 self._open_rebalance_ms = ev.ts_ms
-        elif name == "group_stable":
-            gen = f["generation_id"]
-            decoded = {m: [TopicPartition(t, p) for t, p in ps] for m, ps in f["assignments"].items() if isinstance(ps, list)}
+        elif isinstance(e, GroupStable):
+            gen = e.generation_id
+            decoded = {m: [TopicPartition(t, p) for t, p in ps] for m, ps in e.assignments.items() if isinstance(ps, list)}
             seen: dict[TopicPartition, str] = {}
             for member, parts in decoded.items():
                 for tp in parts:
@@ -160,9 +160,9 @@ class Invariants:
             moved = sum(1 for tp, m in seen.items() if self._last_owner.get(tp) not in (None, m))
             self.sim.stats.partitions_moved += moved
             self._last_owner.update(seen)
-        elif name == "static_member_replaced":
-            self.replaced[f["member_id"]] = f["old_member_id"]
-            self.fenced.add(f["old_member_id"])
+        elif isinstance(e, StaticMemberReplaced):
+            self.replaced[e.member_id] = e.old_member_id
+            self.fenced.add(e.old_member_id)
 
     # ------------------------------------------------------------------ per step
 

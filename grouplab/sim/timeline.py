@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from protocol.effects import LogEvent
+from protocol.events import GroupEvent, GroupStable, MemberRemoved, RebalanceStarted, SimulatorEvent
 
 
 @dataclass
@@ -19,21 +20,21 @@ class Timeline:
     _clients: dict[str, str] = field(default_factory=dict)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
-        f = ev.fields
-        if node == "simulator":
-            detail = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("group_id", "seed") and v not in (None, [], ""))
+        e = ev.payload
+        if isinstance(e, SimulatorEvent):
+            detail = ", ".join(f"{k}={v}" for k, v in ev.fields.items() if k not in ("group_id", "seed") and v not in (None, [], ""))
             self.rows.append((ev.ts_ms, ev.event.replace("_", " "), detail))
-        elif node == "coordinator" and f.get("group_id") == self.group_id:
-            if ev.event == "rebalance_started" and self._rebalance_from is None:
-                self._rebalance_from, self._trigger = ev.ts_ms, f.get("trigger", "")
-            elif ev.event == "member_removed":
-                self.rows.append((ev.ts_ms, "member removed", f"{f['member_id']} ({f['reason']})"))
-            elif ev.event == "group_stable":
+        elif isinstance(e, GroupEvent) and e.group_id == self.group_id:
+            if isinstance(e, RebalanceStarted) and self._rebalance_from is None:
+                self._rebalance_from, self._trigger = ev.ts_ms, e.trigger
+            elif isinstance(e, MemberRemoved):
+                self.rows.append((ev.ts_ms, "member removed", f"{e.member_id} ({e.reason.value})"))
+            elif isinstance(e, GroupStable):
                 took = ev.ts_ms - self._rebalance_from if self._rebalance_from is not None else 0
-                sizes = sorted(len(p) for p in f["assignments"].values() if isinstance(p, list))
+                sizes = sorted(len(p) for p in e.assignments.values() if isinstance(p, list))
                 spread = f"{sizes[0]}-{sizes[-1]} partitions each" if sizes else "no partitions"
-                self.rows.append((ev.ts_ms, f"generation {f['generation_id']} stable",
-                                  f"{len(f['assignments'])} members, {spread}, {f.get('protocol_name')}, "
+                self.rows.append((ev.ts_ms, f"generation {e.generation_id} stable",
+                                  f"{len(e.assignments)} members, {spread}, {e.protocol_name}, "
                                   f"took {took} ms; trigger: {self._trigger}"))
                 self._rebalance_from = None
 

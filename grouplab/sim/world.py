@@ -26,7 +26,7 @@ import itertools
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Concatenate
 
 from consumer.config import ConsumerConfig
 from consumer.coordinator import (
@@ -46,6 +46,7 @@ from grouplab.sim.delivery import DeliveryWorld
 from grouplab.sim.fault_rules import SimFaultRules
 from grouplab.sim.invariants import Invariants, Violation, format_step
 from grouplab.sim.scenario import RANDOM_KINDS, Scenario, ScheduledFault, _kafka_value
+from protocol import events
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
 from protocol.types import TopicPartition
 
@@ -210,7 +211,7 @@ class Simulation:
                 if not self.faults_on and self.stats.settled_at_ms is None and self.invariants.settled():
                     self.stats.settled_at_ms = self.now
                     self.stats.final_imbalance = self.invariants.imbalance()
-                    self._log_sim("settled", quiet_at_ms=self.stats.quiet_at_ms)
+                    self._log_sim(events.Settled, quiet_at_ms=self.stats.quiet_at_ms)
                     if self.delivery is not None:
                         self.delivery.finish()
                     break
@@ -327,7 +328,7 @@ class Simulation:
         self._logs_after_crash = self.broker.logs.recovered() if self.broker is not None else None
         self.broker = None
         self.broker_timers.clear()
-        self._log_sim("coordinator_crashed", down_ms=down_ms)
+        self._log_sim(events.CoordinatorCrashed, down_ms=down_ms)
         for m in self.members:
             if m.up and m.connected:
                 self._connection_lost(m)
@@ -338,7 +339,7 @@ class Simulation:
         restore = getattr(broker, "restore", None)
         outputs = restore(list(self.durable), self.now) if restore is not None and self.durable else []
         self.broker = broker
-        self._log_sim("coordinator_restarted", records=len(self.durable))
+        self._log_sim(events.CoordinatorRestarted, records=len(self.durable))
         self._broker_outputs(outputs or [])
         self.invariants.on_coordinator_restart()
 
@@ -357,10 +358,10 @@ class Simulation:
         m.connected = self.broker is not None
         m.dropped_sends = False
         m.reconnect_backoff_ms = RECONNECT_BACKOFF_MS
-        self._log_sim("process_started", member=m.name, incarnation=m.incarnation)
+        self._log_sim(events.ProcessStarted, member=m.name, incarnation=m.incarnation)
         self.invariants.dirty = True
         if self.emit is not None:
-            self.emit(m.name, LogEvent("coordinator_connected", self.now, {"group_id": m.config.group_id, "member_id": ""}))
+            self.emit(m.name, LogEvent(self.now, events.CoordinatorConnected(m.config.group_id, "")))
         self._member_outputs(m, m.machine.start(self.now))
         if not m.connected:
             self._schedule_reconnect(m)
@@ -419,7 +420,7 @@ class Simulation:
         if m.machine is not None and m.machine.state is MemberState.FAILED:
             # A fatal error (e.g. FENCED_INSTANCE_ID for a zombie) ends the application, as it
             # does a KafkaConsumer's owner.
-            self._log_sim("process_exited", member=m.name, error=m.machine.fatal_error.name)
+            self._log_sim(events.ProcessExited, member=m.name, error=m.machine.fatal_error.name)
             self._stop_process(m, clean=False)
             m.permanently_down = True
 
@@ -448,8 +449,7 @@ class Simulation:
         m.epoch += 1
         m.reconnect_backoff_ms = RECONNECT_BACKOFF_MS
         if self.emit is not None:
-            self.emit(m.name, LogEvent("coordinator_connected", self.now,
-                                       {"group_id": m.config.group_id, "member_id": m.machine.member_id}))
+            self.emit(m.name, LogEvent(self.now, events.CoordinatorConnected(m.config.group_id, m.machine.member_id)))
         if m.dropped_sends:
             m.dropped_sends = False
             self._member_outputs(m, m.machine.on_disconnect(self.now))
@@ -496,7 +496,7 @@ class Simulation:
             if m.hung:
                 self._resume(m)
             m.slow = False
-        self._log_sim("faults_over")
+        self._log_sim(events.FaultsOver)
 
     def _pick(self, spec: Any, want: Callable[[SimMember], bool]) -> list[SimMember]:
         candidates = [m for m in self.members if want(m)]
@@ -536,7 +536,7 @@ class Simulation:
                 self._member_fault(m, kind, f.duration_ms)
         if kind in ("coordinator_restart", "add_partitions") or chosen:
             self.stats.faults[kind] = self.stats.faults.get(kind, 0) + 1
-            self._log_sim("fault_injected", fault=kind, members=[m.name for m in chosen], duration_ms=f.duration_ms,
+            self._log_sim(events.FaultInjected, fault=kind, members=[m.name for m in chosen], duration_ms=f.duration_ms,
                           topic=f.topic or None)
 
     def _member_fault(self, m: SimMember, kind: str, duration_ms: int) -> None:
@@ -610,10 +610,13 @@ class Simulation:
         if until > self.now:
             self.stats.unowned_partition_ms += (until - self.now) * self.invariants.unowned_count()
 
-    def _log_sim(self, event: str, **fields: Any) -> None:
-        self.trace.append((self.now, "simulator", event, fields))
+    def _log_sim(self, event: Callable[Concatenate[str, int, events.Fields], events.SimulatorEvent], /,
+                 *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
+        """Note what the simulator did, in the trace and (with an event log) as a §4.6 event."""
+        payload = event(self.scenario.group_id, self.seed, *args, **fields)
+        self.trace.append((self.now, "simulator", payload.NAME, fields))
         if self.emit is not None:
-            self.emit("simulator", LogEvent(event, self.now, {"group_id": self.scenario.group_id, "seed": self.seed, **fields}))
+            self.emit("simulator", LogEvent(self.now, payload))
 
     def live_members(self) -> list[SimMember]:
         return [m for m in self.members if m.up and not m.permanently_down]
