@@ -324,7 +324,6 @@ class Simulation:
         self.broker = broker
         self._log_sim("coordinator_restarted", records=len(self.durable))
         self._broker_outputs(outputs or [])
-        self.invariants.on_coordinator_restart()
 
     # ------------------------------------------------------------------ member side
 
