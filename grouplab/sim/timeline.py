@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
+from grouplab.rebalances import RebalanceTracker
 from protocol.effects import LogEvent
 
 
@@ -14,28 +15,25 @@ from protocol.effects import LogEvent
 class Timeline:
     group_id: str
     rows: list[tuple[int, str, str]] = field(default_factory=list)
-    _rebalance_from: int | None = None
-    _trigger: str = ""
-    _clients: dict[str, str] = field(default_factory=dict)
+    rebalances: RebalanceTracker = field(default_factory=RebalanceTracker)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
         f = ev.fields
         if node == "simulator":
             detail = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("group_id", "seed") and v not in (None, [], ""))
             self.rows.append((ev.ts_ms, ev.event.replace("_", " "), detail))
-        elif node == "coordinator" and f.get("group_id") == self.group_id:
-            if ev.event == "rebalance_started" and self._rebalance_from is None:
-                self._rebalance_from, self._trigger = ev.ts_ms, f.get("trigger", "")
-            elif ev.event == "member_removed":
-                self.rows.append((ev.ts_ms, "member removed", f"{f['member_id']} ({f['reason']})"))
-            elif ev.event == "group_stable":
-                took = ev.ts_ms - self._rebalance_from if self._rebalance_from is not None else 0
-                sizes = sorted(len(p) for p in f["assignments"].values() if isinstance(p, list))
-                spread = f"{sizes[0]}-{sizes[-1]} partitions each" if sizes else "no partitions"
-                self.rows.append((ev.ts_ms, f"generation {f['generation_id']} stable",
-                                  f"{len(f['assignments'])} members, {spread}, {f.get('protocol_name')}, "
-                                  f"took {took} ms; trigger: {self._trigger}"))
-                self._rebalance_from = None
+            return
+        rebalance = self.rebalances.feed(node, ev)
+        if node != "coordinator" or f.get("group_id") != self.group_id:
+            return
+        if ev.event == "member_removed":
+            self.rows.append((ev.ts_ms, "member removed", f"{f['member_id']} ({f['reason']})"))
+        elif rebalance is not None:
+            sizes = sorted(len(parts) for parts in rebalance.assignments.values())
+            spread = f"{sizes[0]}-{sizes[-1]} partitions each" if sizes else "no partitions"
+            self.rows.append((rebalance.ended_ms, f"generation {rebalance.generation} stable",
+                              f"{len(rebalance.members)} members, {spread}, {rebalance.protocol}, "
+                              f"took {rebalance.duration_ms or 0} ms; trigger: {rebalance.trigger or ''}"))
 
     def render(self, limit: int = 60, title: str = "timeline") -> Table:
         table = Table(title=title, title_justify="left", header_style="bold")
