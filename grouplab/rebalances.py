@@ -20,7 +20,7 @@ Assignment = dict[str, list[TopicPartition]]
 @dataclass(frozen=True, slots=True)
 class Move:
     """A partition a stable generation gave to another member id than the one the last stable
-    generation that assigned it had (a static member's new id is another member id)."""
+    generation that assigned it had (a static member's new id counts as another member)."""
 
     partition: TopicPartition
     from_member: str
@@ -55,7 +55,7 @@ class Rebalance:
     assignments: Assignment
     clients: dict[str, str]  # member id -> client id, this generation's
     owners: dict[TopicPartition, str]  # partition -> member, this generation's
-    previous_owners: dict[TopicPartition, str]  # who owned what just before (static replacements applied)
+    previous_owners: dict[TopicPartition, str]  # the previous stable generation's owners
     moved: tuple[Move, ...]
     removed: tuple[Removal, ...]  # members the coordinator removed since the previous stable generation
 
@@ -87,12 +87,14 @@ class GroupHistory:
     protocol: str | None = None
     leaders: dict[int, str] = field(default_factory=dict)  # generation -> its leader, as formed
     assignments: dict[int, Assignment] = field(default_factory=dict)  # generation -> the leader's assignment
-    owners: dict[TopicPartition, str] = field(default_factory=dict)  # who owns what now
+    owners: dict[TopicPartition, str] = field(default_factory=dict)  # who owns what now, replacements applied
     clients: dict[str, str] = field(default_factory=dict)  # every member id seen stable -> client id
     replaced: dict[str, str] = field(default_factory=dict)  # static member's new id -> the id it replaced
     # Ids a static replacement fenced (KIP-345): a zombie may still run under one of them.
     fenced: set[str] = field(default_factory=set)
-    # The member id each partition was last assigned to by a stable generation (what moves count from).
+    # What a completed rebalance is compared with: the last stable generation's owners as it
+    # assigned them, and the member id each partition was last assigned to (moves count from it).
+    _stable_owners: dict[TopicPartition, str] = field(default_factory=dict)
     _last_assigned: dict[TopicPartition, str] = field(default_factory=dict)
     # The rebalance in progress: from its first `rebalance_started`.
     _started: LogEvent | None = None
@@ -168,8 +170,8 @@ class GroupHistory:
             trigger=None if started is None else started.fields.get("trigger"),
             cause=None if started is None else started.fields.get("cause"),
             protocol=self.protocol, leader=self.leader, members=tuple(raw), assignments=assignments, clients=clients,
-            owners=owners, previous_owners=self.owners, moved=moved, removed=tuple(self._removed))
-        self.owners = owners
+            owners=owners, previous_owners=self._stable_owners, moved=moved, removed=tuple(self._removed))
+        self.owners = self._stable_owners = owners
         self._started, self._formed_ms = None, None
         self._removed = []
         return record

@@ -86,9 +86,10 @@ def test_a_static_replacement_without_a_rebalance_hands_over_ownership_and_leade
     assert history.assignment_of(1, "nobody") is None and history.assignment_of(7, "s-3") is None
     (after,) = feed(tracker, started(2000, 1, "s-2 removed: left", "member_left"), formed(2100, 2, "s-3"),
                     stable(2110, 2, "s-3", {"s-3": pairs(0, 1, 2, 3)}))
-    # Ownership followed the replacement, so nothing was taken from s-3; but moves count member
-    # ids as the stable generations assigned them (the simulator's partitions_moved always has).
-    assert after.previous_owners == {tp(0): "s-3", tp(1): "s-3", tp(2): "s-2", tp(3): "s-2"} and after.kept == 2
+    # A rebalance is compared with the member ids the previous stable generation assigned (as the
+    # simulator's partitions_moved and `grouplab run` always have): s-3 is another member than s-1.
+    assert after.previous_owners == {tp(0): "s-1", tp(1): "s-1", tp(2): "s-2", tp(3): "s-2"} and after.kept == 0
+    assert history.owners == after.owners == {tp(p): "s-3" for p in range(4)}
     assert [(m.partition.partition, m.from_member) for m in after.moved] == [(0, "s-1"), (1, "s-1"), (2, "s-2"), (3, "s-2")]
 
 
