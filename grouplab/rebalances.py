@@ -95,12 +95,12 @@ class GroupHistory:
     fenced: set[str] = field(default_factory=set)
     # What a completed rebalance is compared with: the last stable generation's owners as it
     # assigned them, and the member id each partition was last assigned to (moves count from it).
-    _stable_owners: dict[TopicPartition, str] = field(default_factory=dict)
-    _last_assigned: dict[TopicPartition, str] = field(default_factory=dict)
+    _stable_owners: dict[TopicPartition, str] = field(default_factory=dict, init=False, repr=False)
+    _last_assigned: dict[TopicPartition, str] = field(default_factory=dict, init=False, repr=False)
     # The rebalance in progress: from its first `rebalance_started`.
-    _started: LogEvent | None = None
-    _formed_ms: int | None = None
-    _removed: list[Removal] = field(default_factory=list)
+    _started: LogEvent | None = field(default=None, init=False, repr=False)
+    _formed_ms: int | None = field(default=None, init=False, repr=False)
+    _removed: list[Removal] = field(default_factory=list, init=False, repr=False)
 
     def assignment_of(self, generation: int, member_id: str) -> list[TopicPartition] | None:
         """What the leader of `generation` assigned to `member_id`, or to the static member it
