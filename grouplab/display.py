@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from grouplab.rebalances import Rebalance, RebalanceTracker
 from protocol.effects import LogEvent
-from protocol.events import GroupEvent, GroupStable, RebalanceStarted
 from protocol.types import TopicPartition, format_partitions
 
 
@@ -40,24 +41,55 @@ def assignment_table(assignments: dict[str, list[TopicPartition]], leader: str |
     return table
 
 
-@dataclass
+@dataclass(frozen=True)
 class RebalanceRecord:
-    generation_id: int
-    trigger: str
-    started_ms: int
-    ended_ms: int
-    leader: str
-    protocol: str
-    assignments: dict[str, list[TopicPartition]]
-    clients: dict[str, str]
-    moved: int  # partitions now owned by a different member than in the previous generation
-    revoked: int  # partitions members gave up for this rebalance
-    eager_revoked: int  # what an eager protocol revokes: everything owned before
-    withheld: int  # cooperative: taken from their owner, handed out in the follow-up rebalance
+    """A completed rebalance as `grouplab run` shows it."""
+
+    rebalance: Rebalance
+    trigger: str  # with the member ids known then shortened
+
+    @property
+    def generation_id(self) -> int:
+        return self.rebalance.generation
+
+    @property
+    def protocol(self) -> str:
+        return self.rebalance.protocol or ""
+
+    @property
+    def leader(self) -> str:
+        return self.rebalance.leader or ""
+
+    @property
+    def assignments(self) -> dict[str, list[TopicPartition]]:
+        """Every member, with [] for one whose assignment is not a partition list."""
+        return {m: self.rebalance.assignments.get(m, []) for m in self.rebalance.members}
 
     @property
     def duration_ms(self) -> int:
-        return self.ended_ms - self.started_ms
+        return self.rebalance.duration_ms or 0
+
+    @property
+    def moved(self) -> int:
+        return len(self.rebalance.moved)
+
+    @property
+    def eager_revoked(self) -> int:
+        """What an eager protocol revokes: everything owned before."""
+        return len(self.rebalance.previous_owners)
+
+    @property
+    def revoked(self) -> int:
+        """Partitions members gave up for this rebalance: eager members revoke everything before
+        rejoining, cooperative ones only what moves away."""
+        if self.protocol == "cooperative-sticky":
+            return self.eager_revoked - self.rebalance.kept
+        return self.eager_revoked
+
+    @property
+    def withheld(self) -> int:
+        """Cooperative: taken from their owner, handed out in the follow-up rebalance."""
+        return len(self.rebalance.unowned)
 
 
 @dataclass
@@ -67,58 +99,29 @@ class RebalanceView:
     console: Console
     group_id: str
     records: list[RebalanceRecord] = field(default_factory=list)
-    _started_ms: int | None = None
-    _trigger: str = ""
-    _previous: dict[TopicPartition, str] = field(default_factory=dict)
-    _clients: dict[str, str] = field(default_factory=dict)  # every member id seen -> client id
-    # Last known owner of every partition: a withheld partition still counts as moved when it lands.
-    _last_owner: dict[TopicPartition, str] = field(default_factory=dict)
+    rebalances: RebalanceTracker = field(default_factory=RebalanceTracker)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
-        e = ev.payload
-        if not isinstance(e, GroupEvent) or e.group_id != self.group_id:
-            return
-        if isinstance(e, RebalanceStarted):
-            if self._started_ms is None:
-                self._started_ms = ev.ts_ms
-                self._trigger = e.trigger
-        elif isinstance(e, GroupStable):
-            self._on_stable(ev.ts_ms, e)
+        rebalance = self.rebalances.feed(node, ev)
+        if rebalance is not None and rebalance.group_id == self.group_id:
+            self._show(rebalance)
 
-    def _on_stable(self, ts_ms: int, e: GroupStable) -> None:
-        assignments = {m: [TopicPartition(t, p) for t, p in ps] if isinstance(ps, list) else []
-                       for m, ps in e.assignments.items()}
-        owner = {tp: m for m, ps in assignments.items() for tp in ps}
-        moved_to: dict[str, int] = {}
-        for tp, m in owner.items():
-            if self._last_owner.get(tp) not in (None, m):
-                moved_to[m] = moved_to.get(m, 0) + 1
-        cooperative = e.protocol_name == "cooperative-sticky"
-        # Eager members revoke everything before rejoining; cooperative ones only what moves away.
-        revoked = sum(1 for tp, m in self._previous.items() if owner.get(tp) != m) if cooperative else len(self._previous)
-        withheld = sum(1 for tp in self._previous if tp not in owner)
-        self._clients.update(e.clients)
-        trigger = self._trigger or "?"
-        for member_id, client in self._clients.items():
-            trigger = trigger.replace(member_id, short_member(member_id, self._clients))
-        record = RebalanceRecord(
-            generation_id=e.generation_id, trigger=trigger, started_ms=self._started_ms or ts_ms,
-            ended_ms=ts_ms, leader=e.leader, protocol=e.protocol_name,
-            assignments=assignments, clients=e.clients, moved=sum(moved_to.values()),
-            revoked=revoked, eager_revoked=len(self._previous), withheld=withheld,
-        )
+    def _show(self, rebalance: Rebalance) -> None:
+        clients = self.rebalances.group(self.group_id).clients  # every member id seen so far
+        trigger = rebalance.trigger or "?"
+        for member_id in clients:
+            trigger = trigger.replace(member_id, short_member(member_id, clients))
+        record = RebalanceRecord(rebalance, trigger)
         self.records.append(record)
-        self._previous = owner
-        self._last_owner.update(owner)
-        self._started_ms = None
+        moved_to = Counter(move.to_member for move in rebalance.moved)
         self.console.print(
             f"\n[bold cyan]generation {record.generation_id}[/] · protocol [bold]{record.protocol}[/] · "
-            f"leader {short_member(record.leader, record.clients)} · {len(assignments)} members · "
+            f"leader {short_member(record.leader, rebalance.clients)} · {len(rebalance.members)} members · "
             f"rebalance took {record.duration_ms} ms · {record.moved} partitions moved · "
             f"{record.revoked} revoked (eager would revoke {record.eager_revoked})"
             + (f" · [yellow]{record.withheld} withheld until their owners revoke them[/]" if record.withheld else "")
             + f"\n[dim]trigger: {record.trigger}[/]")
-        self.console.print(assignment_table(assignments, record.leader, record.clients, moved_to))
+        self.console.print(assignment_table(record.assignments, record.leader, rebalance.clients, moved_to))
 
 
 def summary_table(records: list[RebalanceRecord]) -> Table:

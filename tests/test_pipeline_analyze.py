@@ -2,8 +2,9 @@
 
 The main run is a deterministic simulation with known faults (three members; m-1 crashes at 20 s
 and comes back at 45 s, m-0 leaves cleanly at 40 s), recorded to a run directory while the same events are collected in
-memory. The expected rows are worked out here in plain Python from those events, the simple way,
-and compared with what Spark wrote.
+memory. The expected rows are worked out here in plain Python from those events, the simple way
+(rebalances, assignments and movements by the rebalance tracker, grouplab/rebalances.py), and
+compared with what Spark wrote.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from typing import Any
 import pytest
 
 from grouplab.pipeline.analyze import TABLES, analyze
+from grouplab.rebalances import Rebalance, RebalanceTracker
 from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import load_scenario, parse_scenario, resolve_scenario
+from protocol.effects import LogEvent
 
 
 KNOWN = {
@@ -36,10 +39,22 @@ CRASH_MS, LEAVE_MS, RESTART_MS = 20_000, 40_000, 45_000
 def record(tmp: Path, name: str, scenario_raw: dict[str, Any] | None = None, seed: int = 1, scenario: Any = None):
     """Run a simulation into tmp/name; return the run dir and its events as (node, event, fields)."""
     run_dir = tmp / name
-    events: list[tuple[str, str, int, dict[str, Any]]] = []
-    run_seed(scenario or parse_scenario(dict(scenario_raw or KNOWN)), seed, run_dir=run_dir,
-             listener=lambda node, ev: events.append((node, ev.event, ev.ts_ms, dict(ev.fields))))
+    events = Recorded()
+
+    def listen(node: str, ev: LogEvent) -> None:
+        events.append((node, ev.event, ev.ts_ms, dict(ev.fields)))
+        events.typed.append((node, ev))
+
+    run_seed(scenario or parse_scenario(dict(scenario_raw or KNOWN)), seed, run_dir=run_dir, listener=listen)
     return run_dir, events
+
+
+class Recorded(list[tuple[str, str, int, dict[str, Any]]]):
+    """A run's lines as (node, event, ts_ms, fields), and `typed`: the (node, LogEvent) pairs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.typed: list[tuple[str, LogEvent]] = []
 
 
 def rows(spark, out: Path, table: str) -> list[dict[str, Any]]:
@@ -59,25 +74,29 @@ def coordinator(events, name):
     return [(ts, f) for node, ev, ts, f in events if node == "coordinator" and ev == name]
 
 
+def rebalances(events) -> list[Rebalance]:
+    """The completed rebalances, by the tracker the simulator and `grouplab run` use too."""
+    tracker = RebalanceTracker()
+    return [r for node, ev in events.typed if (r := tracker.feed(node, ev)) is not None]
+
+
 # ----------------------------------------------------------------------------- rebalances
 
 
 def test_rebalances_are_the_three_that_happened_with_their_causes_and_phases(spark, known):
-    events = known["events"]
     got = sorted(rows(spark, known["out"], "rebalances"), key=lambda r: r["generation"])
-    started = {f["generation_id"] + 1: ts for ts, f in reversed(coordinator(events, "rebalance_started"))}
-    completed = {f["generation_id"]: (ts, f) for ts, f in coordinator(events, "generation_completed")}
-    stable = {f["generation_id"]: (ts, f) for ts, f in coordinator(events, "group_stable")}
-    assert [r["generation"] for r in got] == [1, 2, 3, 4]
+    expected = {r.generation: r for r in rebalances(known["events"])}
+    assert [r["generation"] for r in got] == [1, 2, 3, 4] == list(expected)
     assert [r["cause"] for r in got] == ["member_joined", "session_timeout", "member_left", "member_joined"]
     assert [r["members"] for r in got] == [3, 2, 1, 2]
     assert [r["outcome"] for r in got] == ["stable"] * 4
     for r in got:
-        g = r["generation"]
-        assert r["run"] == "known" and r["group_id"] == "sim" and r["protocol"] == "range"
-        assert (r["start_ms"], r["join_end_ms"], r["end_ms"]) == (started[g], completed[g][0], stable[g][0])
-        assert r["duration_ms"] == r["join_ms"] + r["sync_ms"] == stable[g][0] - started[g]
-        assert r["leader"] == stable[g][1]["leader"]
+        want = expected[r["generation"]]
+        assert r["run"] == "known" and r["group_id"] == "sim" and r["protocol"] == "range" == want.protocol
+        assert (r["start_ms"], r["join_end_ms"], r["end_ms"]) == (want.started_ms, want.formed_ms, want.ended_ms)
+        assert r["duration_ms"] == r["join_ms"] + r["sync_ms"] == want.duration_ms
+        assert (r["leader"], r["trigger"], r["cause"]) == (want.leader, want.trigger, want.cause)
+        assert r["members"] == len(want.members)
     # The crash was noticed by the session timeout, 6 s later; the leave at once.
     assert got[1]["start_ms"] >= CRASH_MS + 5_000 and LEAVE_MS <= got[2]["start_ms"] < LEAVE_MS + 100
     assert got[3]["start_ms"] >= RESTART_MS
@@ -87,35 +106,28 @@ def test_rebalances_are_the_three_that_happened_with_their_causes_and_phases(spa
 
 
 def test_assignments_are_each_stable_generations_decoded_assignment(spark, known):
-    events = known["events"]
-    next_start = {f["generation_id"]: ts for ts, f in coordinator(events, "rebalance_started")}
-    expected = set()
-    for ts, f in coordinator(events, "group_stable"):
-        for member, pairs in f["assignments"].items():
-            for topic, partition in pairs:
-                expected.add((f["generation_id"], member, f["clients"][member], topic, partition, ts,
-                              next_start.get(f["generation_id"])))
+    stable = rebalances(known["events"])
+    # A generation's assignment is in force until the next rebalance starts.
+    until = {r.generation: later.started_ms for r, later in zip(stable, stable[1:])}
+    expected = {(r.generation, member, r.clients[member], tp.topic, tp.partition, r.ended_ms, until.get(r.generation))
+                for r in stable for member, parts in r.assignments.items() for tp in parts}
     got = {(r["generation"], r["member_id"], r["client_id"], r["topic"], r["partition"], r["from_ms"], r["to_ms"])
            for r in rows(spark, known["out"], "assignments")}
     assert got == expected and len(expected) == 6 * 4
 
 
 def test_movements_are_owner_changes_between_consecutive_generations(spark, known):
-    owner: dict[tuple[str, int], str] = {}
-    expected = set()
-    for _, f in coordinator(known["events"], "group_stable"):
-        now = {(t, p): m for m, pairs in f["assignments"].items() for t, p in pairs}
-        for tp, m in now.items():
-            if tp in owner and owner[tp] != m:
-                reason = "rebalanced" if owner[tp] in f["assignments"] else "owner_gone"
-                expected.add((f["generation_id"], *tp, owner[tp], m, reason))
-        owner.update(now)
+    stable = rebalances(known["events"])
+    expected = {(r.generation, *move.partition, move.from_member, move.to_member,
+                 "rebalanced" if move.from_member in r.members else "owner_gone")
+                for r in stable for move in r.moved}
     got = {(r["generation"], r["topic"], r["partition"], r["from_member"], r["to_member"], r["reason"])
            for r in rows(spark, known["out"], "movements")}
     assert got == expected
     assert any(r[-1] == "owner_gone" for r in got) and any(r[-1] == "rebalanced" for r in got)
     causes = {r["generation"]: r["cause"] for r in rows(spark, known["out"], "movements")}
-    assert causes == {2: "session_timeout", 3: "member_left", 4: "member_joined"}
+    assert causes == {2: "session_timeout", 3: "member_left", 4: "member_joined"} == {
+        r.generation: r.cause for r in stable if r.moved}
 
 
 # ----------------------------------------------------------------------------- sessions, ownership
@@ -168,7 +180,7 @@ def test_ownership_intervals_follow_the_members_own_logs(spark, known):
 
 def test_stop_the_world_time_is_charged_to_the_rebalance_that_ended_it(spark, known):
     intervals = reference_ownership(known["events"])
-    first_start = min(ts for ts, _ in coordinator(known["events"], "rebalance_started"))
+    first_start = rebalances(known["events"])[0].started_ms
     by_tp: dict[tuple[str, int], list[tuple]] = defaultdict(list)
     for node, t, p, gen, start, end, _ in intervals:
         by_tp[(t, p)].append((start, end, gen))
@@ -190,6 +202,7 @@ def test_runs_summary_adds_up(spark, known):
     assert run["rebalances"] == 4 and run["stable_generations"] == 4
     reb = rows(spark, known["out"], "rebalances")
     assert run["partitions_moved"] == sum(r["partitions_moved"] for r in reb) == len(rows(spark, known["out"], "movements"))
+    assert run["partitions_moved"] == sum(len(r.moved) for r in rebalances(known["events"]))
     assert run["unowned_partition_ms"] == sum(r["unowned_partition_ms"] for r in reb)
     assert run["delivery_mode"] is None
     assert set(known["result"].rows) == set(TABLES)

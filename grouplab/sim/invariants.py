@@ -17,12 +17,13 @@ not pay for a full scan after every message.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from consumer.coordinator import MemberState
 from coordinator.group import GroupState
+from grouplab.rebalances import Rebalance, RebalanceTracker
+from protocol import events
 from protocol.effects import LogEvent
-from protocol.events import GenerationCompleted, GroupEvent, GroupStable, RebalanceStarted, StaticMemberReplaced
 from protocol.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -55,16 +56,11 @@ class Invariants:
         self.sim = sim
         self.owners: dict[TopicPartition, set[int]] = {}  # partition -> indexes of members owning it
         self.max_generation = 0
-        self.leaders: dict[int, str] = {}  # generation -> leader, per the coordinator
-        self.assignments: dict[int, dict[str, list[TopicPartition]]] = {}  # generation -> leader's assignment
-        self.replaced: dict[str, str] = {}  # new member id -> the static member id it replaced
-        # Member ids a static replacement fenced (KIP-345): a zombie still running under one of
-        # them may own the partitions its replacement now owns, in the same generation, until its
-        # next request is refused with FENCED_INSTANCE_ID. Kafka accepts that; so do we.
-        self.fenced: set[str] = set()
+        # Leaders, the leader's assignment of each generation, static replacements: one fold
+        # over the coordinator's events, shared with the timeline and `grouplab run`.
+        self.tracker = RebalanceTracker()
+        self.group = self.tracker.group(sim.scenario.group_id)
         self._all: set[TopicPartition] | None = None
-        self._open_rebalance_ms: int | None = None
-        self._last_owner: dict[TopicPartition, str] = {}
         self.owned_count = 0  # partitions with at least one owner
         self._blocker: "SimMember | None" = None
         # Set by anything that can change whether the group has settled; heartbeats do not.
@@ -91,7 +87,10 @@ class Invariants:
                 other = self.sim.members[o]
                 if other.machine is None:
                     continue
-                fenced = other.machine.member_id in self.fenced
+                # A zombie under an id a static replacement fenced may own what its replacement
+                # now owns, in the same generation, until its next request is refused with
+                # FENCED_INSTANCE_ID. Kafka accepts that; so do we.
+                fenced = other.machine.member_id in self.group.fenced
                 if other.machine.generation_id == machine.generation_id and not fenced:
                     self.fail("one owner per generation", f"{tp} assigned to {m.name} while {other.name} owns it "
                                                           f"in the same generation {machine.generation_id}")
@@ -120,49 +119,35 @@ class Invariants:
         self._all = None
         self.dirty = True
 
-    def on_coordinator_restart(self) -> None:
-        group = self.sim.group_state()
-        if group is not None:
-            # Generations the old coordinator formed but never persisted are gone with it.
-            for g in [g for g in self.leaders if g > group.generation_id]:
-                del self.leaders[g]
-
     def on_coordinator_event(self, ev: LogEvent) -> None:
-        e = ev.payload
-        if not isinstance(e, GroupEvent) or e.group_id != self.sim.scenario.group_id:
+        payload = ev.payload
+        if getattr(payload, "group_id", None) != self.group.group_id:
             return
         self.dirty = True
-        if isinstance(e, GenerationCompleted):
-            gen, leader = e.generation_id, e.leader
-            if leader is not None:
-                known = self.leaders.get(gen)
-                if known is not None and known != leader:
-                    self.fail("one leader per generation", f"generation {gen} has leaders {known} and {leader}")
-                self.leaders[gen] = leader
+        if type(payload) is events.GenerationCompleted:
+            gen, leader = payload.generation_id, payload.leader
+            known = self.group.leaders.get(gen)
+            if leader is not None and known is not None and known != leader:
+                self.fail("one leader per generation", f"generation {gen} has leaders {known} and {leader}")
             self.sim.stats.generations += 1
-        elif isinstance(e, RebalanceStarted):
-            if self._open_rebalance_ms is None:
-                self._open_rebalance_ms = ev.ts_ms
-        elif isinstance(e, GroupStable):
-            gen = e.generation_id
-            decoded = {m: [TopicPartition(t, p) for t, p in ps] for m, ps in e.assignments.items() if isinstance(ps, list)}
-            seen: dict[TopicPartition, str] = {}
-            for member, parts in decoded.items():
-                for tp in parts:
-                    if tp in seen:
-                        self.fail("one owner per generation", f"the leader of generation {gen} gave {tp} to both "
-                                                              f"{seen[tp]} and {member}")
-                    seen[tp] = member
-            self.assignments[gen] = decoded
-            if self._open_rebalance_ms is not None:
-                self.sim.stats.rebalance_durations_ms.append(ev.ts_ms - self._open_rebalance_ms)
-                self._open_rebalance_ms = None
-            moved = sum(1 for tp, m in seen.items() if self._last_owner.get(tp) not in (None, m))
-            self.sim.stats.partitions_moved += moved
-            self._last_owner.update(seen)
-        elif isinstance(e, StaticMemberReplaced):
-            self.replaced[e.member_id] = e.old_member_id
-            self.fenced.add(e.old_member_id)
+        rebalance = self.tracker.feed("coordinator", ev)
+        if rebalance is not None:
+            self._check_one_owner(rebalance)
+            if rebalance.duration_ms is not None:
+                self.sim.stats.rebalance_durations_ms.append(rebalance.duration_ms)
+            self.sim.stats.partitions_moved += len(rebalance.moved)
+
+    def _check_one_owner(self, rebalance: Rebalance) -> None:
+        """The leader gave no partition to two members (cheap unless it did: then find which)."""
+        if len(rebalance.owners) == sum(len(parts) for parts in rebalance.assignments.values()):
+            return
+        seen: dict[TopicPartition, str] = {}
+        for member, parts in rebalance.assignments.items():
+            for tp in parts:
+                if tp in seen:
+                    self.fail("one owner per generation", f"the leader of generation {rebalance.generation} gave {tp} "
+                                                          f"to both {seen[tp]} and {member}")
+                seen[tp] = member
 
     # ------------------------------------------------------------------ per step
 
@@ -177,17 +162,12 @@ class Invariants:
     def _check_from_leader(self, m: "SimMember") -> None:
         machine = m.machine
         assert machine is not None
-        by_leader = self.assignments.get(machine.generation_id)
-        if by_leader is None:
+        assigned = self.group.assignment_of(machine.generation_id, machine.member_id)
+        if assigned is None:
             return  # e.g. a generation restored by a restarted coordinator
-        member_id = machine.member_id
-        while member_id not in by_leader and member_id in self.replaced:
-            member_id = self.replaced[member_id]
-        if member_id not in by_leader:
-            return
-        if sorted(by_leader[member_id]) != sorted(machine.owned):
+        if sorted(assigned) != sorted(machine.owned):
             self.fail("assignment from the leader", f"{m.name} owns {sorted(machine.owned)} in generation "
-                                                   f"{machine.generation_id}, the leader assigned {sorted(by_leader[member_id])}")
+                                                   f"{machine.generation_id}, the leader assigned {sorted(assigned)}")
 
     # ------------------------------------------------------------------ liveness and metrics
 
@@ -231,6 +211,3 @@ class Invariants:
     def imbalance(self) -> int:
         counts = [len(m.machine.owned) for m in self.sim.live_members()]
         return max(counts) - min(counts) if counts else 0
-
-    def snapshot(self) -> dict[str, Any]:
-        return {"max_generation": self.max_generation, "leaders": dict(self.leaders)}

@@ -7,36 +7,35 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
+from grouplab.rebalances import RebalanceTracker
+from protocol import events
 from protocol.effects import LogEvent
-from protocol.events import GroupEvent, GroupStable, MemberRemoved, RebalanceStarted, SimulatorEvent
 
 
 @dataclass
 class Timeline:
     group_id: str
     rows: list[tuple[int, str, str]] = field(default_factory=list)
-    _rebalance_from: int | None = None
-    _trigger: str = ""
-    _clients: dict[str, str] = field(default_factory=dict)
+    rebalances: RebalanceTracker = field(default_factory=RebalanceTracker)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
-        e = ev.payload
-        if isinstance(e, SimulatorEvent):
-            detail = ", ".join(f"{k}={v}" for k, v in ev.fields.items() if k not in ("group_id", "seed") and v not in (None, [], ""))
+        if node == "simulator":
+            detail = ", ".join(f"{k}={v}" for k, v in ev.fields.items()
+                               if k not in ("group_id", "seed") and v not in (None, [], ""))
             self.rows.append((ev.ts_ms, ev.event.replace("_", " "), detail))
-        elif isinstance(e, GroupEvent) and e.group_id == self.group_id:
-            if isinstance(e, RebalanceStarted) and self._rebalance_from is None:
-                self._rebalance_from, self._trigger = ev.ts_ms, e.trigger
-            elif isinstance(e, MemberRemoved):
-                self.rows.append((ev.ts_ms, "member removed", f"{e.member_id} ({e.reason.value})"))
-            elif isinstance(e, GroupStable):
-                took = ev.ts_ms - self._rebalance_from if self._rebalance_from is not None else 0
-                sizes = sorted(len(p) for p in e.assignments.values() if isinstance(p, list))
-                spread = f"{sizes[0]}-{sizes[-1]} partitions each" if sizes else "no partitions"
-                self.rows.append((ev.ts_ms, f"generation {e.generation_id} stable",
-                                  f"{len(e.assignments)} members, {spread}, {e.protocol_name}, "
-                                  f"took {took} ms; trigger: {self._trigger}"))
-                self._rebalance_from = None
+            return
+        rebalance = self.rebalances.feed(node, ev)
+        payload = ev.payload
+        if node != "coordinator" or getattr(payload, "group_id", None) != self.group_id:
+            return
+        if type(payload) is events.MemberRemoved:
+            self.rows.append((ev.ts_ms, "member removed", f"{payload.member_id} ({payload.reason.value})"))
+        elif rebalance is not None:
+            sizes = sorted(len(parts) for parts in rebalance.assignments.values())
+            spread = f"{sizes[0]}-{sizes[-1]} partitions each" if sizes else "no partitions"
+            self.rows.append((rebalance.ended_ms, f"generation {rebalance.generation} stable",
+                              f"{len(rebalance.members)} members, {spread}, {rebalance.protocol}, "
+                              f"took {rebalance.duration_ms or 0} ms; trigger: {rebalance.trigger or ''}"))
 
     def render(self, limit: int = 60, title: str = "timeline") -> Table:
         table = Table(title=title, title_justify="left", header_style="bold")

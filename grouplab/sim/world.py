@@ -341,7 +341,6 @@ class Simulation:
         self.broker = broker
         self._log_sim(events.CoordinatorRestarted, records=len(self.durable))
         self._broker_outputs(outputs or [])
-        self.invariants.on_coordinator_restart()
 
     # ------------------------------------------------------------------ member side
 
