@@ -147,6 +147,13 @@ class ProducerMachine(StepOutputs):
     def transactional(self) -> bool:
         return self.config.transactional_id is not None
 
+    @property
+    def _txn_id(self) -> str:
+        """The transactional id, for the requests only a transactional producer sends."""
+        txn_id = self.config.transactional_id
+        assert txn_id is not None, "a transaction API on an idempotent producer"
+        return txn_id
+
     # ------------------------------------------------------------------ inputs
 
     def start(self, now_ms: int) -> list[Any]:
@@ -181,7 +188,7 @@ class ProducerMachine(StepOutputs):
         self._begin(now_ms)
         assert self.state is ProducerState.IN_TXN
         self._txn_offsets.append((dict(offsets), group_id, generation_id, member_id))
-        self._send(AddOffsetsToTxnRequest(self.config.transactional_id, self.producer_id, self.producer_epoch, group_id),
+        self._send(AddOffsetsToTxnRequest(self._txn_id, self.producer_id, self.producer_epoch, group_id),
                    "AddOffsetsToTxn", ("add_offsets", len(self._txn_offsets) - 1))
         return self._end()
 
@@ -308,7 +315,7 @@ class ProducerMachine(StepOutputs):
         if tp in self._pending_add:
             return
         self._pending_add.add(tp)
-        req = AddPartitionsToTxnRequest(self.config.transactional_id, self.producer_id, self.producer_epoch,
+        req = AddPartitionsToTxnRequest(self._txn_id, self.producer_id, self.producer_epoch,
                                         [AddPartitionsToTxnTopic(tp.topic, [tp.partition])])
         self._send(req, "AddPartitionsToTxn", ("add_partitions", tp))
 
@@ -334,7 +341,7 @@ class ProducerMachine(StepOutputs):
             topics: dict[str, list[OffsetCommitRequestPartition]] = {}
             for tp, offset in sorted(offsets.items()):
                 topics.setdefault(tp.topic, []).append(OffsetCommitRequestPartition(tp.partition, offset))
-            req = TxnOffsetCommitRequest(self.config.transactional_id, group_id, self.producer_id, self.producer_epoch,
+            req = TxnOffsetCommitRequest(self._txn_id, group_id, self.producer_id, self.producer_epoch,
                                          [OffsetCommitRequestTopic(t, ps) for t, ps in topics.items()],
                                          generation_id=generation, member_id=member_id)
             self._send(req, "TxnOffsetCommit", ("txn_offsets", index))
@@ -386,7 +393,7 @@ class ProducerMachine(StepOutputs):
         self.state = ProducerState.COMMITTING if commit else ProducerState.ABORTING
         if not commit:
             self._queues.clear()  # unsent batches of an aborted transaction are dropped
-        self._send(EndTxnRequest(self.config.transactional_id, self.producer_id, self.producer_epoch, commit),
+        self._send(EndTxnRequest(self._txn_id, self.producer_id, self.producer_epoch, commit),
                    "EndTxn", ("end_txn", commit))
 
     def _on_end_txn(self, commit: bool, resp: EndTxnResponse) -> None:
@@ -423,8 +430,9 @@ class ProducerMachine(StepOutputs):
         if self.state is ProducerState.FENCED:
             return
         if purpose == "produce":
-            if self._sending.get(detail.tp) is detail:
-                self._send_batch(detail)  # same sequence: the broker recognises a duplicate
+            batch = self._sending.get(detail.tp)
+            if batch is not None and batch is detail:
+                self._send_batch(batch)  # same sequence: the broker recognises a duplicate
             # else: the batch belonged to a transaction that has ended (aborted): never resend it
         elif purpose == "init":
             self._init_producer_id()
@@ -437,14 +445,14 @@ class ProducerMachine(StepOutputs):
                 return
             offsets, group_id, _, _ = self._txn_offsets[detail]
             if offsets:
-                self._send(AddOffsetsToTxnRequest(self.config.transactional_id, self.producer_id, self.producer_epoch,
+                self._send(AddOffsetsToTxnRequest(self._txn_id, self.producer_id, self.producer_epoch,
                                                   group_id), "AddOffsetsToTxn", ("add_offsets", detail))
         elif purpose == "txn_offsets":
             self._on_add_offsets(detail, AddOffsetsToTxnResponse())
         elif purpose == "end_txn":
             if self.state not in (ProducerState.COMMITTING, ProducerState.ABORTING):
                 return
-            self._send(EndTxnRequest(self.config.transactional_id, self.producer_id, self.producer_epoch, detail),
+            self._send(EndTxnRequest(self._txn_id, self.producer_id, self.producer_epoch, detail),
                        "EndTxn", ("end_txn", detail))
 
     def _arm_retry(self, purpose: str, detail: Any) -> None:

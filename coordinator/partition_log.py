@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import mmap
 import os
 import re
@@ -38,7 +39,7 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import msgpack
 
@@ -245,7 +246,7 @@ class PartitionLog:
             return _refuse(ErrorCode.CORRUPT_MESSAGE, "a transactional batch needs a producer id")
         else:
             epoch = seq = -1
-        rows = []
+        rows: list[tuple[int, Any, Any, Any]] = []
         stamped = False
         max_ts = -1
         append_row = rows.append
@@ -470,6 +471,10 @@ class _Storage:
         pass
 
 
+def _payload_view(frame: bytes) -> memoryview:
+    return memoryview(frame)[HEADER_SIZE:]
+
+
 class _MemoryStorage(_Storage):
     def __init__(self) -> None:
         self._ends: list[int] = []  # last offset + 1 of each batch, for bisect
@@ -482,7 +487,7 @@ class _MemoryStorage(_Storage):
     def scan(self, offset: int) -> Iterator[tuple[BatchInfo, Callable[[], bytes | memoryview]]]:
         for i in range(bisect.bisect_right(self._ends, offset), len(self._batches)):
             info, frame = self._batches[i]
-            yield info, lambda frame=frame: memoryview(frame)[HEADER_SIZE:]
+            yield info, functools.partial(_payload_view, frame)
 
 
 # ----------------------------------------------------------------------------- storage: files
@@ -720,7 +725,7 @@ class _FileStorage(_Storage):
                     if base + count > offset:
                         info = BatchInfo(base, count, pid, epoch, seq, flags, max_ts, length + 4)
                         # the loader must be called before the scan goes on (read and offset_for do)
-                        yield info, lambda fd=fd, pos=pos, n=length + 4 - HEADER_SIZE: os.pread(fd, n, pos + HEADER_SIZE)
+                        yield info, functools.partial(os.pread, fd, length + 4 - HEADER_SIZE, pos + HEADER_SIZE)
                     pos = end
             finally:
                 if seg is not active:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import Any, Callable, Mapping, MutableMapping, TextIO
 
 import structlog
 
 from protocol.effects import LogEvent
 
 
-def _order(_: Any, __: str, event_dict: dict) -> dict:
+def _order(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mapping[str, Any]:
     """Put ts_ms, event and node first so a line reads well in a terminal."""
     head = {k: event_dict.pop(k) for k in ("ts_ms", "event", "node") if k in event_dict}
     head.update(event_dict)
@@ -36,9 +36,9 @@ def _default(value: Any) -> Any:
 class EventLog:
     """Writes LogEvents of one node as JSON lines. `listeners` see every event (the live display)."""
 
-    def __init__(self, node: str, stream: IO[str] | None = None, path: str | Path | None = None) -> None:
+    def __init__(self, node: str, stream: TextIO | None = None, path: str | Path | None = None) -> None:
         self.node = node
-        self._file: IO[str] | None = None
+        self._file: TextIO | None = None
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             # A node's file starts fresh with each run, so a rerun into the same directory does not mix runs.

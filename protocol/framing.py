@@ -113,7 +113,7 @@ def decode_request(payload: bytes) -> DecodedRequest:
         )
     body = raw.get("body", {})
     try:
-        decoded = schema.decode(spec.request, body, "body")
+        decoded: Any = schema.decode(spec.request, body, "body")
     except ProtocolError as exc:
         raise BadRequest(exc.code, f"{header.api}: {exc.message}", cid, header.api) from None
     return DecodedRequest(header, decoded)

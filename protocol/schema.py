@@ -85,8 +85,9 @@ def _decoder_for(hint: Any) -> _Decoder:
             return {key_decode(k, f"{path}.<key>"): val_decode(v, f"{path}.{k}") for k, v in value.items()}
 
         return dict_of
-    if dataclasses.is_dataclass(hint):
-        return lambda value, path: decode(hint, value, path)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        cls = hint
+        return lambda value, path: decode(cls, value, path)
     if hint is Any:
         return lambda value, path: value
     raise TypeError(f"unsupported field type {hint!r}")

@@ -39,9 +39,8 @@ def _app(member: Member) -> SimulatedConsumerApp | None:
 async def crash(member: Member) -> None:
     """Kill the member: its socket is aborted, no LeaveGroup is sent, its timers die with it. The
     coordinator only learns of it when the session timeout expires."""
-    app = _app(member)
-    if app is not None:
-        await app.stop(leave=False)
+    if isinstance(member, SimulatedConsumerApp):
+        await member.stop(leave=False)
     else:
         await member.close(leave=False)
 

@@ -29,7 +29,8 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from grouplab.faults.rules import Envelope, Fate, LinkId, Rule, RuleSet, error_response, link_matches, parse_spec
+from grouplab.faults.rules import (Envelope, Fate, LinkId, Rule, RuleSet, delay_range, error_code_of, error_response,
+                                   link_matches, parse_spec)
 from protocol.effects import LogEvent, wall_clock_ms
 from protocol.events import FreeFormEvent
 from protocol.errors import FrameTooLarge, ProtocolError
@@ -151,9 +152,9 @@ class _Pipe:
         api, cid = meta if meta is not None else (None, None)
         decision = proxy.rules.decide(Envelope(api, self.direction), LinkId(link.client_id, link.name), link.rng,
                                       reorder_waiting=self.stash is not None)
-        for rule in decision.fired:
-            if rule.action != "delay":  # delays fire on nearly every frame: counted, not logged
-                self._report(rule, api, cid)
+        for fired in decision.fired:
+            if fired.action != "delay":  # delays fire on nearly every frame: counted, not logged
+                self._report(fired, api, cid)
         delay_s, fate = decision.delay_ms / 1000, decision.fate
         if fate is Fate.DELIVER:
             for _ in range(decision.copies):
@@ -231,6 +232,7 @@ class _Pipe:
         if self.proxy._partitioned(link):
             self.proxy.partition_dropped += 1
             return
+        target: asyncio.Transport | None
         if self.direction == "request":
             if link.upstream is None:
                 if link.upstream_pending:
@@ -351,7 +353,7 @@ class Link:
             self._maybe_closed("upstream", exc)
             return
         self.upstream_pending = False
-        self.upstream = transport  # type: ignore[assignment]
+        self.upstream = transport
         backlog, self.backlog = self.backlog, []
         for data in backlog:
             transport.write(data)
@@ -467,8 +469,10 @@ class FaultProxy:
         kwargs: dict[str, Any] = {}
         if wait_ms is not None:
             kwargs["wait_ms"] = wait_ms
-        return self.add(Rule(action=action, api=api, direction=direction, link=link, p=p, delay_ms=delay_ms,
-                             error_code=error_code, limit=limit, **kwargs))
+        return self.add(Rule(action=action, api=api, direction=direction, link=link, p=p,
+                             delay_ms=delay_range(delay_ms),
+                             error_code=None if error_code is None else error_code_of(error_code), limit=limit,
+                             **kwargs))
 
     def add(self, rule: Rule) -> Rule:
         rule._removed = False

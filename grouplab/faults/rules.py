@@ -56,7 +56,7 @@ class FaultSpecError(ValueError):
     """A rule or SPEC that cannot be used; the message says what is wrong and what is allowed."""
 
 
-def _error_code(value: int | str | ErrorCode) -> int:
+def error_code_of(value: int | str | ErrorCode) -> int:
     if isinstance(value, ErrorCode):
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -77,7 +77,7 @@ def _error_code(value: int | str | ErrorCode) -> int:
     return code
 
 
-def _delay_range(value: int | float | tuple[int, int] | list[int] | str) -> tuple[int, int]:
+def delay_range(value: int | float | tuple[int, int] | list[int] | str) -> tuple[int, int]:
     if isinstance(value, str):
         lo, sep, hi = value.partition("-")
         try:
@@ -123,13 +123,13 @@ class Rule:
         if not 0.0 <= float(self.p) <= 1.0:
             raise FaultSpecError(f"probability must be within 0..1, got {self.p}")
         self.p = float(self.p)
-        self.delay_ms = _delay_range(self.delay_ms)
+        self.delay_ms = delay_range(self.delay_ms)
         if self.action == "delay" and self.delay_ms == (0, 0):
             raise FaultSpecError("delay needs a positive MS or MIN-MAX")
         if self.action == "error":
             if self.error_code is None:
                 raise FaultSpecError("error needs a Kafka error code, e.g. Heartbeat:error:27")
-            self.error_code = _error_code(self.error_code)
+            self.error_code = error_code_of(self.error_code)
         if self.limit is not None and self.limit < 1:
             raise FaultSpecError(f"limit must be at least 1, got {self.limit}")
         if self.wait_ms < 0:
@@ -357,11 +357,11 @@ def _parse(text: str, allow_hold: bool) -> Rule:
     elif action == "delay":
         if arg is None:
             raise FaultSpecError("delay needs MS or MIN-MAX, e.g. delay:50 or delay:200-500")
-        kwargs["delay_ms"] = _delay_range(arg)
+        kwargs["delay_ms"] = delay_range(arg)
     elif action == "error":
         if arg is None:
             raise FaultSpecError("error needs a Kafka error code, e.g. error:27 or error:REBALANCE_IN_PROGRESS")
-        kwargs["error_code"] = _error_code(arg)
+        kwargs["error_code"] = error_code_of(arg)
     elif action == "reorder":
         if arg is not None:
             if not arg.isdigit():
