@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Callable, Concatenate
 
 from coordinator.config import BrokerConfig
@@ -40,34 +39,7 @@ from protocol.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-
-
-class GroupState(Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-class RebalanceCause(Enum):
-    """Why a rebalance started, as a value a program may rely on (the `trigger` text is for people)."""
-
-    MEMBER_JOINED = "member_joined"
-    STATIC_MEMBER_JOINED = "static_member_joined"
-    STATIC_MEMBER_REJOINED = "static_member_rejoined"
-    LEADER_REJOINED = "leader_rejoined"
-    MEMBER_METADATA_CHANGED = "member_metadata_changed"
-    MEMBER_LEFT = "member_left"
-    SESSION_TIMEOUT = "session_timeout"
-    SYNC_TIMEOUT = "sync_timeout"
-
-
-class RemovalReason(Enum):
-    LEFT = "left"
-    SESSION_TIMEOUT = "session_timeout"
-    REBALANCE_TIMEOUT = "rebalance_timeout"  # did not rejoin in time
-    SYNC_TIMEOUT = "sync_timeout"  # did not send SyncGroup in time (KAFKA-12890)
+from protocol.states import GroupState, RebalanceCause, RemovalReason
 
 
 # A removal that starts a rebalance (a rebalance_timeout removal happens while one completes).
