@@ -191,18 +191,18 @@ class Broker:
     # ------------------------------------------------------------------ data plane (coordinator/data_plane.py)
 
     def _on_Produce(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        return handle_produce(self, req, ctx, now_ms)
+        return handle_produce(self, req, ctx.reply_to, now_ms)
 
     def _on_Fetch(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        return handle_fetch(self, req, ctx, now_ms)
+        return handle_fetch(self, req, ctx.reply_to, now_ms)
 
     def _on_ListOffsets(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        return handle_list_offsets(self, req, ctx, now_ms)
+        return handle_list_offsets(self, req, ctx.reply_to, now_ms)
 
     def _on_InitProducerId(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         if req.transactional_id is not None:
             return self.init_transactional_producer_id(req, ctx, now_ms)
-        return handle_init_producer_id(self, req, ctx, now_ms)
+        return handle_init_producer_id(self, req, ctx.reply_to, now_ms)
 
     def init_transactional_producer_id(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         """InitProducerId with a transactional_id: the transaction coordinator's producer id,
