@@ -346,6 +346,13 @@ def test_metadata_longer_than_offset_metadata_max_bytes_is_refused_per_partition
         BrokerConfig().with_overrides(["offset.metadata.max.bytes=-1"])
 
 
+def test_a_simple_consumer_whose_every_partition_is_refused_creates_no_group():
+    broker = make_broker(offset_metadata_max_bytes=2)
+    outputs, resp = handle(broker, "OffsetCommit", commit_req({("t0", 0): 1, ("nope", 0): 2}, metadata="abc"), 5)
+    assert resp.error_code == 0 and codes(resp) == {("t0", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("nope", 0): 3}
+    assert GROUP not in broker.groups and persisted(outputs) == [] and [type(o) for o in outputs] == [Reply]
+
+
 def test_a_lower_offset_may_be_committed_like_a_consumer_that_seeks_back():
     broker = make_broker()
     handle(broker, "OffsetCommit", commit_req({("t0", 0): 100}), 1)
