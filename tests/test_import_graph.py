@@ -1,5 +1,6 @@
-"""No import circles (docs/design.md §1): the module import graph of the project, read from the
-source with `ast`, has no cycle through `protocol/`, `coordinator/` or `consumer/`.
+"""Dependencies point one way and there are no import circles (docs/design.md §1): the module
+import graph of the project, read from the source with `ast`, has no cycle through `protocol/`,
+`coordinator/` or `consumer/`, and those three import only what the layering allows.
 
 Every `import` and `from ... import` counts, wherever it stands: at the top, inside
 `if TYPE_CHECKING:` or inside a function. A circle hidden from the interpreter that way is still a
@@ -89,6 +90,17 @@ def import_graph() -> dict[str, set[str]]:
 def test_no_import_cycle_through(package: str) -> None:
     cycle = find_cycle(import_graph(), package)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+# What each package may import of the project: `protocol` ← `coordinator`, `consumer` ← `grouplab`.
+ALLOWED = {"protocol": {"protocol"}, "coordinator": {"protocol", "coordinator"}, "consumer": {"protocol", "consumer"}}
+
+
+def test_dependencies_point_one_way() -> None:
+    wrong = [f"{name} imports {target}" for name, targets in sorted(import_graph().items())
+             for target in sorted(targets)
+             if name.split(".")[0] in ALLOWED and target.split(".")[0] not in ALLOWED[name.split(".")[0]]]
+    assert wrong == []
 
 
 @pytest.mark.xfail(strict=True, reason="issue 10: simulator plugins still typed against Simulation")
