@@ -86,7 +86,7 @@ class Broker:
         self.logs: LogStore = logs if logs is not None else MemoryLogStore(self.config)
         self.groups: dict[str, Group] = {}
         self.txn = TransactionCoordinator(
-            allocate_producer_id=self.logs.allocate_producer_id,
+            allocate_producer_id=lambda: self.logs.allocate_producer_id(),  # the store the shell set, read per call
             write_marker=lambda tp, pid, epoch, commit, now: self.logs.log(tp.topic, tp.partition).append_marker(
                 pid, epoch, commit, now),
             complete_offsets=self._complete_txn_offsets,
