@@ -16,7 +16,6 @@ gives up only what the new assignment takes away (KIP-429), then rejoins if it g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Callable, Concatenate
 
 from consumer.assignors import RebalanceProtocol, get_assignor
@@ -41,20 +40,12 @@ from protocol.messages import (
     SyncGroupRequestAssignment,
     SyncGroupResponse,
 )
+from protocol.states import MemberState
 from protocol.types import Assignment, Subscription, TopicPartition
 
 NO_GENERATION = -1
 # Kafka adds this much to the rebalance timeout when waiting for a JoinGroup response.
 JOIN_GRACE_MS = 5_000
-
-
-class MemberState(Enum):
-    UNJOINED = "unjoined"
-    JOINING = "joining"
-    SYNCING = "syncing"
-    STABLE = "stable"
-    CLOSED = "closed"
-    FAILED = "failed"  # a fatal error: the application must look at `fatal_error`
 
 
 @dataclass(slots=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Callable, Concatenate
 
 from consumer.coordinator import Send
@@ -44,6 +43,7 @@ from protocol.messages import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+from protocol.states import ProducerState
 from protocol.types import TopicPartition
 
 
@@ -81,15 +81,6 @@ class TxnDone:
 @dataclass(slots=True)
 class ProducerFenced:
     error: ErrorCode
-
-
-class ProducerState(Enum):
-    INIT = "init"  # waiting for a producer id
-    READY = "ready"
-    IN_TXN = "in_txn"
-    COMMITTING = "committing"
-    ABORTING = "aborting"
-    FENCED = "fenced"  # a newer instance took over: fatal, as in Kafka
 
 
 @dataclass

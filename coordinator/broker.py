@@ -22,7 +22,6 @@ from coordinator.data_plane import (
     handle_produce,
 )
 from coordinator.partition_log import LogStore, MemoryLogStore
-from coordinator.offsets import complete_txn_outputs, handle_offset_commit, handle_offset_fetch, restore_offsets
 from protocol import events
 from protocol.effects import LogEvent, Output, Reply
 from coordinator.topics import TopicStore
@@ -43,8 +42,11 @@ from protocol.messages import (
     ListedGroup,
     ListGroupsRequest,
     ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
 )
 
 GROUP_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
@@ -84,7 +86,7 @@ class Broker:
         self.logs: LogStore = logs if logs is not None else MemoryLogStore(self.config)
         self.groups: dict[str, Group] = {}
         self.txn = TransactionCoordinator(
-            allocate_producer_id=self.logs.allocate_producer_id,
+            allocate_producer_id=lambda: self.logs.allocate_producer_id(),  # the store the shell set, read per call
             write_marker=lambda tp, pid, epoch, commit, now: self.logs.log(tp.topic, tp.partition).append_marker(
                 pid, epoch, commit, now),
             complete_offsets=self._complete_txn_offsets,
@@ -117,7 +119,7 @@ class Broker:
         Call it on a new Broker before it handles anything; the outputs arm the restored members'
         session timers and log `group_loaded` per group."""
         out: list[Output] = []
-        offsets: list[OffsetCommitRecord] = []
+        offsets: dict[str, list[OffsetCommitRecord]] = {}  # by group, in log order
         for record in latest(records):
             if isinstance(record, TopicRecord):
                 self.topics.partitions[record.name] = record.partition_count
@@ -125,10 +127,11 @@ class Broker:
                 group = self.groups[record.group_id] = Group(record.group_id, self.config, self.new_member_id)
                 out += group.restore(record, now_ms)
             elif isinstance(record, OffsetCommitRecord):
-                offsets.append(record)
+                offsets.setdefault(record.group_id, []).append(record)
             elif isinstance(record, TxnRecord):
                 out += self.txn.restore(record, now_ms)
-        out += restore_offsets(self, offsets, now_ms)  # after the groups, into them
+        for group_id, group_offsets in offsets.items():  # after the groups, into them (or a simple consumer's, Empty)
+            out += self.group(group_id).restore_offsets(group_offsets, now_ms)
         return out
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
@@ -166,27 +169,40 @@ class Broker:
             return [Reply(ctx.reply_to, LeaveGroupResponse(members=members))]
         return group.handle_leave(req, ctx.reply_to, now_ms)
 
-    def _on_OffsetCommit(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        return handle_offset_commit(self, req, ctx.reply_to, now_ms)
+    def _on_OffsetCommit(self, req: OffsetCommitRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        group = self._offsets_group(req.group_id)
+        out = group.handle_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions)
+        return self._keep_if_created(group, out)
 
-    def _on_OffsetFetch(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        return handle_offset_fetch(self, req, ctx.reply_to, now_ms)
+    def _on_OffsetFetch(self, req: OffsetFetchRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return self._offsets_group(req.group_id).handle_offset_fetch(req, ctx.reply_to, now_ms)
+
+    def _offsets_group(self, group_id: str) -> Group:
+        """The group an offset request goes to; for a group that does not exist, a Dead stand-in."""
+        group = self.groups.get(group_id)
+        return group if group is not None else Group.absent(group_id, self.config, self.new_member_id)
+
+    def _keep_if_created(self, group: Group, out: list[Output]) -> list[Output]:
+        """Keep a stand-in the step made a group (a simple consumer stored offsets)."""
+        if group.state is not GroupState.DEAD:
+            self.groups.setdefault(group.group_id, group)
+        return out
 
     # ------------------------------------------------------------------ data plane (coordinator/data_plane.py)
 
     def _on_Produce(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        return handle_produce(self, req, ctx, now_ms)
+        return handle_produce(self, req, ctx.reply_to, now_ms)
 
     def _on_Fetch(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        return handle_fetch(self, req, ctx, now_ms)
+        return handle_fetch(self, req, ctx.reply_to, now_ms)
 
     def _on_ListOffsets(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        return handle_list_offsets(self, req, ctx, now_ms)
+        return handle_list_offsets(self, req, ctx.reply_to, now_ms)
 
     def _on_InitProducerId(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         if req.transactional_id is not None:
             return self.init_transactional_producer_id(req, ctx, now_ms)
-        return handle_init_producer_id(self, req, ctx, now_ms)
+        return handle_init_producer_id(self, req, ctx.reply_to, now_ms)
 
     def init_transactional_producer_id(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         """InitProducerId with a transactional_id: the transaction coordinator's producer id,
@@ -204,19 +220,20 @@ class Broker:
     def _on_EndTxn(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         return self.txn.end_txn(req, ctx.reply_to, now_ms)
 
-    def _on_TxnOffsetCommit(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+    def _on_TxnOffsetCommit(self, req: TxnOffsetCommitRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         """Offsets inside a transaction: the producer must be the current instance of an Ongoing
         transaction that added this group (AddOffsetsToTxn); the member checks are KIP-447's."""
         precheck = self.txn.check_producer(req.transactional_id, req.producer_id, req.producer_epoch)
         txn = self.txn.txns.get(req.transactional_id)
         if precheck is None and txn is not None and req.group_id not in txn.groups:
             precheck = ErrorCode.INVALID_TXN_STATE
-        return handle_offset_commit(self, req, ctx.reply_to, now_ms, txn_producer_id=req.producer_id,
-                                    precheck=precheck)
+        group = self._offsets_group(req.group_id)
+        out = group.handle_txn_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions, precheck)
+        return self._keep_if_created(group, out)
 
     def _complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool, now_ms: int) -> list[Output]:
         group = self.groups.get(group_id)
-        return complete_txn_outputs(group, producer_id, commit, now_ms) if group is not None else []
+        return group.on_txn_completed(producer_id, commit, now_ms) if group is not None else []
 
     def _on_DescribeGroups(self, req: DescribeGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         described = []

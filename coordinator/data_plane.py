@@ -1,17 +1,20 @@
 """The broker's data plane, pure apart from the log store it calls: Produce, Fetch, ListOffsets and
 InitProducerId for a plain idempotent producer (docs/protocol.md §3.11-3.14).
 
-Each handler takes the Broker (its `topics`, `logs` and `config`), a decoded request, the request
-context and `now_ms`, and returns outputs like every other handler. The partition logs
+Each handler takes the broker as a `DataPlaneHost` (its `topics`, `logs` and `txn`: a Protocol, so
+this module does not import the broker that imports it), a decoded request, the shell's reply
+token and `now_ms`, and returns outputs like every other handler. The partition logs
 (coordinator/partition_log.py) hold the rules of appending (offsets, idempotent sequences,
 transactions); this module maps requests onto them and their answers onto Kafka's responses.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from coordinator.partition_log import READ_COMMITTED, LogError, OffsetOutOfRange, fetched_size
+from coordinator.partition_log import READ_COMMITTED, LogError, LogStore, OffsetOutOfRange, fetched_size
+from coordinator.topics import TopicStore
+from coordinator.transactions import TransactionCoordinator
 from protocol import events
 from protocol.effects import LogEvent, Output, Reply
 from protocol.errors import ErrorCode
@@ -33,14 +36,25 @@ from protocol.messages import (
     ProduceTopicResponse,
 )
 
-if TYPE_CHECKING:
-    from coordinator.broker import Broker, RequestContext
-
 ACKS = (-1, 0, 1)
 ISOLATION_LEVELS = (0, 1)
 
 
-def _exists(broker: "Broker", topic: str, partition: int) -> bool:
+class DataPlaneHost(Protocol):
+    """What the data plane reads of the broker. Read at every request, not held: a shell may hand
+    the broker another log store after it is built (CoordinatorServer's recovery does)."""
+
+    @property
+    def topics(self) -> TopicStore: ...
+
+    @property
+    def logs(self) -> LogStore: ...
+
+    @property
+    def txn(self) -> TransactionCoordinator: ...
+
+
+def _exists(broker: DataPlaneHost, topic: str, partition: int) -> bool:
     count = broker.topics.partitions.get(topic)
     return count is not None and 0 <= partition < count
 
@@ -52,7 +66,7 @@ def _unknown(topic: str, partition: int) -> str:
 # ----------------------------------------------------------------------------- Produce
 
 
-def handle_produce(broker: "Broker", req: ProduceRequest, ctx: "RequestContext", now_ms: int) -> list[Output]:
+def handle_produce(broker: DataPlaneHost, req: ProduceRequest, reply_to: Any, now_ms: int) -> list[Output]:
     """Append each partition's batch. acks=0 gets no response at all (not even on error)."""
     out: list[Output] = []
     responses = []
@@ -106,18 +120,18 @@ def handle_produce(broker: "Broker", req: ProduceRequest, ctx: "RequestContext",
         if bad_acks:
             response.error_code = ErrorCode.INVALID_REQUEST
             response.error_message = f"acks must be -1, 0 or 1, got {req.acks}"
-        out.insert(0, Reply(ctx.reply_to, response))
+        out.insert(0, Reply(reply_to, response))
     return out
 
 
 # ----------------------------------------------------------------------------- Fetch
 
 
-def handle_fetch(broker: "Broker", req: FetchRequest, ctx: "RequestContext", now_ms: int) -> list[Output]:
+def handle_fetch(broker: DataPlaneHost, req: FetchRequest, reply_to: Any, now_ms: int) -> list[Output]:
     """Answer at once from the logs (no long poll: max_wait_ms and min_bytes are ignored). Each
     partition returns at least one record if it has one; max_bytes is shared in request order."""
     if req.isolation_level not in ISOLATION_LEVELS:
-        return [Reply(ctx.reply_to, FetchResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
+        return [Reply(reply_to, FetchResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
             f"isolation_level must be 0 (read_uncommitted) or 1 (read_committed), got {req.isolation_level}")))]
     remaining = max(req.max_bytes, 0)
     topics = []
@@ -149,15 +163,15 @@ def handle_fetch(broker: "Broker", req: FetchRequest, ctx: "RequestContext", now
                 remaining = max(remaining, 0)
             parts.append(resp)
         topics.append(FetchTopicResponse(ft.topic, parts))
-    return [Reply(ctx.reply_to, FetchResponse(responses=topics))]
+    return [Reply(reply_to, FetchResponse(responses=topics))]
 
 
 # ----------------------------------------------------------------------------- ListOffsets
 
 
-def handle_list_offsets(broker: "Broker", req: ListOffsetsRequest, ctx: "RequestContext", now_ms: int) -> list[Output]:
+def handle_list_offsets(broker: DataPlaneHost, req: ListOffsetsRequest, reply_to: Any, now_ms: int) -> list[Output]:
     if req.isolation_level not in ISOLATION_LEVELS:
-        return [Reply(ctx.reply_to, ListOffsetsResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
+        return [Reply(reply_to, ListOffsetsResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
             f"isolation_level must be 0 (read_uncommitted) or 1 (read_committed), got {req.isolation_level}")))]
     committed = req.isolation_level == READ_COMMITTED
     topics = []
@@ -183,18 +197,18 @@ def handle_list_offsets(broker: "Broker", req: ListOffsetsRequest, ctx: "Request
                     offset, timestamp = -1, -1  # only what read_committed consumers can see
             parts.append(ListOffsetsPartitionResponse(index, 0, timestamp, offset))
         topics.append(ListOffsetsTopicResponse(lt.name, parts))
-    return [Reply(ctx.reply_to, ListOffsetsResponse(topics=topics))]
+    return [Reply(reply_to, ListOffsetsResponse(topics=topics))]
 
 
 # ----------------------------------------------------------------------------- InitProducerId
 
 
-def handle_init_producer_id(broker: "Broker", req: InitProducerIdRequest, ctx: "RequestContext",
+def handle_init_producer_id(broker: DataPlaneHost, req: InitProducerIdRequest, reply_to: Any,
                             now_ms: int) -> list[Output]:
     """A plain idempotent producer (transactional_id nil): always a new producer id, epoch 0, as
     Kafka does; producer_id/producer_epoch in the request are ignored. The transactional case is
     routed elsewhere by Broker._on_InitProducerId."""
     assert req.transactional_id is None
     pid = broker.logs.allocate_producer_id()
-    return [Reply(ctx.reply_to, InitProducerIdResponse(producer_id=pid, producer_epoch=0)),
+    return [Reply(reply_to, InitProducerIdResponse(producer_id=pid, producer_epoch=0)),
             LogEvent(now_ms, events.ProducerIdAllocated(pid, producer_epoch=0, transactional_id=None))]

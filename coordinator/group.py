@@ -9,6 +9,11 @@ States (DESIGN.md §3):
       └──────────────────┼────┘                                                 ▼
                          └──── join of leader / changed member, leave, expiry ── Stable
 
+Dead is never entered: a `Group.absent` stand-in for a group that does not exist is Dead,
+generation 0 (what `offset_commit_rejected` writes for a missing group, docs/events.md). Offset
+requests to a missing group run on one, and storing offsets makes it Empty: a simple consumer's
+group, which the broker then keeps.
+
 Every public `handle_*` / `on_*` method validates first and returns an error reply without
 touching state when the input is not acceptable; state changes happen only after validation.
 """
@@ -17,12 +22,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, Callable, Concatenate
+from typing import Any, Callable, Concatenate, Iterable, Mapping
 
 from coordinator.config import BrokerConfig
-from coordinator.group_log import GroupMetadataRecord, MemberMetadata, Persist
-from coordinator.offsets import OffsetStore
+from coordinator.group_log import GroupMetadataRecord, MemberMetadata, OffsetCommitRecord, Persist
+from coordinator.offsets import CommitTriage, OffsetStore, fetch_response, partition_pairs
 from protocol.effects import ArmTimer, CancelTimer, Output, StepOutputs
 from protocol import consumer_protocol, events
 from protocol.errors import ErrorCode
@@ -37,37 +41,14 @@ from protocol.messages import (
     LeaveGroupRequest,
     LeaveGroupResponse,
     LeaveGroupResponseMember,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
 )
-
-
-class GroupState(Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-class RebalanceCause(Enum):
-    """Why a rebalance started, as a value a program may rely on (the `trigger` text is for people)."""
-
-    MEMBER_JOINED = "member_joined"
-    STATIC_MEMBER_JOINED = "static_member_joined"
-    STATIC_MEMBER_REJOINED = "static_member_rejoined"
-    LEADER_REJOINED = "leader_rejoined"
-    MEMBER_METADATA_CHANGED = "member_metadata_changed"
-    MEMBER_LEFT = "member_left"
-    SESSION_TIMEOUT = "session_timeout"
-    SYNC_TIMEOUT = "sync_timeout"
-
-
-class RemovalReason(Enum):
-    LEFT = "left"
-    SESSION_TIMEOUT = "session_timeout"
-    REBALANCE_TIMEOUT = "rebalance_timeout"  # did not rejoin in time
-    SYNC_TIMEOUT = "sync_timeout"  # did not send SyncGroup in time (KAFKA-12890)
+from protocol.states import GroupState, RebalanceCause, RemovalReason
+from protocol.types import TopicPartition
 
 
 # A removal that starts a rebalance (a rebalance_timeout removal happens while one completes).
@@ -158,6 +139,12 @@ class Group(StepOutputs):
         self._support: Counter[str] = Counter()
         # Committed offsets live with the group's metadata, as in Kafka (coordinator/offsets.py).
         self.offsets = OffsetStore(self.group_id)
+
+    @classmethod
+    def absent(cls, group_id: str, config: BrokerConfig, new_member_id: Callable[[str], str]) -> "Group":
+        """A stand-in for a group that does not exist, for the offset inputs: Dead, generation 0.
+        Keep it only if it is no longer Dead (it stored offsets)."""
+        return cls(group_id, config, new_member_id, state=GroupState.DEAD)
 
     # ------------------------------------------------------------------ public inputs
 
@@ -325,6 +312,141 @@ class Group(StepOutputs):
         self.state = GroupState.STABLE if self.members else GroupState.EMPTY
         self._log(events.GroupLoaded, leader=self.leader_id, protocol_name=self.protocol_name, members=list(self.members),
                   written_ms=record.ts_ms)
+        return self._end()
+
+    # ------------------------------------------------------------------ offsets (docs/protocol.md §3.15, §3.16)
+
+    def handle_offset_commit(self, req: OffsetCommitRequest, reply_to: Any, now_ms: int,
+                             partitions: Mapping[str, int]) -> list[Output]:
+        """OffsetCommit, in Kafka's order. `partitions` (topic -> partition count) are the topics
+        that exist: a partition of any other gets UNKNOWN_TOPIC_OR_PARTITION, and if none is left
+        the group is not touched. Then `validate_commit`: a refusal answers every remaining
+        partition (and the top-level `error_code`) with the error and changes nothing. Then
+        metadata longer than offset.metadata.max.bytes gets OFFSET_METADATA_TOO_LARGE; the rest is
+        stored and persisted (Persist outputs before the reply). An accepted commit from a member
+        of a Stable or PreparingRebalance group counts as its heartbeat."""
+        return self._commit_offsets(req, reply_to, now_ms, partitions, None, None)
+
+    def handle_txn_offset_commit(self, req: TxnOffsetCommitRequest, reply_to: Any, now_ms: int,
+                                 partitions: Mapping[str, int], precheck: ErrorCode | None) -> list[Output]:
+        """TxnOffsetCommit's group part: as OffsetCommit, with `precheck` the transaction
+        coordinator's verdict on the producer (checked before the group), Kafka's transactional
+        member checks, and the accepted offsets staged for the producer's transaction instead of
+        committed (`on_txn_completed` ends them)."""
+        return self._commit_offsets(req, reply_to, now_ms, partitions, req.producer_id, precheck)
+
+    def handle_offset_fetch(self, req: OffsetFetchRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        """OffsetFetch: the committed offsets, whatever the state. On an absent group every
+        offset is -1 (and `topics` nil gives no topics), as in Kafka: not an error."""
+        self._begin(now_ms)
+        self._reply(reply_to, fetch_response(self.offsets, req))
+        return self._end()
+
+    def on_txn_completed(self, producer_id: int, commit: bool, now_ms: int) -> list[Output]:
+        """The transaction coordinator ended `producer_id`'s transaction: its staged offsets become
+        committed (a Persist each, for the shell to write before the EndTxn reply) and are logged as
+        `offsets_committed` with the producer id, or are dropped (`txn_offsets_aborted`)."""
+        self._begin(now_ms)
+        staged = sorted(self.offsets.pending.get(producer_id, {}))
+        records = self.offsets.complete_txn(producer_id, commit)
+        self._out += [Persist(r) for r in records]
+        if commit and records:
+            tps = [TopicPartition(r.topic, r.partition) for r in records]
+            order = sorted(range(len(tps)), key=lambda i: tps[i])
+            self._log(events.OffsetsCommitted, member_id="", partitions=partition_pairs(tps[i] for i in order),
+                      offsets=[records[i].offset for i in order], producer_id=producer_id)
+        elif not commit and staged:
+            self._log(events.TxnOffsetsAborted, producer_id=producer_id, partitions=partition_pairs(staged))
+        return self._end()
+
+    def restore_offsets(self, records: Iterable[OffsetCommitRecord], now_ms: int) -> list[Output]:
+        """Load this group's persisted offsets (in log order: a later record replaces), after the
+        group's own record if it has one; logs `offsets_loaded`."""
+        self._begin(now_ms)
+        for record in records:
+            self.offsets.restore(record)
+        self._log(events.OffsetsLoaded, committed_partitions=len(self.offsets.committed))
+        return self._end()
+
+    def validate_commit(self, member_id: str, group_instance_id: str | None, generation_id: int,
+                        transactional: bool = False) -> ErrorCode | None:
+        """Kafka's rules for who may commit to this group (ClassicGroup.validateOffsetCommit, and
+        handleCommitOffsets for a group that does not exist). None: accepted.
+
+        - No such group (an `absent` stand-in): generation < 0 is a simple consumer (accepted; the
+          group is created Empty when something is stored); generation >= 0 is ILLEGAL_GENERATION
+          (a member of a generation the coordinator no longer knows). Transactional: accepted.
+        - Empty group and generation < 0: accepted, whatever member id (a simple consumer).
+        - Otherwise, if a generation >= 0, a member id or an instance id is given: the instance id,
+          if given, must belong to this member id (unknown instance: UNKNOWN_MEMBER_ID; another
+          member's: FENCED_INSTANCE_ID), the member must be in the group (UNKNOWN_MEMBER_ID), and
+          the generation must be the group's (ILLEGAL_GENERATION). Generation -1 with a known
+          member is therefore ILLEGAL_GENERATION.
+        - Generation < 0 and member id "" on a non-Empty group: UNKNOWN_MEMBER_ID (only members
+          may commit to a group that has members). Not for transactional commits.
+        - CompletingRebalance: REBALANCE_IN_PROGRESS even for a valid member and generation (the
+          member has its new generation but not yet its assignment). Not for transactional
+          commits. PreparingRebalance is accepted: members commit in their revocation callbacks
+          before rejoining.
+        """
+        if self.state is GroupState.DEAD:
+            return ErrorCode.ILLEGAL_GENERATION if generation_id >= 0 and not transactional else None
+        if generation_id < 0 and self.state is GroupState.EMPTY:
+            return None
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            if group_instance_id is not None:
+                owner = self.static_members.get(group_instance_id)
+                if owner is None:
+                    return ErrorCode.UNKNOWN_MEMBER_ID
+                if owner != member_id:
+                    return ErrorCode.FENCED_INSTANCE_ID
+            if member_id not in self.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id != self.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not transactional and self.state is not GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not transactional and self.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return None
+
+    def _commit_offsets(self, req: OffsetCommitRequest | TxnOffsetCommitRequest, reply_to: Any, now_ms: int,
+                        partitions: Mapping[str, int], producer_id: int | None,
+                        precheck: ErrorCode | None) -> list[Output]:
+        self._begin(now_ms)
+        triage = CommitTriage.of(req, partitions)
+        if not triage.candidates:
+            self._reply(reply_to, triage.response())
+            return self._end()
+        error = precheck or self.validate_commit(req.member_id, req.group_instance_id, req.generation_id,
+                                                 transactional=producer_id is not None)
+        if error is not None:
+            triage.refuse(error)
+            self._reply(reply_to, triage.response())
+            self._log(events.OffsetCommitRejected, member_id=req.member_id, request_generation_id=req.generation_id,
+                      error=error.name, partitions=partition_pairs(triage.candidate_partitions()))
+            return self._end()
+        member = self.members.get(req.member_id)
+        if member is not None and self.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            member.last_heartbeat_ms = now_ms  # the commit completes the heartbeat, as in Kafka
+        accepted = triage.accept(self.config.offset_metadata_max_bytes, now_ms)
+        if not accepted:
+            self._reply(reply_to, triage.response())
+            return self._end()
+        if self.state is GroupState.DEAD:
+            self.state = GroupState.EMPTY  # a simple consumer's group comes to exist (not logged as a transition)
+        tps = sorted(accepted)
+        offsets = [accepted[tp].offset for tp in tps]
+        if producer_id is None:
+            self._out += [Persist(r) for r in self.offsets.commit(accepted)]
+            self._reply(reply_to, triage.response())
+            self._log(events.OffsetsCommitted, member_id=req.member_id, partitions=partition_pairs(tps), offsets=offsets,
+                      producer_id=None)
+        else:
+            self.offsets.stage_txn(producer_id, accepted, now_ms)
+            self._reply(reply_to, triage.response())
+            self._log(events.TxnOffsetsStaged, member_id=req.member_id, partitions=partition_pairs(tps), offsets=offsets,
+                      producer_id=producer_id)
         return self._end()
 
     # ------------------------------------------------------------------ joins

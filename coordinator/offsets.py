@@ -1,4 +1,8 @@
-"""Committed offsets, pure: each group's offset store and the OffsetCommit / OffsetFetch handlers.
+"""Committed offsets, pure: each group's offset store, and the OffsetCommit / OffsetFetch requests
+mapped onto it partition by partition. Who may commit is the group's to say: the requests are
+inputs of the group machine (`Group.handle_offset_commit`, `handle_txn_offset_commit`,
+`handle_offset_fetch` in coordinator/group.py), which validates the member, refreshes its
+heartbeat and uses this module for the rest. Nothing here knows the group or the broker.
 
 Kafka keeps a group's committed offsets with the group's metadata (in `__consumer_offsets`); so
 does grouplab: every `Group` has an `OffsetStore` (`group.offsets`), and a group that only stores
@@ -17,24 +21,23 @@ While one is pending, an OffsetFetch with `require_stable` answers UNSTABLE_OFFS
 for that partition. As in Kafka, whichever of a staged and a plain commit was *written* later wins
 when the transaction commits (a plain commit after the TxnOffsetCommit is not overwritten).
 
-Fencing of OffsetCommit is Kafka's (`validate_commit`: the classic group coordinator's
+Fencing of OffsetCommit is Kafka's (`Group.validate_commit`: the classic group coordinator's
 `validateOffsetCommit` and `handleCommitOffsets`); docs/protocol.md §3.15 and §3.16 list every error.
 
 Durability: every stored offset is an `OffsetCommitRecord` in the group log (coordinator/
-group_log.py), emitted as a `Persist` output before the reply, restored by `restore_offsets`.
+group_log.py), emitted as a `Persist` output before the reply, restored by `Group.restore_offsets`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Concatenate, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
 
-from coordinator.group_log import OffsetCommitRecord, Persist
-from protocol import events
-from protocol.effects import LogEvent, Output, Reply
+from coordinator.group_log import OffsetCommitRecord
 from protocol.errors import ErrorCode
 from protocol.messages import (
+    OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
@@ -42,13 +45,10 @@ from protocol.messages import (
     OffsetFetchResponse,
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
+    TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
 from protocol.types import TopicPartition
-
-if TYPE_CHECKING:  # runtime imports would be circular: group.py imports this module
-    from coordinator.broker import Broker
-    from coordinator.group import Group, GroupState
 
 NO_OFFSET = -1  # OffsetFetch's answer for a partition with no committed offset (Kafka's INVALID_OFFSET)
 
@@ -93,7 +93,7 @@ class OffsetStore:
         order; `None` asks for every committed partition, sorted. With `require_stable`, a
         partition a transaction holds a pending offset for answers UNSTABLE_OFFSET_COMMIT."""
         wanted = sorted(self.committed) if partitions is None else list(partitions)
-        out = []
+        out: list[tuple[TopicPartition, OffsetAndMetadata | None, ErrorCode]] = []
         for tp in wanted:
             if require_stable and self.has_pending(tp):
                 out.append((tp, None, ErrorCode.UNSTABLE_OFFSET_COMMIT))
@@ -163,154 +163,88 @@ class OffsetStore:
         return self._next_position
 
 
-# ----------------------------------------------------------------------------- fencing
+# ----------------------------------------------------------------------------- requests, partition by partition
 
 
-def validate_commit(group: "Group | None", member_id: str, group_instance_id: str | None, generation_id: int,
-                    transactional: bool = False) -> ErrorCode | None:
-    """Kafka's rules for who may commit to a group (ClassicGroup.validateOffsetCommit, and
-    handleCommitOffsets for a group that does not exist). None: accepted.
+@dataclass
+class CommitTriage:
+    """One OffsetCommit's (or TxnOffsetCommit's) per-partition answers as Kafka's checks go
+    (docs/protocol.md §3.15): `of` answers the partitions of unknown topics and leaves the others
+    as `candidates`; the group then `refuse`s them all or the store takes what `accept` returns."""
 
-    - No such group: generation < 0 is a simple consumer (accepted; the group is created Empty
-      when something is stored); generation >= 0 is ILLEGAL_GENERATION (a member of a generation
-      the coordinator no longer knows).
-    - Empty group and generation < 0: accepted, whatever member id (a simple consumer).
-    - Otherwise, if a generation >= 0, a member id or an instance id is given: the instance id, if
-      given, must belong to this member id (unknown instance: UNKNOWN_MEMBER_ID; another member's:
-      FENCED_INSTANCE_ID), the member must be in the group (UNKNOWN_MEMBER_ID), and the generation
-      must be the group's (ILLEGAL_GENERATION). Generation -1 with a known member is therefore
-      ILLEGAL_GENERATION.
-    - Generation < 0 and member id "" on a non-Empty group: UNKNOWN_MEMBER_ID (only members may
-      commit to a group that has members). Not for transactional commits.
-    - CompletingRebalance: REBALANCE_IN_PROGRESS even for a valid member and generation (the member
-      has its new generation but not yet its assignment). Not for transactional commits.
-      PreparingRebalance is accepted: members commit in their revocation callbacks before rejoining.
-    """
-    if group is None:
-        return ErrorCode.ILLEGAL_GENERATION if generation_id >= 0 and not transactional else None
-    state = group.state.value
-    if generation_id < 0 and state == "Empty":
-        return None
-    if generation_id >= 0 or member_id or group_instance_id is not None:
-        if group_instance_id is not None:
-            owner = group.static_members.get(group_instance_id)
-            if owner is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if owner != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-    elif not transactional and state != "Empty":
-        return ErrorCode.UNKNOWN_MEMBER_ID
-    if not transactional and state == "CompletingRebalance":
-        return ErrorCode.REBALANCE_IN_PROGRESS
-    return None
+    request: OffsetCommitRequest | TxnOffsetCommitRequest
+    codes: list[list[ErrorCode]]  # per topic, per partition, in request order
+    candidates: list[tuple[int, int]]  # (topic index, partition index) that passed the topic check
+    error_code: ErrorCode = ErrorCode.NONE  # the group's refusal, if any
+    accepted: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
 
-
-# ----------------------------------------------------------------------------- request handlers
-
-
-def handle_offset_commit(broker: "Broker", req: Any, reply_to: Any, now_ms: int,
-                         txn_producer_id: int | None = None, precheck: ErrorCode | None = None) -> list[Output]:
-    """OffsetCommit, in Kafka's order: partitions of unknown topics (or out of range) get
-    UNKNOWN_TOPIC_OR_PARTITION and take no further part; if none is left the group is not touched.
-    Then the group-level check (`validate_commit`): a refusal answers every remaining partition
-    with the error (also the top-level `error_code`) and changes nothing. Then per partition:
-    metadata longer than offset.metadata.max.bytes gets OFFSET_METADATA_TOO_LARGE; the rest are
-    stored and persisted (Persist outputs before the reply). An accepted commit from a member
-    counts as its heartbeat.
-
-    TxnOffsetCommit goes the same way with `txn_producer_id` set: `precheck` is the transaction
-    coordinator's verdict on the producer, the group check is Kafka's transactional one, and the
-    accepted offsets are staged for the producer's transaction instead of committed."""
-    known = broker.topics.partitions
-    codes: list[list[ErrorCode]] = []
-    candidates: list[tuple[int, int]] = []  # (topic index, partition index) in the request
-    for ti, topic in enumerate(req.topics):
-        count = known.get(topic.name, 0)
-        row = []
-        for pi, p in enumerate(topic.partitions):
-            if 0 <= p.partition_index < count:
-                row.append(ErrorCode.NONE)
-                candidates.append((ti, pi))
-            else:
-                row.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        codes.append(row)
-
-    out: list[Output] = []
-    logs: list[Output] = []
-    top = ErrorCode.NONE
-    group = broker.groups.get(req.group_id)
-    if candidates:
-        error = precheck or validate_commit(group, req.member_id, req.group_instance_id, req.generation_id,
-                                            transactional=txn_producer_id is not None)
-        if error is not None:
-            top = error
-            for ti, pi in candidates:
-                codes[ti][pi] = error
-            logs.append(_event(group, req.group_id, now_ms, events.OffsetCommitRejected, member_id=req.member_id,
-                               request_generation_id=req.generation_id, error=error.name,
-                               partitions=_pairs(sorted({TopicPartition(req.topics[ti].name,
-                                                                        req.topics[ti].partitions[pi].partition_index)
-                                                         for ti, pi in candidates}))))
-        else:
-            if group is not None and req.member_id in group.members and group.state.value in ("Stable", "PreparingRebalance"):
-                group.members[req.member_id].last_heartbeat_ms = now_ms  # completes the heartbeat
-            limit = broker.config.offset_metadata_max_bytes
-            accepted: dict[TopicPartition, OffsetAndMetadata] = {}
-            for ti, pi in candidates:
-                p = req.topics[ti].partitions[pi]
-                metadata = p.committed_metadata or ""
-                if len(metadata) > limit:
-                    codes[ti][pi] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                    continue
-                accepted[TopicPartition(req.topics[ti].name, p.partition_index)] = OffsetAndMetadata(
-                    p.committed_offset, metadata, now_ms, p.committed_leader_epoch)
-            if accepted:
-                if group is None:
-                    group = broker.group(req.group_id)  # a simple consumer's group: Empty, offsets only
-                tps = sorted(accepted)
-                if txn_producer_id is None:
-                    out += [Persist(r) for r in group.offsets.commit(accepted)]
-                    logs.append(_event(group, req.group_id, now_ms, events.OffsetsCommitted, member_id=req.member_id,
-                                       partitions=_pairs(tps), offsets=[accepted[tp].offset for tp in tps],
-                                       producer_id=None))
+    @classmethod
+    def of(cls, req: OffsetCommitRequest | TxnOffsetCommitRequest, partitions: Mapping[str, int]) -> "CommitTriage":
+        """Check 1: a partition of a topic that does not exist, or out of its range, gets
+        UNKNOWN_TOPIC_OR_PARTITION and takes no further part. `partitions`: topic -> count."""
+        codes: list[list[ErrorCode]] = []
+        candidates: list[tuple[int, int]] = []
+        for ti, topic in enumerate(req.topics):
+            count = partitions.get(topic.name, 0)
+            row = []
+            for pi, p in enumerate(topic.partitions):
+                if 0 <= p.partition_index < count:
+                    row.append(ErrorCode.NONE)
+                    candidates.append((ti, pi))
                 else:
-                    group.offsets.stage_txn(txn_producer_id, accepted, now_ms)
-                    logs.append(_event(group, req.group_id, now_ms, events.TxnOffsetsStaged, member_id=req.member_id,
-                                       partitions=_pairs(tps), offsets=[accepted[tp].offset for tp in tps],
-                                       producer_id=txn_producer_id))
+                    row.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            codes.append(row)
+        return cls(req, codes, candidates)
 
-    response_type = OffsetCommitResponse if txn_producer_id is None else TxnOffsetCommitResponse
-    response = response_type(
-        error_code=top,
-        topics=[OffsetCommitResponseTopic(t.name, [OffsetCommitResponsePartition(p.partition_index, codes[ti][pi])
-                                                   for pi, p in enumerate(t.partitions)])
-                for ti, t in enumerate(req.topics)])
-    out.append(Reply(reply_to, response))
-    return out + logs
+    def candidate_partitions(self) -> list[TopicPartition]:
+        """The candidates as topic-partitions, sorted, each once."""
+        topics = self.request.topics
+        return sorted({TopicPartition(topics[ti].name, topics[ti].partitions[pi].partition_index)
+                       for ti, pi in self.candidates})
+
+    def refuse(self, error: ErrorCode) -> None:
+        """Check 2 failed: every candidate, and the response, answer `error`."""
+        self.error_code = error
+        for ti, pi in self.candidates:
+            self.codes[ti][pi] = error
+
+    def accept(self, metadata_max_bytes: int, now_ms: int) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Check 3: metadata longer than offset.metadata.max.bytes gets OFFSET_METADATA_TOO_LARGE;
+        the other candidates are returned (and kept in `accepted`) as the offsets to store."""
+        for ti, pi in self.candidates:
+            p = self.request.topics[ti].partitions[pi]
+            metadata = p.committed_metadata or ""
+            if len(metadata) > metadata_max_bytes:
+                self.codes[ti][pi] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            self.accepted[TopicPartition(self.request.topics[ti].name, p.partition_index)] = OffsetAndMetadata(
+                p.committed_offset, metadata, now_ms, p.committed_leader_epoch)
+        return self.accepted
+
+    def response(self) -> OffsetCommitResponse | TxnOffsetCommitResponse:
+        """Every requested topic and partition with its code, in request order."""
+        transactional = isinstance(self.request, TxnOffsetCommitRequest)
+        response_type = TxnOffsetCommitResponse if transactional else OffsetCommitResponse
+        return response_type(
+            error_code=self.error_code,
+            topics=[OffsetCommitResponseTopic(t.name, [OffsetCommitResponsePartition(p.partition_index, self.codes[ti][pi])
+                                                       for pi, p in enumerate(t.partitions)])
+                    for ti, t in enumerate(self.request.topics)])
 
 
-def handle_offset_fetch(broker: "Broker", req: OffsetFetchRequest, reply_to: Any, now_ms: int) -> list[Output]:
-    """OffsetFetch: the committed offset of each requested partition (`topics` nil: every
-    committed partition, by topic and partition), -1 where there is none. An unknown group is not
-    an error: every offset is -1 (and `topics` nil gives no topics), as in Kafka."""
-    group = broker.groups.get(req.group_id)
-    store = group.offsets if group is not None else OffsetStore(req.group_id)
+def fetch_response(store: OffsetStore, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    """OffsetFetch from `store`: the committed offset of each requested partition (`topics` nil:
+    every committed partition, by topic and partition), -1 where there is none."""
     if req.topics is None:
-        results = store.fetch(None, req.require_stable)
-        by_topic: dict[str, list] = defaultdict(list)
-        for tp, om, code in results:
+        by_topic: dict[str, list[OffsetFetchResponsePartition]] = defaultdict(list)
+        for tp, om, code in store.fetch(None, req.require_stable):
             by_topic[tp.topic].append(_fetched(tp.partition, om, code))
-        topics = [OffsetFetchResponseTopic(name, parts) for name, parts in by_topic.items()]
-    else:
-        topics = []
-        for t in req.topics:
-            results = store.fetch([TopicPartition(t.name, p) for p in t.partition_indexes], req.require_stable)
-            topics.append(OffsetFetchResponseTopic(t.name, [_fetched(tp.partition, om, code) for tp, om, code in results]))
-    return [Reply(reply_to, OffsetFetchResponse(topics=topics))]
+        return OffsetFetchResponse(topics=[OffsetFetchResponseTopic(name, parts) for name, parts in by_topic.items()])
+    topics = []
+    for t in req.topics:
+        results = store.fetch([TopicPartition(t.name, p) for p in t.partition_indexes], req.require_stable)
+        topics.append(OffsetFetchResponseTopic(t.name, [_fetched(tp.partition, om, code) for tp, om, code in results]))
+    return OffsetFetchResponse(topics=topics)
 
 
 def _fetched(partition: int, om: OffsetAndMetadata | None, code: ErrorCode) -> OffsetFetchResponsePartition:
@@ -319,53 +253,6 @@ def _fetched(partition: int, om: OffsetAndMetadata | None, code: ErrorCode) -> O
     return OffsetFetchResponsePartition(partition, om.offset, om.leader_epoch, om.metadata, code)
 
 
-# ----------------------------------------------------------------------------- transactions and restore
-
-
-def complete_txn_outputs(group: "Group", producer_id: int, commit: bool, now_ms: int) -> list[Output]:
-    """For the transaction coordinator's shell: `group.offsets.complete_txn` plus the outputs that
-    go with it: a Persist per offset that became committed (place them before the EndTxn reply)
-    and an `offsets_committed` (producer_id set) or `txn_offsets_aborted` event."""
-    staged = sorted(group.offsets.pending.get(producer_id, {}))
-    records = group.offsets.complete_txn(producer_id, commit)
-    out: list[Output] = [Persist(r) for r in records]
-    if commit and records:
-        tps = [TopicPartition(r.topic, r.partition) for r in records]
-        order = sorted(range(len(tps)), key=lambda i: tps[i])
-        out.append(_event(group, group.group_id, now_ms, events.OffsetsCommitted, member_id="",
-                          partitions=_pairs(tps[i] for i in order), offsets=[records[i].offset for i in order],
-                          producer_id=producer_id))
-    elif not commit and staged:
-        out.append(_event(group, group.group_id, now_ms, events.TxnOffsetsAborted, producer_id=producer_id,
-                          partitions=_pairs(staged)))
-    return out
-
-
-def restore_offsets(broker: "Broker", records: Iterable[OffsetCommitRecord], now_ms: int) -> list[Output]:
-    """Load persisted offsets into their groups (a group that has none yet is created Empty: a
-    simple consumer's group). Call after the groups' own records are restored. One
-    `offsets_loaded` event per group."""
-    loaded: dict[str, int] = {}
-    for record in records:
-        broker.group(record.group_id).offsets.restore(record)
-        loaded[record.group_id] = loaded.get(record.group_id, 0) + 1
-    return [_event(broker.groups[gid], gid, now_ms, events.OffsetsLoaded, committed_partitions=len(broker.groups[gid].offsets.committed))
-            for gid in loaded]
-
-
-# ----------------------------------------------------------------------------- helpers
-
-
-def _pairs(tps: Iterable[TopicPartition]) -> list[list]:
+def partition_pairs(tps: Iterable[TopicPartition]) -> list[list]:
+    """Partitions as the event log writes them: `[topic, partition]` pairs."""
     return [[tp.topic, tp.partition] for tp in tps]
-
-
-def _event(group: "Group | None", group_id: str, now_ms: int,
-           event: Callable[Concatenate[str, int, GroupState, events.Fields], events.GroupEvent], /,
-           *args: events.Fields.args, **fields: events.Fields.kwargs) -> LogEvent:
-    """A coordinator group event (the G fields first). A group that does not exist is `Dead`,
-    generation 0, as DescribeGroups shows it."""
-    if group is not None:
-        return LogEvent(now_ms, event(group_id, group.generation_id, group.state, *args, **fields))
-    from coordinator.group import GroupState  # here, not at the top: coordinator.group imports this module
-    return LogEvent(now_ms, event(group_id, 0, GroupState.DEAD, *args, **fields))

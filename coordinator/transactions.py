@@ -17,7 +17,6 @@ leaders. Time comes as `now_ms`; timers and replies are outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Callable, Concatenate
 
 from coordinator.group_log import TxnRecord
@@ -36,16 +35,10 @@ from protocol.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
 )
+from protocol.states import TxnState
 from protocol.types import TopicPartition
 
 MAX_EPOCH = 32767  # Kafka's producer epoch is an int16
-
-
-class TxnState(Enum):
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
 
 
 @dataclass

@@ -14,16 +14,12 @@ Plain slotted dataclasses, not frozen: the simulator builds one per coordinator 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec
+from typing import Any, ClassVar, ParamSpec
 
-if TYPE_CHECKING:
-    from consumer.coordinator import MemberState
-    from consumer.producer import ProducerState
-    from coordinator.group import GroupState, RebalanceCause, RemovalReason
-    from coordinator.transactions import TxnState
+from protocol.states import GroupState, MemberState, ProducerState, RebalanceCause, RemovalReason, TxnState
 
 # The enumerations above, as annotations name them: a field of one of these types is written as its value.
-_ENUM_TYPES = frozenset({"MemberState", "ProducerState", "GroupState", "RebalanceCause", "RemovalReason", "TxnState"})
+_ENUM_TYPES = frozenset(e.__name__ for e in (MemberState, ProducerState, GroupState, RebalanceCause, RemovalReason, TxnState))
 
 # `[[topic, partition], ...]`, sorted by topic then partition: how every partition list is logged.
 PartitionPairs = list[list[Any]]

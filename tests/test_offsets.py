@@ -1,4 +1,5 @@
-"""Committed offsets (coordinator/offsets.py): OffsetCommit fencing rule by rule (every refusal
+"""Committed offsets (coordinator/offsets.py, the group's offset inputs in coordinator/group.py):
+OffsetCommit fencing rule by rule (every refusal
 leaves the group, its offsets and the log untouched), OffsetFetch, transactional staging and
 require_stable (KIP-447), the offset records in the group log (round trip, compaction, restore,
 the simulator's durable list), and end to end over real sockets: members commit and fetch, a
@@ -25,7 +26,7 @@ from consumer.config import ConsumerConfig
 from consumer.coordinator import MemberState
 from coordinator.broker import Broker, RequestContext
 from coordinator.config import BrokerConfig, ConfigError
-from coordinator.group import GroupState
+from coordinator.group import Group, GroupState
 from coordinator.group_log import (
     GroupLog,
     OffsetCommitRecord,
@@ -36,7 +37,7 @@ from coordinator.group_log import (
     encode_record,
     latest,
 )
-from coordinator.offsets import OffsetAndMetadata, OffsetStore, complete_txn_outputs, validate_commit
+from coordinator.offsets import OffsetAndMetadata, OffsetStore
 from coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
 from protocol.effects import LogEvent, Reply
@@ -296,12 +297,12 @@ def test_validate_commit_for_transactional_commits_skips_the_state_checks():
     broker = make_broker()
     g = broker.group(GROUP)
     (m0, m1), _, _ = form_generation(g, ["c0", "c1"])  # CompletingRebalance
-    assert validate_commit(g, m0, None, 1) is ErrorCode.REBALANCE_IN_PROGRESS
-    assert validate_commit(g, m0, None, 1, transactional=True) is None
-    assert validate_commit(g, "", None, -1) is ErrorCode.UNKNOWN_MEMBER_ID
-    assert validate_commit(g, "", None, -1, transactional=True) is None  # old TxnOffsetCommit versions
-    assert validate_commit(g, m0, None, 0, transactional=True) is ErrorCode.ILLEGAL_GENERATION
-    assert validate_commit(None, "", None, 5, transactional=True) is None
+    assert g.validate_commit(m0, None, 1) is ErrorCode.REBALANCE_IN_PROGRESS
+    assert g.validate_commit(m0, None, 1, transactional=True) is None
+    assert g.validate_commit("", None, -1) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert g.validate_commit("", None, -1, transactional=True) is None  # old TxnOffsetCommit versions
+    assert g.validate_commit(m0, None, 0, transactional=True) is ErrorCode.ILLEGAL_GENERATION
+    assert Group.absent(GROUP, config(), MemberIds()).validate_commit("", None, 5, transactional=True) is None
 
 
 # ============================================================================ OffsetCommit: per partition
@@ -343,6 +344,13 @@ def test_metadata_longer_than_offset_metadata_max_bytes_is_refused_per_partition
     assert BrokerConfig().with_overrides(["offset.metadata.max.bytes=10"]).offset_metadata_max_bytes == 10
     with pytest.raises(ConfigError):
         BrokerConfig().with_overrides(["offset.metadata.max.bytes=-1"])
+
+
+def test_a_simple_consumer_whose_every_partition_is_refused_creates_no_group():
+    broker = make_broker(offset_metadata_max_bytes=2)
+    outputs, resp = handle(broker, "OffsetCommit", commit_req({("t0", 0): 1, ("nope", 0): 2}, metadata="abc"), 5)
+    assert resp.error_code == 0 and codes(resp) == {("t0", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("nope", 0): 3}
+    assert GROUP not in broker.groups and persisted(outputs) == [] and [type(o) for o in outputs] == [Reply]
 
 
 def test_a_lower_offset_may_be_committed_like_a_consumer_that_seeks_back():
@@ -443,17 +451,17 @@ def test_require_stable_answers_unstable_offset_commit_for_pending_partitions_on
     assert fetched(resp) == {("t0", 0): (-1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT), ("t0", 1): (11, "", 0)}
 
 
-def test_complete_txn_outputs_persist_and_log_what_became_committed():
+def test_a_completed_transaction_persists_and_logs_what_became_committed():
     broker = make_broker()
     g = broker.group(GROUP)
     g.offsets.stage_txn(7, {TP("t1", 0): (4, "a"), TP("t0", 2): (9, None)}, now_ms=3)
-    out = complete_txn_outputs(g, 7, True, 10)
+    out = g.on_txn_completed(7, True, 10)
     assert persisted(out) == [OffsetCommitRecord(GROUP, "t1", 0, 4, -1, "a", 3), OffsetCommitRecord(GROUP, "t0", 2, 9, -1, "", 3)]
     [ev] = events(out, "offsets_committed")
     assert ev.fields["partitions"] == [["t0", 2], ["t1", 0]] and ev.fields["offsets"] == [9, 4]
     assert ev.fields["producer_id"] == 7 and ev.ts_ms == 10
     g.offsets.stage_txn(8, {TP("t0", 0): (1, None)})
-    out = complete_txn_outputs(g, 8, False, 11)
+    out = g.on_txn_completed(8, False, 11)
     assert persisted(out) == [] and events(out, "txn_offsets_aborted")[0].fields["partitions"] == [["t0", 0]]
 
 

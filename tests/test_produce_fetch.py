@@ -233,6 +233,17 @@ async def server(tmp_path: Path | None = None, port: int = 0, **overrides: objec
     return await CoordinatorServer(cfg, port=port, data_dir=tmp_path).start()
 
 
+async def test_idempotent_and_transactional_producers_never_share_an_id_with_a_data_dir(tmp_path: Path,
+                                                                                         cleanup) -> None:
+    """Both kinds of id come from the one durable allocator the server's recovery installs."""
+    srv = await server(tmp_path)
+    cleanup.push_async_callback(srv.stop)
+    async with AdminClient(HOST, srv.port) as admin:
+        ids = [(await admin.request("InitProducerId", InitProducerIdRequest(tid))).producer_id
+               for tid in (None, "tx-a", None, "tx-b")]
+    assert ids == [0, 1, 2, 3]
+
+
 async def test_produce_fetch_and_list_offsets_over_sockets(cleanup) -> None:
     srv = await server()
     cleanup.push_async_callback(srv.stop)

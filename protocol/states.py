@@ -1,0 +1,69 @@
+"""The states and reasons the machines hold as enumerations and the contract writes as values: in
+event-log lines (docs/events.md) and, for a group's state, in DescribeGroups and ListGroups
+(docs/protocol.md). They live here, with the other contracts, so that protocol/events.py can type
+its fields with them without importing the machines that use them."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+# ----------------------------------------------------------------------------- coordinator: groups
+
+
+class GroupState(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class RebalanceCause(Enum):
+    """Why a rebalance started, as a value a program may rely on (the `trigger` text is for people)."""
+
+    MEMBER_JOINED = "member_joined"
+    STATIC_MEMBER_JOINED = "static_member_joined"
+    STATIC_MEMBER_REJOINED = "static_member_rejoined"
+    LEADER_REJOINED = "leader_rejoined"
+    MEMBER_METADATA_CHANGED = "member_metadata_changed"
+    MEMBER_LEFT = "member_left"
+    SESSION_TIMEOUT = "session_timeout"
+    SYNC_TIMEOUT = "sync_timeout"
+
+
+class RemovalReason(Enum):
+    LEFT = "left"
+    SESSION_TIMEOUT = "session_timeout"
+    REBALANCE_TIMEOUT = "rebalance_timeout"  # did not rejoin in time
+    SYNC_TIMEOUT = "sync_timeout"  # did not send SyncGroup in time (KAFKA-12890)
+
+
+# ----------------------------------------------------------------------------- coordinator: transactions
+
+
+class TxnState(Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+
+# ----------------------------------------------------------------------------- clients
+
+
+class MemberState(Enum):
+    UNJOINED = "unjoined"
+    JOINING = "joining"
+    SYNCING = "syncing"
+    STABLE = "stable"
+    CLOSED = "closed"
+    FAILED = "failed"  # a fatal error: the application must look at `fatal_error`
+
+
+class ProducerState(Enum):
+    INIT = "init"  # waiting for a producer id
+    READY = "ready"
+    IN_TXN = "in_txn"
+    COMMITTING = "committing"
+    ABORTING = "aborting"
+    FENCED = "fenced"  # a newer instance took over: fatal, as in Kafka
