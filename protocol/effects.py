@@ -1,12 +1,16 @@
 """What the pure state machines (coordinator and consumer side) ask their shell to do. The shell
 (asyncio server or client, or the simulator) carries these out; the machines never touch sockets or
-clocks themselves. Outputs that only one side uses live beside that side's machine."""
+clocks themselves. Outputs that only one side uses live beside that side's machine; `Output` is
+the closed union of the coordinator side's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 import time
-from typing import Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Callable, Hashable
+
+if TYPE_CHECKING:
+    from coordinator.group_log import Record
 
 TimerKey = tuple[Hashable, ...]
 
@@ -41,7 +45,16 @@ class LogEvent:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-Output = Reply | ArmTimer | CancelTimer | LogEvent
+@dataclass(frozen=True, slots=True)
+class Persist:
+    """Output of the coordinator's pure machines: make `record` durable (the shell appends it to
+    its GroupLog, if it has one, before carrying out the outputs that follow it). It lives here,
+    not beside GroupLog, so that `Output` can name it without protocol/ importing coordinator/."""
+
+    record: Record
+
+
+Output = Reply | ArmTimer | CancelTimer | LogEvent | Persist
 
 
 class StepOutputs:
