@@ -20,10 +20,11 @@ from consumer.coordinator import (
     Reconnect,
     Send,
 )
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, TimerTable, wall_clock_ms
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, wall_clock_ms
 from protocol.errors import ProtocolError
 from protocol import schema
 from protocol.framing import FrameReader, encode_request, read_response
+from protocol.kernel import TimerTable, loop_schedule
 from protocol.messages import API, RequestHeader
 from protocol.types import TopicPartition
 
@@ -113,7 +114,7 @@ class GroupMemberClient:
 
     async def start(self) -> "GroupMemberClient":
         self._loop = asyncio.get_running_loop()
-        self._timers = TimerTable(self._loop.call_later, self.clock, self._fire)
+        self._timers = TimerTable(loop_schedule(self._loop), self.clock, self._fire)
         await self._connect()
         self._apply(self.machine.start(self.clock()))
         return self

@@ -1,13 +1,14 @@
 """What the pure state machines (coordinator and consumer side) ask their shell to do. The shell
 (asyncio server or client, or the simulator) carries these out; the machines never touch sockets or
 clocks themselves. Outputs that only one side uses live beside that side's machine; `Output` is
-the closed union of the coordinator side's."""
+the closed union of the coordinator side's. protocol/kernel.py holds what the drivers that carry
+them out share."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 import time
-from typing import TYPE_CHECKING, Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Hashable
 
 if TYPE_CHECKING:
     from coordinator.group_log import Record
@@ -88,35 +89,3 @@ def wall_clock_ms() -> int:
     State machines never call it: they get `now_ms` as an argument."""
     return time.time_ns() // 1_000_000
 
-
-class TimerTable:
-    """The shells' side of ArmTimer/CancelTimer: at most one pending timer per key; arming a key
-    again replaces it. `schedule(delay_s, callback)` is the shell's scheduler (loop.call_later in
-    the asyncio shells) and must return a handle with cancel(); `fire(key)` runs when one is due."""
-
-    def __init__(self, schedule: Callable[[float, Callable[[], None]], Any], clock: Callable[[], int],
-                 fire: Callable[[TimerKey], None]) -> None:
-        self._schedule = schedule
-        self._clock = clock
-        self._fire = fire
-        self._handles: dict[TimerKey, Any] = {}
-
-    def apply(self, out: "ArmTimer | CancelTimer") -> None:
-        self.cancel(out.key)
-        if type(out) is ArmTimer:
-            delay_s = max(0.0, (out.deadline_ms - self._clock()) / 1000.0)
-            self._handles[out.key] = self._schedule(delay_s, lambda key=out.key: self._due(key))
-
-    def cancel(self, key: TimerKey) -> None:
-        handle = self._handles.pop(key, None)
-        if handle is not None:
-            handle.cancel()
-
-    def cancel_all(self) -> None:
-        for handle in self._handles.values():
-            handle.cancel()
-        self._handles.clear()
-
-    def _due(self, key: TimerKey) -> None:
-        self._handles.pop(key, None)
-        self._fire(key)
