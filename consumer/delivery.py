@@ -88,6 +88,11 @@ class CrashNow:
     point: str
 
 
+AppOutput = Processed | Committed | CrashNow
+"""What a DeliveryApp asks of its driver beyond a ConsumerCoordinator's MemberOutput: reports for
+the application's owner, and a crash where a fault wanted one."""
+
+
 class Phase(Enum):
     IDLE = "idle"  # nothing in hand; may fetch
     FETCHING = "fetching"

@@ -1,8 +1,8 @@
 """What the pure state machines (coordinator and consumer side) ask their shell to do. The shell
 (asyncio server or client, or the simulator) carries these out; the machines never touch sockets or
 clocks themselves. Outputs that only one side uses live beside that side's machine; `Output` is
-the closed union of the coordinator side's. protocol/kernel.py holds what the drivers that carry
-them out share."""
+the closed union of the coordinator side's (the member side's is consumer/coordinator.py's
+MemberOutput). protocol/kernel.py holds what the drivers that carry them out share."""
 
 from __future__ import annotations
 
