@@ -133,6 +133,7 @@ class MemberDriver(Generic[M]):
         self.connected = False
         self.dropped_sends = False  # a request found no connection: tell the machine once reconnected
         self.reconnects = 0
+        self._on_step = listener.on_step
         app_output = listener.on_app_output
         self._handlers: dict[type, Callable[[Any], None]] = {
             Send: self._send,
@@ -178,24 +179,29 @@ class MemberDriver(Generic[M]):
             self.reconnect_later()
 
     def poll(self) -> None:
-        if self.machine is not None:
-            self.apply(self.machine.poll(self.clock()))
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.poll(self.clock()))
 
     def close(self) -> None:
-        if self.machine is not None:
-            self.apply(self.machine.close(self.clock()))
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.close(self.clock()))
 
     def on_timer(self, key: TimerKey) -> None:
-        if self.machine is not None:
-            self.apply(self.machine.on_timer(key, self.clock()))
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.on_timer(key, self.clock()))
 
     def on_response(self, correlation_id: int, body: Any) -> None:
-        if self.machine is not None:
-            self.apply(self.machine.on_response(correlation_id, body, self.clock()))
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.on_response(correlation_id, body, self.clock()))
 
     def tell_disconnected(self) -> None:
-        if self.machine is not None:
-            self.apply(self.machine.on_disconnect(self.clock()))
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.on_disconnect(self.clock()))
 
     def connection_lost(self) -> None:
         """The connection closed under the member: it hears of it, and reconnects."""
@@ -246,13 +252,14 @@ class MemberDriver(Generic[M]):
         machine = self.machine
         handlers = self._handlers
         for out in outputs:
-            handler = handlers.get(type(out))
-            if handler is None:
-                raise UnhandledOutput("the member driver", out)
+            try:
+                handler = handlers[type(out)]
+            except KeyError:
+                raise UnhandledOutput("the member driver", out) from None
             handler(out)
             if self.machine is not machine:
                 break  # the process ended on this output (a crash it asked for): the rest never happened
-        self.listener.on_step()
+        self._on_step()
 
     def _send(self, out: Send) -> None:
         if self.connected:

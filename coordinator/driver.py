@@ -15,8 +15,9 @@ from coordinator.group_log import Record
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Persist, Reply, TimerKey
 from protocol.kernel import Clock, EventSink, Timers, UnhandledOutput, no_event_log
 
-ReplySink = Callable[[Any, Any], None]
-"""`reply(to, body)`: answer the request whose context carried the opaque token `to`."""
+ReplySink = Callable[[Reply], None]
+"""Send a Reply's body to the request whose context carried the opaque token `reply.to` (a shell
+that makes requests of its own with no token, RequestContext(None), drops their replies)."""
 
 PersistSink = Callable[[list[Record]], None]
 """`persist(records)`: make records durable, in order, before anything after them is carried out."""
@@ -25,20 +26,19 @@ PersistSink = Callable[[list[Record]], None]
 class CoordinatorDriver:
     """Runs a Broker's steps and carries out every output of its closed union (`Output`):
     consecutive Persists as one batch (one write and one sync of the group log) before the outputs
-    after them, so a reply never goes out before the record it depends on; a Reply to nobody (a
-    request the shell made itself) is dropped; anything else raises UnhandledOutput."""
+    after them, so a reply never goes out before the record it depends on; anything else raises
+    UnhandledOutput."""
 
-    __slots__ = ("broker", "clock", "timers", "_reply", "_persist", "_handlers")
+    __slots__ = ("broker", "clock", "timers", "_persist", "_handlers")
 
     def __init__(self, broker: Broker, clock: Clock, timers: Timers, reply: ReplySink, persist: PersistSink,
                  events: EventSink | None) -> None:
         self.broker = broker
         self.clock = clock
         self.timers = timers
-        self._reply = reply
         self._persist = persist
         self._handlers: dict[type, Callable[[Any], None]] = {
-            Reply: self._on_reply,
+            Reply: reply,
             ArmTimer: timers.apply,
             CancelTimer: timers.apply,
             LogEvent: events if events is not None else no_event_log,
@@ -60,13 +60,10 @@ class CoordinatorDriver:
             if batch:
                 self._persist(batch)
                 batch = []
-            handler = handlers.get(type(out))
-            if handler is None:
-                raise UnhandledOutput("the coordinator driver", out)
+            try:
+                handler = handlers[type(out)]
+            except KeyError:
+                raise UnhandledOutput("the coordinator driver", out) from None
             handler(out)
         if batch:
             self._persist(batch)
-
-    def _on_reply(self, out: Reply) -> None:
-        if out.to is not None:
-            self._reply(out.to, out.body)

@@ -29,7 +29,7 @@ from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
 from coordinator.group_log import GroupLog, Record
 from coordinator.partition_log import INT64_MAX, FileLogStore
-from protocol.effects import LogEvent, Output, wall_clock_ms
+from protocol.effects import LogEvent, Output, Reply, wall_clock_ms
 from protocol.kernel import TimerTable, loop_schedule
 from protocol.errors import ErrorCode, FrameTooLarge
 from protocol.framing import BadRequest, FrameReader, decode_request, encode_response
@@ -305,8 +305,8 @@ class CoordinatorServer:
                                        ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=repr(exc)))
             return
 
-    def _reply(self, to: _ReplyTo, body: Any) -> None:
-        to.conn.send(to.correlation_id, body)
+    def _reply(self, out: Reply) -> None:
+        out.to.conn.send(out.to.correlation_id, out.body)
 
     def _persist(self, records: list[Record]) -> None:
         """Append before the outputs that follow (the replies) go out; consecutive records (the

@@ -8,11 +8,13 @@ The drivers themselves are coordinator/driver.py (a Broker) and consumer/driver.
 
 from __future__ import annotations
 
-import asyncio
 import functools
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, TimerKey
+
+if TYPE_CHECKING:
+    import asyncio  # (only the asyncio shells need it; the simulator does not import it)
 
 Clock = Callable[[], int]
 """The current time in milliseconds: the wall clock in the asyncio shells, virtual elsewhere."""

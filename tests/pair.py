@@ -39,7 +39,7 @@ from coordinator.broker import Broker, RequestContext, SequentialMemberIds
 from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
 from coordinator.group import Group, GroupState
-from protocol.effects import LogEvent
+from protocol.effects import LogEvent, Reply
 from protocol.kernel import TimerTable, UnhandledOutput
 from protocol.types import TopicPartition
 
@@ -226,9 +226,9 @@ class Pair:
         ctx = RequestContext((i, epoch, request.correlation_id), self.configs[i].client_id)
         self.coordinator.handle(request.api, request.body, ctx)
 
-    def _reply(self, to: tuple[int, int, int], body: Any) -> None:
-        i, epoch, cid = to
-        self._schedule(self.delay(), lambda: self._to_member(i, epoch, cid, body))
+    def _reply(self, out: Reply) -> None:
+        i, epoch, cid = out.to
+        self._schedule(self.delay(), lambda: self._to_member(i, epoch, cid, out.body))
 
     def _to_member(self, i: int, epoch: int, cid: int, body: Any) -> None:
         if i in self.isolated or epoch != self.drivers[i].epoch:

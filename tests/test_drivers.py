@@ -236,7 +236,7 @@ def test_a_process_that_ends_on_an_output_does_not_carry_out_the_rest_of_its_ste
 def coordinator_driver() -> tuple[CoordinatorDriver, list[Any], VirtualTime]:
     time, done = VirtualTime(), list[Any]()
     driver = CoordinatorDriver(Broker(), time.clock, TimerTable(time.schedule, time.clock, lambda key: None),
-                               lambda to, body: done.append(("reply", to, body)),
+                               lambda out: done.append(("reply", out.to, out.body)),
                                lambda records: done.append(("persist", list(records))), done.append)
     return driver, done, time
 
@@ -244,8 +244,8 @@ def coordinator_driver() -> tuple[CoordinatorDriver, list[Any], VirtualTime]:
 def test_coordinator_driver_persists_consecutive_records_as_one_batch_before_what_follows():
     driver, done, time = coordinator_driver()
     a, b, c = TopicRecord("a", 1, 0), TopicRecord("b", 2, 0), TopicRecord("c", 3, 0)
-    driver.apply([Persist(a), Persist(b), Reply("to", "ok"), Reply(None, "nobody"), Persist(c),
-                  ArmTimer(("join", "g"), 10), LogEvent("e", 0, {})])
+    driver.apply([Persist(a), Persist(b), Reply("to", "ok"), Persist(c), ArmTimer(("join", "g"), 10),
+                  LogEvent("e", 0, {})])
     assert done == [("persist", [a, b]), ("reply", "to", "ok"), ("persist", [c]), LogEvent("e", 0, {})]
     assert len(time.queue) == 1
 

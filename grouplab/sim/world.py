@@ -42,7 +42,7 @@ from coordinator.partition_log import LogStore
 from grouplab.sim.delivery import DeliveryWorld
 from grouplab.sim.invariants import Invariants, Violation, format_step
 from grouplab.sim.scenario import RANDOM_KINDS, Scenario, ScheduledFault, _kafka_value
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, TimerKey
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
 from protocol.kernel import UnhandledOutput
 from protocol.types import TopicPartition
 
@@ -54,42 +54,29 @@ _TO_BROKER, _TO_MEMBER, _BROKER_TIMER, _MEMBER_TIMER, _ACTION = range(5)
 SimMachine = ConsumerCoordinator | DeliveryApp
 
 
-@dataclass
-class SimMember:
-    index: int
-    name: str  # client.id, stable across restarts
-    config: ConsumerConfig
-    # Its processes one after another, their timers and its connection (epoch: the connection
-    # number; messages of an older connection are lost). Set by the Simulation.
-    driver: MemberDriver[SimMachine] = field(init=False, repr=False)
-    closed_epoch: int = -1  # a connection closed cleanly: what it sent before closing still arrives
-    hung: bool = False
-    held: list[tuple] = field(default_factory=list)  # events that reached a hung member
-    slow: bool = False
-    partitioned: bool = False
-    permanently_down: bool = False
-    zombie: bool = False  # a static member's old process, replaced while still running
+class SimMember(MemberDriver[SimMachine]):
+    """A simulated member: the driver of its processes, one after another (consumer/driver.py:
+    each one's machine and timers, and the member's connection, whose epoch numbers connections
+    across processes so that messages of an older one are lost), plus what faults do to it."""
 
-    @property
-    def machine(self) -> SimMachine | None:
-        """None while the process is down."""
-        return self.driver.machine
+    def __init__(self, sim: "Simulation", index: int, name: str, config: ConsumerConfig) -> None:
+        shell = _SimMemberShell(sim, self)
+        super().__init__(config.group_id, sim._clock, sim._after, shell, shell,
+                         functools.partial(sim.emit, name) if sim.emit is not None else None)
+        self.index = index
+        self.name = name  # client.id, stable across restarts
+        self.config = config
+        self.closed_epoch = -1  # a connection closed cleanly: what it sent before closing still arrives
+        self.hung = False
+        self.held: list[tuple] = []  # events that reached a hung member
+        self.slow = False
+        self.partitioned = False
+        self.permanently_down = False
+        self.zombie = False  # a static member's old process, replaced while still running
 
     @property
     def up(self) -> bool:
-        return self.driver.machine is not None
-
-    @property
-    def incarnation(self) -> int:
-        return self.driver.incarnation
-
-    @property
-    def epoch(self) -> int:
-        return self.driver.epoch
-
-    @property
-    def connected(self) -> bool:
-        return self.driver.connected
+        return self.machine is not None
 
 
 class _HeapTimers:
@@ -111,7 +98,9 @@ class _HeapTimers:
             sim = self._sim
             token = next(sim._tokens)
             self.armed[out.key] = token
-            sim._push(max(out.deadline_ms, sim.now), self._kind, self._owner, self, out.key, token)
+            # sim._push's heap entry, without the call (most steps arm a timer)
+            heapq.heappush(sim._heap, (max(out.deadline_ms, sim.now), next(sim._seq), self._kind,
+                                       (self._owner, self, out.key, token)))
         else:
             self.armed.pop(out.key, None)
 
@@ -152,7 +141,9 @@ class _SimMemberShell:
         self._sim.delivery.on_output(self._m, out)
 
     def on_step(self) -> None:
-        self._sim._member_stepped(self._m)
+        machine = self._m.machine
+        if machine is not None and machine.state is MemberState.FAILED:
+            self._sim._member_failed(self._m)
 
 
 @dataclass
@@ -198,7 +189,11 @@ class Simulation:
         self.delivery = DeliveryWorld(self, scenario.delivery) if scenario.delivery is not None else None
         self.durable: list[Any] = []  # what the coordinator persisted: its durable log
         self._logs_after_crash: LogStore | None = None
-        self.coordinator: CoordinatorDriver | None = self._new_coordinator()  # None while it is down
+        # The coordinator (None while it is down), and its Broker: a plain attribute rather than a
+        # property, as the network functions and the invariants read it on every message and event.
+        self.coordinator: CoordinatorDriver | None = None
+        self.broker: Broker | None = None
+        self._set_coordinator(self._new_coordinator())
         if self.delivery is not None:
             self.delivery.write_input()
         self.members: list[SimMember] = []
@@ -221,13 +216,12 @@ class Simulation:
         return CoordinatorDriver(broker, self._clock, _HeapTimers(self, _BROKER_TIMER, None), self._reply_to_member,
                                  self.durable.extend, self._coordinator_event)
 
-    @property
-    def broker(self) -> Broker | None:
-        """None while the coordinator is down."""
-        return self.coordinator.broker if self.coordinator is not None else None
-
     def _clock(self) -> int:
         return self.now
+
+    def _set_coordinator(self, coordinator: CoordinatorDriver | None) -> None:
+        self.coordinator = coordinator
+        self.broker = coordinator.broker if coordinator is not None else None
 
     def _consumer_config(self, spec: Any, name: str, instance: str | None) -> ConsumerConfig:
         overrides = {**self.scenario.consumer, **spec.config}
@@ -250,10 +244,7 @@ class Simulation:
         return member
 
     def _new_member(self, name: str, config: ConsumerConfig) -> SimMember:
-        m = SimMember(len(self.members), name, config)
-        shell = _SimMemberShell(self, m)
-        events = functools.partial(self.emit, name) if self.emit is not None else None
-        m.driver = MemberDriver(config.group_id, self._clock, self._after, shell, shell, events)
+        m = SimMember(self, len(self.members), name, config)
         self.members.append(m)
         return m
 
@@ -271,25 +262,28 @@ class Simulation:
     def run(self, until_ms: int | None = None) -> "SimResult":
         """Run until settled after the faults (or the liveness bound passes), or `until_ms`."""
         bound = self.liveness_bound_ms()
+        # Locals for what every event touches (this loop is the simulator's hot path).
+        heap, pop, dispatch, stats, invariants = self._heap, heapq.heappop, self._dispatch, self.stats, self.invariants
         try:
-            while self._heap:
-                at = self._heap[0][0]
+            while heap:
+                at = heap[0][0]
                 if until_ms is not None and at > until_ms:
                     break
-                if not self.faults_on and self.stats.settled_at_ms is None and at > self.stats.quiet_at_ms + bound:
-                    self.now = self.stats.quiet_at_ms + bound
-                    self.invariants.fail("liveness", f"not settled {bound} ms after the last fault "
-                                                     f"(quiet since t={self.stats.quiet_at_ms})")
-                _, _, kind, payload = heapq.heappop(self._heap)
-                self._account_unowned(at)
+                if not self.faults_on and stats.settled_at_ms is None and at > stats.quiet_at_ms + bound:
+                    self.now = stats.quiet_at_ms + bound
+                    invariants.fail("liveness", f"not settled {bound} ms after the last fault "
+                                                f"(quiet since t={stats.quiet_at_ms})")
+                _, _, kind, payload = pop(heap)
+                if at > self.now:  # time passes: account for the partitions nobody owned meanwhile
+                    stats.unowned_partition_ms += (at - self.now) * invariants.unowned_count()
                 self.now = at
-                self._dispatch(kind, payload)
-                self.stats.events += 1
-                self.invariants.check()
-                if not self.faults_on and self.stats.settled_at_ms is None and self.invariants.settled():
-                    self.stats.settled_at_ms = self.now
-                    self.stats.final_imbalance = self.invariants.imbalance()
-                    self._log_sim("settled", quiet_at_ms=self.stats.quiet_at_ms)
+                dispatch(kind, payload)
+                stats.events += 1
+                invariants.check()
+                if not self.faults_on and stats.settled_at_ms is None and invariants.settled():
+                    stats.settled_at_ms = self.now
+                    stats.final_imbalance = invariants.imbalance()
+                    self._log_sim("settled", quiet_at_ms=stats.quiet_at_ms)
                     if self.delivery is not None:
                         self.delivery.finish()
                     break
@@ -370,13 +364,15 @@ class Simulation:
         assert self.coordinator is not None
         self.coordinator.apply(outputs)
 
-    def _reply_to_member(self, to: tuple[int, int, int], body: Any) -> None:
-        idx, epoch, cid = to
+    def _reply_to_member(self, out: Reply) -> None:
+        if out.to is None:
+            return  # a request the simulator made itself (the tests do)
+        idx, epoch, cid = out.to
         m = self.members[idx]
-        if self.delivery is not None and self.delivery.ack_lost(body):
+        if self.delivery is not None and self.delivery.ack_lost(out.body):
             return
         if epoch == m.epoch and m.connected:
-            self._transmit(m, _TO_MEMBER, idx, epoch, cid, body)
+            self._transmit(m, _TO_MEMBER, idx, epoch, cid, out.body)
 
     def _coordinator_event(self, ev: LogEvent) -> None:
         self.invariants.on_coordinator_event(ev)
@@ -384,7 +380,8 @@ class Simulation:
             self.emit("coordinator", ev)
 
     def _crash_coordinator(self, down_ms: int) -> None:
-        coordinator, self.coordinator = self.coordinator, None
+        coordinator = self.coordinator
+        self._set_coordinator(None)
         if coordinator is not None:
             self._logs_after_crash = coordinator.broker.logs.recovered()
             coordinator.timers.cancel_all()
@@ -397,7 +394,7 @@ class Simulation:
     def _restart_coordinator(self) -> None:
         coordinator = self._new_coordinator()
         outputs = coordinator.broker.restore(list(self.durable), self.now) if self.durable else []
-        self.coordinator = coordinator
+        self._set_coordinator(coordinator)
         self._log_sim("coordinator_restarted", records=len(self.durable))
         coordinator.apply(outputs)
         self.invariants.on_coordinator_restart()
@@ -412,53 +409,50 @@ class Simulation:
         m.hung = m.slow = False
         m.held.clear()
         # Connected at once, unless the coordinator is down (start() then reconnects with back-off).
-        m.driver.boot(machine, _HeapTimers(self, _MEMBER_TIMER, m.index), connected=self.broker is not None)
+        m.boot(machine, _HeapTimers(self, _MEMBER_TIMER, m.index), connected=self.broker is not None)
         self._log_sim("process_started", member=m.name, incarnation=m.incarnation)
         self.invariants.dirty = True
-        m.driver.start()
+        m.start()
 
     def _stop_process(self, m: SimMember, clean: bool) -> None:
         if not m.up:
             return
         if clean:
             # close() sends LeaveGroup; a socket closed after writing still delivers what it wrote.
-            m.driver.close()
+            m.close()
             m.closed_epoch = m.epoch
         self.invariants.on_member_gone(m)
         self.invariants.dirty = True
-        m.driver.stop()
+        m.stop()
         m.held.clear()
         m.hung = False
 
     def _member_timer(self, m: SimMember, key: tuple) -> None:
         if key == POLL_KEY and not m.slow:
             # A healthy application polls all the time; only its latest poll matters here.
-            m.driver.poll()
+            m.poll()
         self.trace.append((self.now, m.name, "timer", key))
-        m.driver.on_timer(key)
+        m.on_timer(key)
 
     def _member_outputs(self, m: SimMember, outputs: list) -> None:
-        m.driver.apply(outputs)
+        m.apply(outputs)
 
-    def _member_stepped(self, m: SimMember) -> None:
-        machine = m.machine
-        if machine is not None and machine.state is MemberState.FAILED:
-            # A fatal error (e.g. FENCED_INSTANCE_ID for a zombie) ends the application, as it
-            # does a KafkaConsumer's owner.
-            assert machine.fatal_error is not None
-            self._log_sim("process_exited", member=m.name, error=machine.fatal_error.name)
-            self._stop_process(m, clean=False)
-            m.permanently_down = True
+    def _member_failed(self, m: SimMember) -> None:
+        """A fatal error (e.g. FENCED_INSTANCE_ID for a zombie) ends the application, as it does a
+        KafkaConsumer's owner."""
+        assert m.machine is not None and m.machine.fatal_error is not None
+        self._log_sim("process_exited", member=m.name, error=m.machine.fatal_error.name)
+        self._stop_process(m, clean=False)
+        m.permanently_down = True
 
     def _connection_lost(self, m: SimMember) -> None:
         """The socket closed under the member: it hears of it (once resumed, if hung) and reconnects."""
-        driver = m.driver
-        driver.lose_connection()
+        m.lose_connection()
         if m.machine is not None and not m.hung:
-            driver.tell_disconnected()
+            m.tell_disconnected()
         elif m.machine is not None:
-            m.held.append((_ACTION, (driver.tell_disconnected,)))
-        driver.reconnect_later()
+            m.held.append((_ACTION, (m.tell_disconnected,)))
+        m.reconnect_later()
 
     def _resume(self, m: SimMember) -> None:
         m.hung = False
@@ -572,7 +566,7 @@ class Simulation:
 
     def _end_slow(self, m: SimMember) -> None:
         m.slow = False
-        m.driver.poll()
+        m.poll()
 
     def _restart_later(self, m: SimMember, duration_ms: int) -> None:
         if duration_ms > 0:
@@ -608,10 +602,6 @@ class Simulation:
             + metadata + 10_000
         return bound + (self.delivery.drain_bound_ms() if self.delivery is not None else 0)
 
-    def _account_unowned(self, until: int) -> None:
-        if until > self.now:
-            self.stats.unowned_partition_ms += (until - self.now) * self.invariants.unowned_count()
-
     def _log_sim(self, event: str, **fields: Any) -> None:
         self.trace.append((self.now, "simulator", event, fields))
         if self.emit is not None:
@@ -626,7 +616,8 @@ class Simulation:
         return {TopicPartition(t, p) for t in topics for p in range(sizes.get(t, 0))}
 
     def group_state(self) -> Any:
-        return self.broker.groups.get(self.scenario.group_id) if self.broker is not None else None
+        broker = self.broker  # (read once: group_state runs after every event)
+        return broker.groups.get(self.scenario.group_id) if broker is not None else None
 
 
 @dataclass
