@@ -155,12 +155,15 @@ def encode(obj: Any) -> Any:
         if cls not in _FIELDS:
             _DECODERS[cls] = _compile(cls)
         names = _ENCODE_NAMES[cls] = tuple(name for name, _ in _FIELDS[cls])
+    # Scalars inside are taken as they are, without a call each (partition lists are long).
     if names is not None:
-        return {name: encode(getattr(obj, name)) for name in names}
-    if cls is list or (isinstance(obj, tuple) and not hasattr(obj, "_fields")):
-        return [encode(v) for v in obj]
-    if isinstance(obj, list):
-        return [encode(v) for v in obj]
+        out = {}
+        for name in names:
+            value = getattr(obj, name)
+            out[name] = value if type(value) in _SCALARS_OUT else encode(value)
+        return out
+    if cls is list or (isinstance(obj, tuple) and not hasattr(obj, "_fields")) or isinstance(obj, list):
+        return [v if type(v) in _SCALARS_OUT else encode(v) for v in obj]
     if isinstance(obj, dict):
         return {k: encode(v) for k, v in obj.items()}
     return obj
