@@ -11,27 +11,19 @@ import logging
 from typing import Any, Callable, Protocol
 
 from consumer.config import ConsumerConfig
-from consumer.coordinator import (
-    ConsumerCoordinator,
-    MemberState,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
-    Reconnect,
-    Send,
-)
+from consumer.coordinator import ConsumerCoordinator, MemberState, Send
+from consumer.delivery import AppOutput, DeliveryApp
+from consumer.driver import MemberDriver
 from protocol import events
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, TimerTable, wall_clock_ms
+from protocol.effects import LogEvent, TimerKey, wall_clock_ms
 from protocol.errors import ProtocolError
 from protocol import schema
 from protocol.framing import FrameReader, encode_request, read_response
+from protocol.kernel import TimerTable, loop_schedule
 from protocol.messages import API, RequestHeader
 from protocol.types import TopicPartition
 
 _log = logging.getLogger("grouplab.consumer")
-
-RECONNECT_BACKOFF_MS = 50
-RECONNECT_BACKOFF_MAX_MS = 1000
 
 
 class RebalanceListener(Protocol):
@@ -70,7 +62,7 @@ class GroupMemberClient:
         listener: RebalanceListener | None = None,
         events: Any = None,
         clock: Callable[[], int] = wall_clock_ms,
-        machine: Any = None,
+        machine: ConsumerCoordinator | DeliveryApp | None = None,
     ) -> None:
         self.config = config
         self.host = host
@@ -79,20 +71,19 @@ class GroupMemberClient:
         self.events = events
         self.clock = clock
         # The member's machine: a ConsumerCoordinator, or anything with its inputs and outputs
-        # (consumer/delivery.py's DeliveryApp wraps one). Outputs this shell does not know go to
-        # the listener's on_output, if it has one.
+        # (consumer/delivery.py's DeliveryApp wraps one, and its own outputs go to the listener's
+        # on_output, if it has one).
         self.machine = machine if machine is not None else ConsumerCoordinator(config)
         self._wire: _Wire | None = None
         self._pending_api: dict[int, str] = {}
         self._timers: TimerTable | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
-        self._reconnect_task: asyncio.Task | None = None
+        self._connecting: asyncio.Task | None = None
         self._state_changed = asyncio.Event()
-        self.reconnects = 0
-        # A request the machine sent while there was no connection (e.g. a backed-off rejoin that
-        # fired before the reconnect): it never left, so the machine is told once reconnected.
-        self._dropped_sends = False
+        shell = _ClientShell(self)
+        self.driver: MemberDriver[ConsumerCoordinator | DeliveryApp] = MemberDriver(
+            config.group_id, clock, self._schedule, shell, shell, events.emit if events is not None else None)
 
     # ------------------------------------------------------------------ public
 
@@ -112,25 +103,29 @@ class GroupMemberClient:
     def assignment(self) -> list[TopicPartition]:
         return list(self.machine.owned)
 
+    @property
+    def reconnects(self) -> int:
+        return self.driver.reconnects
+
     async def start(self) -> "GroupMemberClient":
         self._loop = asyncio.get_running_loop()
-        self._timers = TimerTable(self._loop.call_later, self.clock, self._fire)
-        await self._connect()
-        self._apply(self.machine.start(self.clock()))
+        self._timers = TimerTable(loop_schedule(self._loop), self.clock, self._fire)
+        await self._open()
+        self.driver.boot(self.machine, self._timers, connected=True)
+        self.driver.start()
         return self
 
     def poll(self) -> None:
-        self._apply(self.machine.poll(self.clock()))
+        self.driver.poll()
 
     async def close(self, leave: bool = True) -> None:
         """Leave the group (LeaveGroup) and close the socket. `leave=False` is a crash: no goodbye."""
         self._closing = True
         if leave:
-            self._apply(self.machine.close(self.clock()))
-        if self._timers is not None:
-            self._timers.cancel_all()
-        if self._reconnect_task is not None:
-            self._reconnect_task.cancel()
+            self.driver.close()
+        self.driver.stop()
+        if self._connecting is not None:
+            self._connecting.cancel()
         wire, self._wire = self._wire, None
         if wire is not None and wire.transport is not None:
             transport = wire.transport
@@ -149,36 +144,21 @@ class GroupMemberClient:
 
     # ------------------------------------------------------------------ connection
 
-    async def _connect(self) -> None:
+    async def _open(self) -> None:
         assert self._loop is not None
         _, wire = await self._loop.create_connection(lambda: _Wire(self), self.host, self.port)
         self._wire = wire
-        self._emit(LogEvent(self.clock(), events.CoordinatorConnected(self.config.group_id, self.machine.member_id)))
+
+    def _schedule(self, delay_ms: int, action: Callable[[], None]) -> asyncio.TimerHandle:
+        assert self._loop is not None
+        return self._loop.call_later(delay_ms / 1000, action)
 
     def _on_connection_lost(self, wire: _Wire) -> None:
         if wire is not self._wire or self._closing:
             return
         self._wire = None
         self._pending_api.clear()
-        self._apply(self.machine.on_disconnect(self.clock()))
-        self._schedule_reconnect()
-
-    def _schedule_reconnect(self) -> None:
-        if self._reconnect_task is None or self._reconnect_task.done():
-            self._reconnect_task = asyncio.ensure_future(self._reconnect_loop())
-
-    async def _reconnect_loop(self) -> None:
-        backoff = RECONNECT_BACKOFF_MS
-        while not self._closing and self._wire is None:
-            await asyncio.sleep(backoff / 1000)
-            try:
-                await self._connect()
-                self.reconnects += 1
-                if self._dropped_sends:
-                    self._dropped_sends = False
-                    self._apply(self.machine.on_disconnect(self.clock()))
-            except OSError:
-                backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX_MS)
+        self.driver.connection_lost()
 
     # ------------------------------------------------------------------ frames
 
@@ -195,55 +175,72 @@ class GroupMemberClient:
             self._emit(LogEvent(self.clock(), events.BadResponse(self.config.group_id, self.machine.member_id,
                                                                  error=exc.message)))
             return
-        self._apply(self.machine.on_response(cid, body, self.clock()))
+        self.driver.on_response(cid, body)
 
-    # ------------------------------------------------------------------ outputs
+    def _ids(self) -> dict[str, Any]:
+        return {"group_id": self.config.group_id, "member_id": self.machine.member_id}
 
-    def _apply(self, outputs: list) -> None:
-        for out in outputs:
-            kind = type(out)
-            if kind is Send:
-                self._send(out)
-            elif kind is ArmTimer or kind is CancelTimer:
-                assert self._timers is not None
-                self._timers.apply(out)
-            elif kind is LogEvent:
-                self._emit(out)
-            elif kind is PartitionsRevoked:
-                if self.listener is not None:
-                    self.listener.on_partitions_revoked(out.partitions)
-            elif kind is PartitionsAssigned:
-                if self.listener is not None:
-                    self.listener.on_partitions_assigned(out.partitions)
-            elif kind is PartitionsLost:
-                if self.listener is not None:
-                    self.listener.on_partitions_lost(out.partitions)
-            elif kind is Reconnect:
-                self._drop_connection()
-            elif self.listener is not None and hasattr(self.listener, "on_output"):
-                self.listener.on_output(out)
-        self._state_changed.set()
-
-    def _send(self, out: Send) -> None:
-        wire = self._wire
-        if wire is None or wire.transport is None:
-            self._dropped_sends = True  # lost; the machine hears of it through on_disconnect
-            return
-        self._pending_api[out.correlation_id] = out.api
-        header = RequestHeader(out.api, API[out.api].max_version, out.correlation_id, self.config.client_id)
-        wire.transport.write(encode_request(header, out.body))
-
-    def _drop_connection(self) -> None:
-        wire, self._wire = self._wire, None
-        self._pending_api.clear()
-        if wire is not None and wire.transport is not None:
-            wire.transport.abort()
-        if not self._closing:
-            self._schedule_reconnect()
-
-    def _fire(self, key: tuple) -> None:
-        self._apply(self.machine.on_timer(key, self.clock()))
+    def _fire(self, key: TimerKey) -> None:
+        self.driver.on_timer(key)
 
     def _emit(self, ev: LogEvent) -> None:
         if self.events is not None:
             self.events.emit(ev)
+
+
+class _ClientShell:
+    """What the client's MemberDriver is given as transport and listener: the socket, and the
+    application's rebalance listener (plus its on_output, for a DeliveryApp's outputs)."""
+
+    def __init__(self, client: GroupMemberClient) -> None:
+        self.client = client
+
+    def send(self, epoch: int, request: Send) -> None:
+        client = self.client
+        wire = client._wire
+        assert wire is not None and wire.transport is not None, "the driver sends only while connected"
+        client._pending_api[request.correlation_id] = request.api
+        header = RequestHeader(request.api, API[request.api].max_version, request.correlation_id, client.config.client_id)
+        wire.transport.write(encode_request(header, request.body))
+
+    def disconnect(self) -> None:
+        client = self.client
+        wire, client._wire = client._wire, None
+        client._pending_api.clear()
+        if wire is not None and wire.transport is not None:
+            wire.transport.abort()
+
+    def connect(self, done: Callable[[bool], None]) -> None:
+        client = self.client
+        if client._closing or (client._connecting is not None and not client._connecting.done()):
+            return
+
+        async def attempt() -> None:
+            try:
+                await client._open()
+            except OSError:
+                done(False)
+                return
+            done(True)
+
+        client._connecting = asyncio.ensure_future(attempt())
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        if self.client.listener is not None:
+            self.client.listener.on_partitions_revoked(partitions)
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+        if self.client.listener is not None:
+            self.client.listener.on_partitions_assigned(partitions)
+
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
+        if self.client.listener is not None:
+            self.client.listener.on_partitions_lost(partitions)
+
+    def on_app_output(self, out: AppOutput) -> None:
+        on_output = getattr(self.client.listener, "on_output", None)
+        if on_output is not None:
+            on_output(out)
+
+    def on_step(self) -> None:
+        self.client._state_changed.set()

@@ -22,7 +22,7 @@ from consumer.assignors import RebalanceProtocol, get_assignor
 from consumer.config import ConsumerConfig
 from protocol import consumer_protocol, events
 from protocol.consumer_protocol import PROTOCOL_TYPE
-from protocol.effects import ArmTimer, CancelTimer, StepOutputs
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, StepOutputs
 from protocol.errors import ErrorCode
 from protocol.messages import (
     HeartbeatRequest,
@@ -75,6 +75,10 @@ class Reconnect:
     """The coordinator stopped answering: drop the connection and open a new one."""
 
     reason: str
+
+
+MemberOutput = Send | ArmTimer | CancelTimer | LogEvent | PartitionsRevoked | PartitionsAssigned | PartitionsLost | Reconnect
+"""Everything a ConsumerCoordinator may ask of its driver (consumer/driver.py): a closed union."""
 
 
 _FATAL_JOIN_ERRORS = {

@@ -39,6 +39,7 @@ from consumer.producer import (
     ProducerConfig,
     ProducerFenced,
     ProducerMachine,
+    ProducerReady,
     ProducerState,
     TxnDone,
 )
@@ -86,6 +87,11 @@ class Committed:
 @dataclass(slots=True)
 class CrashNow:
     point: str
+
+
+AppOutput = Processed | Committed | CrashNow
+"""What a DeliveryApp asks of its driver beyond a ConsumerCoordinator's MemberOutput: reports for
+the application's owner, and a crash where a fault wanted one."""
 
 
 class Phase(Enum):
@@ -312,8 +318,10 @@ class DeliveryApp(StepOutputs):
                 self.batch.clear()
                 self.phase = Phase.IDLE
                 self._out.append(CrashNow("producer_fenced"))
+            elif kind is ProducerReady:
+                pass  # nothing waits for it: fetching looks at producer.state (_maybe_fetch)
             else:
-                self._out.append(out)
+                self._out.append(out)  # its LogEvents
 
     def _route(self, machine: str, send: Send) -> None:
         self._cid += 1

@@ -69,6 +69,22 @@ def uuid_member_ids(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
+class SequentialMemberIds:
+    """Deterministic member ids for virtual-time drivers: `client.id-N`, a counter shared by all
+    clients instead of a UUID, zero-padded to `digits` (the simulator's `client-000001`; the
+    tests' `c0-1`)."""
+
+    __slots__ = ("digits", "n")
+
+    def __init__(self, digits: int = 0) -> None:
+        self.digits = digits
+        self.n = 0
+
+    def __call__(self, client_id: str) -> str:
+        self.n += 1
+        return f"{client_id}-{self.n:0{self.digits}d}"
+
+
 class Broker:
     def __init__(
         self,

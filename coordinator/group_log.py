@@ -26,6 +26,8 @@ from typing import Any, Iterable
 
 import msgpack
 
+from protocol.effects import Persist as Persist  # the output that asks for a record here; defined beside Output
+
 LOG_FILE_NAME = "group-metadata.log"
 LOCK_FILE_NAME = ".lock"
 RECORD_VERSION = 0
@@ -152,14 +154,6 @@ class TxnRecord:
 
 
 Record = GroupMetadataRecord | TopicRecord | OffsetCommitRecord | TxnRecord
-
-
-@dataclass(frozen=True)
-class Persist:
-    """Output of the coordinator's pure machines: make `record` durable (the shell appends it to
-    its GroupLog, if it has one, before carrying out the outputs that follow it)."""
-
-    record: Record
 
 
 # ----------------------------------------------------------------------------- encoding

@@ -4,7 +4,9 @@
   changes nothing; an oversized one gets an error response and the connection closes.
 - Group requests go through one serialized input queue per group (a deque drained by a scheduled
   callback, so handlers never await); timer firings come back through the same queue.
-- Timers are loop.call_later handles keyed as the state machine asks.
+- The Broker runs in a CoordinatorDriver (coordinator/driver.py), which carries out its outputs;
+  this shell gives it the wall clock, loop.call_later timers, the connections to reply on, the
+  group log and the event log.
 - With a data directory, `Persist` outputs are appended to the durable group log (coordinator/
   group_log.py) before the outputs after them are carried out; at start the log is replayed into the
   Broker and compacted, so a restarted coordinator comes back with its groups and topics. The
@@ -24,10 +26,12 @@ from typing import Any, Callable
 
 from coordinator.broker import Broker, RequestContext, uuid_member_ids
 from coordinator.config import BrokerConfig
-from coordinator.group_log import GroupLog, Persist
+from coordinator.driver import CoordinatorDriver
+from coordinator.group_log import GroupLog, Record
 from coordinator.partition_log import INT64_MAX, FileLogStore
 from protocol import events
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerTable, wall_clock_ms
+from protocol.effects import LogEvent, Output, Reply, wall_clock_ms
+from protocol.kernel import TimerTable, loop_schedule
 from protocol.errors import ErrorCode, FrameTooLarge
 from protocol.framing import BadRequest, FrameReader, decode_request, encode_response
 from protocol.messages import ErrorResponse
@@ -117,7 +121,7 @@ class CoordinatorServer:
         self.broker = Broker(self.config, new_member_id, host, port)
         self.connections: set[_Connection] = set()
         self._queues: dict[str, _GroupQueue] = {}
-        self._timers: TimerTable | None = None
+        self.driver: CoordinatorDriver | None = None  # built by start(): its timers need the loop
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.bad_frames = 0
@@ -130,12 +134,14 @@ class CoordinatorServer:
 
     async def start(self) -> "CoordinatorServer":
         self._loop = asyncio.get_running_loop()
-        self._timers = TimerTable(self._loop.call_later, self.clock, self._fire)
+        driver = self.driver = CoordinatorDriver(
+            self.broker, self.clock, TimerTable(loop_schedule(self._loop), self.clock, self._fire), self._reply,
+            self._persist, self.events.emit if self.events is not None else None)
         restored = self._recover() if self.data_dir is not None else []
         try:
             self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port, backlog=4096)
         except BaseException:
-            self._timers.cancel_all()
+            driver.timers.cancel_all()
             self._close_log()
             raise
         self.port = self._server.sockets[0].getsockname()[1]
@@ -143,7 +149,7 @@ class CoordinatorServer:
         self._emit(LogEvent(self.clock(), events.CoordinatorStarted(
             self.host, self.port, config=self.config.as_kafka_names(),
             data_dir=str(self.data_dir) if self.data_dir else None)))
-        self._apply(restored)
+        driver.apply(restored)
         self._schedule_flush()
         return self
 
@@ -166,7 +172,7 @@ class CoordinatorServer:
 
         self._flusher = self._loop.call_later(max(interval_ms, 10) / 1000, tick)
 
-    def _recover(self) -> list:
+    def _recover(self) -> list[Output]:
         """Replay the data directory's log into the (new) broker and compact it, and recover the
         partition logs under DATA_DIR/logs/ (a FileLogStore that becomes `broker.logs`). Returns the
         outputs to apply once the server listens (so `coordinator_started` stays the first event):
@@ -219,8 +225,8 @@ class CoordinatorServer:
             self.group_log = None
 
     async def stop(self) -> None:
-        if self._timers is not None:
-            self._timers.cancel_all()
+        if self.driver is not None:
+            self.driver.timers.cancel_all()
         if self._server is not None:
             self._server.close()
             for conn in list(self.connections):
@@ -254,7 +260,7 @@ class CoordinatorServer:
         ctx = RequestContext(_ReplyTo(conn, header.correlation_id), header.client_id, conn.peer.rsplit(":", 1)[0])
         group_id = self.broker.group_key(header.api, request.body)
         if group_id is None:
-            self._run(lambda: self.broker.handle(header.api, request.body, ctx, self.clock()), ctx)
+            self._run(lambda: self._driver().handle(header.api, request.body, ctx), ctx)
         else:
             self._enqueue(group_id, ("request", header.api, request.body, ctx))
 
@@ -278,15 +284,20 @@ class CoordinatorServer:
             item = queue.items.popleft()
             if item[0] == "request":
                 _, api, body, ctx = item
-                self._run(lambda: self.broker.handle(api, body, ctx, self.clock()), ctx)
+                self._run(lambda: self._driver().handle(api, body, ctx), ctx)
             else:
                 key = item[1]
-                self._run(lambda: self.broker.on_timer(key, self.clock()), None)
+                self._run(lambda: self._driver().on_timer(key), None)
 
-    def _run(self, step: Callable[[], list], ctx: RequestContext | None) -> None:
-        """Run one state-machine step; a bug in it answers UNKNOWN_SERVER_ERROR, never kills the server."""
+    def _driver(self) -> CoordinatorDriver:
+        assert self.driver is not None, "requests and timers come only after start()"
+        return self.driver
+
+    def _run(self, step: Callable[[], None], ctx: RequestContext | None) -> None:
+        """Run one state-machine step and carry out its outputs; a bug in either answers
+        UNKNOWN_SERVER_ERROR (an output the driver cannot carry out included), never kills the server."""
         try:
-            outputs = step()
+            step()
         except Exception as exc:  # pragma: no cover - a defect, reported loudly
             _log.exception("state machine failed")
             self._emit(LogEvent(self.clock(), events.InternalError(error=repr(exc))))
@@ -294,40 +305,23 @@ class CoordinatorServer:
                 ctx.reply_to.conn.send(ctx.reply_to.correlation_id,
                                        ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=repr(exc)))
             return
-        self._apply(outputs)
 
-    def _apply(self, outputs: list) -> None:
-        batch: list[Persist] = []  # consecutive Persists: one write and one fsync
-        for out in outputs:
-            if type(out) is Persist:
-                batch.append(out)
-                continue
-            if batch:
-                self._persist(batch)
-                batch = []
-            if type(out) is Reply:
-                out.to.conn.send(out.to.correlation_id, out.body)
-            elif type(out) is ArmTimer or type(out) is CancelTimer:
-                assert self._timers is not None
-                self._timers.apply(out)
-            elif type(out) is LogEvent:
-                self._emit(out)
-        if batch:
-            self._persist(batch)
+    def _reply(self, out: Reply) -> None:
+        out.to.conn.send(out.to.correlation_id, out.body)
 
-    def _persist(self, batch: list[Persist]) -> None:
+    def _persist(self, records: list[Record]) -> None:
         """Append before the outputs that follow (the replies) go out; consecutive records (the
         partitions of one OffsetCommit) as one write and one sync. Without a data directory
         nothing is kept; a failed write is logged and the coordinator carries on in memory."""
         if self.group_log is None:
             return
         try:
-            self.group_log.append_many([out.record for out in batch])
+            self.group_log.append_many(records)
         except OSError as exc:
             _log.error("group log append failed: %r", exc)
-            for out in batch:
+            for record in records:
                 self._emit(LogEvent(self.clock(), events.LogWriteFailed(
-                    record=type(out.record).__name__, key=list(out.record.key), error=repr(exc))))
+                    record=type(record).__name__, key=list(record.key), error=repr(exc))))
 
     def _fire(self, key: tuple) -> None:
         self._enqueue(key[1], ("timer", key))

@@ -1,12 +1,14 @@
 """What the pure state machines (coordinator and consumer side) ask their shell to do. The shell
 (asyncio server or client, or the simulator) carries these out; the machines never touch sockets or
-clocks themselves. Outputs that only one side uses live beside that side's machine."""
+clocks themselves. Outputs that only one side uses live beside that side's machine; `Output` is
+the closed union of the coordinator side's (the member side's is consumer/coordinator.py's
+MemberOutput). protocol/kernel.py holds what the drivers that carry them out share."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 import time
-from typing import Any, Callable, Hashable
+from typing import Any, Generic, Hashable, TypeVar
 
 from protocol.events import Event, FreeFormEvent
 
@@ -51,7 +53,20 @@ class LogEvent:
         return self.payload.log_fields()
 
 
-Output = Reply | ArmTimer | CancelTimer | LogEvent
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Persist(Generic[R]):
+    """Output of the coordinator's pure machines: make `record` durable (the shell appends it to
+    its GroupLog, if it has one, before carrying out the outputs that follow it). It lives here,
+    not beside GroupLog, so that `Output` can name it without protocol/ importing coordinator/: the
+    record's type is the shell's business (coordinator/group_log.py's Record)."""
+
+    record: R
+
+
+Output = Reply | ArmTimer | CancelTimer | LogEvent | Persist[Any]
 
 
 class StepOutputs:
@@ -84,35 +99,3 @@ def wall_clock_ms() -> int:
     State machines never call it: they get `now_ms` as an argument."""
     return time.time_ns() // 1_000_000
 
-
-class TimerTable:
-    """The shells' side of ArmTimer/CancelTimer: at most one pending timer per key; arming a key
-    again replaces it. `schedule(delay_s, callback)` is the shell's scheduler (loop.call_later in
-    the asyncio shells) and must return a handle with cancel(); `fire(key)` runs when one is due."""
-
-    def __init__(self, schedule: Callable[[float, Callable[[], None]], Any], clock: Callable[[], int],
-                 fire: Callable[[TimerKey], None]) -> None:
-        self._schedule = schedule
-        self._clock = clock
-        self._fire = fire
-        self._handles: dict[TimerKey, Any] = {}
-
-    def apply(self, out: "ArmTimer | CancelTimer") -> None:
-        self.cancel(out.key)
-        if type(out) is ArmTimer:
-            delay_s = max(0.0, (out.deadline_ms - self._clock()) / 1000.0)
-            self._handles[out.key] = self._schedule(delay_s, lambda key=out.key: self._due(key))
-
-    def cancel(self, key: TimerKey) -> None:
-        handle = self._handles.pop(key, None)
-        if handle is not None:
-            handle.cancel()
-
-    def cancel_all(self) -> None:
-        for handle in self._handles.values():
-            handle.cancel()
-        self._handles.clear()
-
-    def _due(self, key: TimerKey) -> None:
-        self._handles.pop(key, None)
-        self._fire(key)

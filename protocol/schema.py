@@ -5,6 +5,10 @@ required, `X | None` may be nil, `list[X]` and nested dataclasses are checked el
 Unknown keys are ignored (a newer client may send more), anything else that does not fit raises
 `ProtocolError(INVALID_REQUEST)` naming the field, so a bad request is refused before it can touch
 any state.
+
+Decoding first runs without spelling out field paths (`path` None: most values are valid, and the
+simulator decodes every subscription and assignment); only when that fails does it run again with
+them, to raise the same error naming the field.
 """
 
 from __future__ import annotations
@@ -18,18 +22,18 @@ from protocol.errors import ErrorCode, ProtocolError
 
 T = TypeVar("T")
 
-_Decoder = Callable[[Any, str], Any]
+_Decoder = Callable[[Any, str | None], Any]  # (value, field path, or None while not spelling it out)
 _DECODERS: dict[type, _Decoder] = {}
 _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
-def _fail(path: str, expected: str, value: Any) -> ProtocolError:
+def _fail(path: str | None, expected: str, value: Any) -> ProtocolError:
     got = type(value).__name__ if value is not None else "nil"
     return ProtocolError(ErrorCode.INVALID_REQUEST, f"field {path}: expected {expected}, got {got}")
 
 
 def _scalar(kind: type, label: str) -> _Decoder:
-    def check(value: Any, path: str) -> Any:
+    def check(value: Any, path: str | None) -> Any:
         if type(value) is kind:
             return value
         if kind is int and isinstance(value, int) and not isinstance(value, bool):
@@ -63,31 +67,35 @@ def _decoder_for(hint: Any) -> _Decoder:
             raise TypeError(f"unsupported union {hint}")
         inner_decode = _decoder_for(inner[0])
 
-        def optional(value: Any, path: str) -> Any:
+        def optional(value: Any, path: str | None) -> Any:
             return None if value is None else inner_decode(value, path)
 
         return optional
     if origin is list:
         item_decode = _decoder_for(args[0])
 
-        def list_of(value: Any, path: str) -> Any:
+        def list_of(value: Any, path: str | None) -> Any:
             if not isinstance(value, (list, tuple)):
                 raise _fail(path, "array", value)
+            if path is None:
+                return [item_decode(v, None) for v in value]
             return [item_decode(v, f"{path}[{i}]") for i, v in enumerate(value)]
 
         return list_of
     if origin is dict:
         key_decode, val_decode = _decoder_for(args[0]), _decoder_for(args[1])
 
-        def dict_of(value: Any, path: str) -> Any:
+        def dict_of(value: Any, path: str | None) -> Any:
             if not isinstance(value, dict):
                 raise _fail(path, "map", value)
+            if path is None:
+                return {key_decode(k, None): val_decode(v, None) for k, v in value.items()}
             return {key_decode(k, f"{path}.<key>"): val_decode(v, f"{path}.{k}") for k, v in value.items()}
 
         return dict_of
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         cls = hint
-        return lambda value, path: decode(cls, value, path)
+        return lambda value, path: _decoder(cls)(value, path)
     if hint is Any:
         return lambda value, path: value
     raise TypeError(f"unsupported field type {hint!r}")
@@ -103,13 +111,13 @@ def _compile(cls: type) -> _Decoder:
         fields.append((f.name, required, _decoder_for(hints[f.name])))
     _FIELDS[cls] = tuple((name, required) for name, required, _ in fields)
 
-    def decode_cls(value: Any, path: str) -> Any:
+    def decode_cls(value: Any, path: str | None) -> Any:
         if not isinstance(value, dict):
             raise _fail(path or cls.__name__, "map", value)
         kwargs = {}
         for name, required, field_decode in fields:
             if name in value:
-                kwargs[name] = field_decode(value[name], f"{path}.{name}" if path else name)
+                kwargs[name] = field_decode(value[name], None if path is None else f"{path}.{name}" if path else name)
             elif required:
                 where = f"{path}.{name}" if path else name
                 raise ProtocolError(ErrorCode.INVALID_REQUEST, f"field {where}: required field is missing")
@@ -120,10 +128,18 @@ def _compile(cls: type) -> _Decoder:
 
 def decode(cls: type[T], value: Any, path: str = "") -> T:
     """Build a `cls` from a decoded msgpack value, or raise ProtocolError naming the bad field."""
+    decoder = _decoder(cls)
+    try:
+        return decoder(value, None)
+    except ProtocolError:
+        return decoder(value, path)  # the same error again, now naming the field
+
+
+def _decoder(cls: type) -> _Decoder:
     decoder = _DECODERS.get(cls)
     if decoder is None:
         decoder = _DECODERS[cls] = _compile(cls)
-    return decoder(value, path)
+    return decoder
 
 
 _SCALARS_OUT = frozenset({str, int, bytes, bool, float, type(None)})
@@ -140,12 +156,15 @@ def encode(obj: Any) -> Any:
         if cls not in _FIELDS:
             _DECODERS[cls] = _compile(cls)
         names = _ENCODE_NAMES[cls] = tuple(name for name, _ in _FIELDS[cls])
+    # Scalars inside are taken as they are, without a call each (partition lists are long).
     if names is not None:
-        return {name: encode(getattr(obj, name)) for name in names}
-    if cls is list or (isinstance(obj, tuple) and not hasattr(obj, "_fields")):
-        return [encode(v) for v in obj]
-    if isinstance(obj, list):
-        return [encode(v) for v in obj]
+        out = {}
+        for name in names:
+            value = getattr(obj, name)
+            out[name] = value if type(value) in _SCALARS_OUT else encode(value)
+        return out
+    if cls is list or (isinstance(obj, tuple) and not hasattr(obj, "_fields")) or isinstance(obj, list):
+        return [v if type(v) in _SCALARS_OUT else encode(v) for v in obj]
     if isinstance(obj, dict):
         return {k: encode(v) for k, v in obj.items()}
     return obj

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from coordinator.broker import SequentialMemberIds as MemberIds  # "<client>-<n>", one counter for all clients
 from coordinator.config import BrokerConfig
 from coordinator.group import Group, GroupState
 from coordinator.group_log import Persist
@@ -43,17 +44,6 @@ def config(**overrides: Any) -> BrokerConfig:
     )
     values.update(overrides)
     return BrokerConfig(**values)
-
-
-class MemberIds:
-    """Deterministic `new_member_id`: client id, a dash, and a counter shared by all clients."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self, client_id: str) -> str:
-        self.n += 1
-        return f"{client_id}-{self.n}"
 
 
 def make_group(group_id: str = GROUP, **overrides: Any) -> Group:

@@ -1,20 +1,24 @@
-"""An in-memory harness: one pure Broker and N pure ConsumerCoordinators on a virtual clock.
+"""An in-memory harness: one pure Broker and N pure ConsumerCoordinators on a virtual clock, run by
+the same drivers as the simulator and the asyncio shells (coordinator/driver.py, consumer/driver.py).
 
 No sockets, no sleeps, no encoding: a member's `Send` becomes a `broker.handle(api, body, ...)` call
 with the body dataclass itself, and the broker's `Reply` goes back to the member's `on_response`,
-routed by the reply token `(member index, connection epoch, correlation id)`. Timers of both sides
-sit in dicts; when no message is due the clock jumps to the earliest deadline.
+routed by the reply token `(member index, connection epoch, correlation id)`. Everything waiting
+(messages, both sides' timers, reconnects, the application's polls) sits in one queue ordered by
+time, then arrival; when nothing is due the clock jumps to the next.
 
 Messages are delivered after `delay()` ms (0 by default). A member's `Reconnect` output (or a
-`disconnect()`) opens a new connection: messages still queued on the old one are lost, as they are
-on a real socket. An isolated member (`isolate()`) keeps running but nothing reaches it or leaves it.
-An application "poll" is simulated with a harness timer every `poll_every_ms` (None: never).
+`disconnect()`) closes its connection: messages still on the old one are lost, as they are on a
+real socket, and the member reconnects after the drivers' back-off. An isolated member
+(`isolate()`) keeps running but nothing reaches it or leaves it. An application "poll" is
+simulated every `poll_every_ms` (None: never).
 
 `check()` runs after every step; `Pair.violations` collects what it found (tests assert it is empty).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from dataclasses import dataclass, field
@@ -27,29 +31,19 @@ from consumer.coordinator import (
     PartitionsAssigned,
     PartitionsLost,
     PartitionsRevoked,
-    Reconnect,
     Send,
 )
-from coordinator.broker import Broker, RequestContext
+from consumer.delivery import AppOutput
+from consumer.driver import MemberDriver
+from coordinator.broker import Broker, RequestContext, SequentialMemberIds
 from coordinator.config import BrokerConfig
+from coordinator.driver import CoordinatorDriver
 from coordinator.group import Group, GroupState
-from coordinator.group_log import Persist
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
+from protocol.effects import LogEvent, Reply
+from protocol.kernel import TimerTable, UnhandledOutput
 from protocol.types import TopicPartition
 
 GROUP = "g"
-APP_POLL = ("app-poll",)  # the harness's own per-member timer: the application calls poll()
-
-
-class MemberIds:
-    """Deterministic member ids: `client.id-N`, N counting across the broker."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self, client_id: str) -> str:
-        self.n += 1
-        return f"{client_id}-{self.n}"
 
 
 def broker_config(**overrides: Any) -> BrokerConfig:
@@ -74,21 +68,51 @@ def consumer_config(index: int, **overrides: Any) -> ConsumerConfig:
     return ConsumerConfig(**values)
 
 
-@dataclass
-class ToBroker:
-    member: int
-    epoch: int
-    correlation_id: int
-    api: str
-    body: Any
+class _Due:
+    """One entry of the queue: its action runs when due, unless cancelled first."""
+
+    __slots__ = ("action", "cancelled")
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self.action = action
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
-@dataclass
-class ToMember:
-    member: int
-    epoch: int
-    correlation_id: int
-    body: Any
+class _PairMemberShell:
+    """Member `i`'s end of the harness, as its MemberDriver's transport and listener."""
+
+    def __init__(self, pair: "Pair", i: int) -> None:
+        self.pair = pair
+        self.i = i
+
+    def send(self, epoch: int, request: Send) -> None:
+        pair, i = self.pair, self.i
+        if i not in pair.isolated:
+            pair._schedule(pair.delay(), lambda: pair._to_broker(i, epoch, request))
+
+    def disconnect(self) -> None:
+        """Nothing to close: what is queued on the old connection is dropped when it comes due."""
+
+    def connect(self, done: Callable[[bool], None]) -> None:
+        done(True)  # the broker never goes down here
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        self.pair.listener_calls[self.i].append(PartitionsRevoked(partitions))
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+        self.pair.listener_calls[self.i].append(PartitionsAssigned(partitions))
+
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
+        self.pair.listener_calls[self.i].append(PartitionsLost(partitions))
+
+    def on_app_output(self, out: AppOutput) -> None:
+        raise UnhandledOutput(f"tests/pair.py (member {self.i} has no application)", out)
+
+    def on_step(self) -> None:
+        """Pair.check() runs after every step of the harness instead."""
 
 
 @dataclass
@@ -101,24 +125,35 @@ class Pair:
     now: int = 0
 
     def __post_init__(self) -> None:
-        self.broker = Broker(self.broker_cfg, MemberIds())
-        self.broker.topics.partitions.update(self.partitions)
-        self.members = [ConsumerCoordinator(c) for c in self.configs]
-        self.epoch = [0] * len(self.members)
+        self.queue: list[tuple[int, int, _Due]] = []
+        self._seq = itertools.count()
         self.isolated: set[int] = set()
         self.stalled: set[int] = set()  # members whose application stopped calling poll()
-        self.queue: list[tuple[int, int, Any]] = []
-        self._seq = itertools.count()
-        self.broker_timers: dict[tuple, int] = {}
-        self.member_timers: list[dict[tuple, int]] = [{} for _ in self.members]
-        self.listener_calls: list[list[Any]] = [[] for _ in self.members]
+        self.listener_calls: list[list[Any]] = [[] for _ in self.configs]
         self.broker_events: list[LogEvent] = []
         self.persisted: list[Any] = []  # records of the broker's Persist outputs
         self.violations: list[str] = []
         self.max_generation = 0
         self.steps = 0
+        broker = Broker(self.broker_cfg, SequentialMemberIds())
+        broker.topics.partitions.update(self.partitions)
+        self.coordinator = CoordinatorDriver(
+            broker, self._clock, TimerTable(self._schedule, self._clock, lambda key: self.coordinator.on_timer(key)),
+            self._reply, self.persisted.extend, self.broker_events.append)
+        self.members = [ConsumerCoordinator(c) for c in self.configs]
+        self.drivers: list[MemberDriver[ConsumerCoordinator]] = []
+        for i, (config, machine) in enumerate(zip(self.configs, self.members)):
+            shell = _PairMemberShell(self, i)
+            driver = MemberDriver[ConsumerCoordinator](config.group_id, self._clock, self._schedule, shell, shell, None)
+            driver.boot(machine, TimerTable(self._schedule, self._clock, driver.on_timer), connected=True)
+            self.drivers.append(driver)
+        self._polls: list[_Due | None] = [None] * len(self.members)
 
     # ------------------------------------------------------------------ inputs from a test
+
+    @property
+    def broker(self) -> Broker:
+        return self.coordinator.broker
 
     @property
     def group(self) -> Group | None:
@@ -126,19 +161,20 @@ class Pair:
 
     def start(self, indexes: list[int] | None = None) -> None:
         for i in range(len(self.members)) if indexes is None else indexes:
-            self._member_outputs(i, self.members[i].start(self.now))
+            self.drivers[i].start()
             if self.poll_every_ms is not None:
-                self.member_timers[i][APP_POLL] = self.now + self.poll_every_ms
+                self._polls[i] = self._schedule(self.poll_every_ms, functools.partial(self._app_poll, i))
         self.check()
 
     def close(self, i: int) -> None:
-        self._member_outputs(i, self.members[i].close(self.now))
-        self.member_timers[i].pop(APP_POLL, None)
+        self.drivers[i].close()
+        poll = self._polls[i]
+        if poll is not None:
+            poll.cancel()
         self.check()
 
     def disconnect(self, i: int) -> None:
-        self.epoch[i] += 1
-        self._member_outputs(i, self.members[i].on_disconnect(self.now))
+        self.drivers[i].connection_lost()
         self.check()
 
     def isolate(self, i: int) -> None:
@@ -146,47 +182,24 @@ class Pair:
 
     # ------------------------------------------------------------------ the loop
 
-    def _next_timer(self) -> tuple[int, str, Any] | None:
-        best: tuple[int, str, Any] | None = None
-        for key, at in self.broker_timers.items():
-            if best is None or at < best[0]:
-                best = (at, "broker", key)
-        for i, timers in enumerate(self.member_timers):
-            for key, at in timers.items():
-                if best is None or at < best[0]:
-                    best = (at, "member", (i, key))
-        return best
+    def _clock(self) -> int:
+        return self.now
+
+    def _schedule(self, delay_ms: int, action: Callable[[], None]) -> _Due:
+        due = _Due(action)
+        heapq.heappush(self.queue, (self.now + delay_ms, next(self._seq), due))
+        return due
 
     def step(self, until: int) -> bool:
-        """Deliver the next due message or fire the next timer, if it is due by `until`."""
-        timer = self._next_timer()
-        msg_at = self.queue[0][0] if self.queue else None
-        if msg_at is not None and (timer is None or msg_at <= timer[0]):
-            if msg_at > until:
-                return False
-            at, _, msg = heapq.heappop(self.queue)
-            self.now = max(self.now, at)
-            self._deliver(msg)
-        elif timer is not None:
-            at, side, key = timer
-            if at > until:
-                return False
-            self.now = max(self.now, at)
-            if side == "broker":
-                del self.broker_timers[key]
-                self._broker_outputs(self.broker.on_timer(key, self.now))
-            else:
-                i, mkey = key
-                del self.member_timers[i][mkey]
-                if mkey == APP_POLL:
-                    if i not in self.stalled:
-                        self._member_outputs(i, self.members[i].poll(self.now))
-                    if self.members[i].state is not MemberState.CLOSED:
-                        self.member_timers[i][APP_POLL] = self.now + self.poll_every_ms
-                else:
-                    self._member_outputs(i, self.members[i].on_timer(mkey, self.now))
-        else:
+        """Run the next due message, timer, reconnect or poll, if it is due by `until`."""
+        queue = self.queue
+        while queue and queue[0][2].cancelled:
+            heapq.heappop(queue)
+        if not queue or queue[0][0] > until:
             return False
+        at, _, due = heapq.heappop(queue)
+        self.now = max(self.now, at)
+        due.action()
         self.steps += 1
         self.check()
         return True
@@ -207,53 +220,26 @@ class Pair:
 
     # ------------------------------------------------------------------ routing
 
-    def _deliver(self, msg: Any) -> None:
-        if isinstance(msg, ToBroker):
-            if msg.member in self.isolated or msg.epoch != self.epoch[msg.member]:
-                return
-            ctx = RequestContext((msg.member, msg.epoch, msg.correlation_id), self.configs[msg.member].client_id)
-            self._broker_outputs(self.broker.handle(msg.api, msg.body, ctx, self.now))
-        else:
-            if msg.member in self.isolated or msg.epoch != self.epoch[msg.member]:
-                return
-            self._member_outputs(msg.member, self.members[msg.member].on_response(msg.correlation_id, msg.body, self.now))
+    def _to_broker(self, i: int, epoch: int, request: Send) -> None:
+        if i in self.isolated or epoch != self.drivers[i].epoch:
+            return
+        ctx = RequestContext((i, epoch, request.correlation_id), self.configs[i].client_id)
+        self.coordinator.handle(request.api, request.body, ctx)
 
-    def _enqueue(self, msg: Any) -> None:
-        heapq.heappush(self.queue, (self.now + self.delay(), next(self._seq), msg))
+    def _reply(self, out: Reply) -> None:
+        i, epoch, cid = out.to
+        self._schedule(self.delay(), lambda: self._to_member(i, epoch, cid, out.body))
 
-    def _member_outputs(self, i: int, outputs: list[Any]) -> None:
-        for out in outputs:
-            if isinstance(out, Send):
-                if i not in self.isolated:
-                    self._enqueue(ToBroker(i, self.epoch[i], out.correlation_id, out.api, out.body))
-            elif isinstance(out, ArmTimer):
-                self.member_timers[i][out.key] = out.deadline_ms
-            elif isinstance(out, CancelTimer):
-                self.member_timers[i].pop(out.key, None)
-            elif isinstance(out, Reconnect):
-                self.epoch[i] += 1
-            elif isinstance(out, (PartitionsAssigned, PartitionsRevoked, PartitionsLost)):
-                self.listener_calls[i].append(out)
-            elif not isinstance(out, LogEvent):
-                raise AssertionError(f"member {i}: unexpected output {out!r}")
+    def _to_member(self, i: int, epoch: int, cid: int, body: Any) -> None:
+        if i in self.isolated or epoch != self.drivers[i].epoch:
+            return
+        self.drivers[i].on_response(cid, body)
 
-    def _broker_outputs(self, outputs: list[Any]) -> None:
-        for out in outputs:
-            if isinstance(out, Reply):
-                if out.to is None:
-                    continue
-                member, epoch, cid = out.to
-                self._enqueue(ToMember(member, epoch, cid, out.body))
-            elif isinstance(out, ArmTimer):
-                self.broker_timers[out.key] = out.deadline_ms
-            elif isinstance(out, CancelTimer):
-                self.broker_timers.pop(out.key, None)
-            elif isinstance(out, LogEvent):
-                self.broker_events.append(out)
-            elif isinstance(out, Persist):
-                self.persisted.append(out.record)
-            else:
-                raise AssertionError(f"broker: unexpected output {out!r}")
+    def _app_poll(self, i: int) -> None:
+        if i not in self.stalled:
+            self.drivers[i].poll()
+        if self.members[i].state is not MemberState.CLOSED and self.poll_every_ms is not None:
+            self._polls[i] = self._schedule(self.poll_every_ms, functools.partial(self._app_poll, i))
 
     # ------------------------------------------------------------------ invariants and views
 

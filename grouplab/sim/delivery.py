@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from consumer.delivery import (Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, OutputLedger, Processed,
-                               input_value)
+from consumer.delivery import (AppOutput, Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, OutputLedger,
+                               Processed, input_value)
 from protocol import events
 from protocol.messages import ProduceResponse, Record, RecordBatch
 from protocol.types import TopicPartition
@@ -57,27 +57,25 @@ class DeliveryWorld:
 
     # ------------------------------------------------------------------ during the run
 
-    def on_output(self, m: "SimMember", out: Any) -> bool:
-        """Account for one of the app's outputs; True if the process crashed on it."""
-        kind = type(out)
-        if kind is Processed:
+    def on_output(self, m: "SimMember", out: AppOutput) -> None:
+        """Account for one of the app's outputs; on CrashNow the process ends there (its driver
+        drops the rest of the step)."""
+        if type(out) is Processed:
             self.processed += out.last_offset - out.first_offset + 1
-        elif kind is Committed:
+        elif type(out) is Committed:
             before = self.committed.get(out.tp, 0)
             if out.offset < before:
                 self.sim.invariants.fail("committed offsets never go backwards",
                                          f"{m.name} committed {out.tp} at {out.offset} after {before}")
             self.committed[out.tp] = out.offset
             self.sim.invariants.dirty = True  # the input may now be drained
-        elif kind is CrashNow:
+        elif type(out) is CrashNow:
             self.sim._log_sim(events.ProcessCrashed, member=m.name, point=out.point)
             self.sim._stop_process(m, clean=False)
             if m.zombie:
                 m.permanently_down = True  # a fenced zombie is gone for good
             else:
                 self.sim._restart_later(m, self.crash_restart_ms.pop(m.index, 1000))
-            return True
-        return False
 
     def arm_crash(self, m: "SimMember", point: str, restart_after_ms: int) -> None:
         if isinstance(m.machine, DeliveryApp):

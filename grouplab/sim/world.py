@@ -11,7 +11,9 @@ How the shells are modelled (the same behaviour as coordinator/server.py and con
   scenario's [[faults]] rules (grouplab/sim/fault_rules.py), the FaultProxy's rules;
 - a connection that closes (member Reconnect output, coordinator crash, disconnect fault) loses
   what is in flight; the member reconnects after 50 ms, doubling while the coordinator is down, and
-  a request it tried to send while disconnected makes it rejoin once reconnected;
+  a request it tried to send while disconnected makes it rejoin once reconnected (the member side
+  is consumer/driver.py's MemberDriver, the coordinator side coordinator/driver.py's
+  CoordinatorDriver: the same drivers as the asyncio shells, given virtual time and this network);
 - the application polls whenever its poll timer would fire (no extra events), unless it is slow;
 - a hung member processes nothing (messages and timers wait) until it resumes;
 - a crashed member's process is gone; a restart is a new process with the same client id.
@@ -21,6 +23,7 @@ How the shells are modelled (the same behaviour as coordinator/server.py and con
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import random
@@ -29,69 +32,121 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Concatenate
 
 from consumer.config import ConsumerConfig
-from consumer.coordinator import (
-    JOIN_GRACE_MS,
-    ConsumerCoordinator,
-    MemberState,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
-    Reconnect,
-    Send,
-)
-from coordinator.broker import Broker, RequestContext
+from consumer.coordinator import JOIN_GRACE_MS, ConsumerCoordinator, MemberState, Send
+from consumer.delivery import AppOutput, DeliveryApp
+from consumer.driver import MemberDriver
+from coordinator.broker import Broker, RequestContext, SequentialMemberIds
 from coordinator.config import BrokerConfig
+from coordinator.driver import CoordinatorDriver
 from coordinator.group import GroupState
+from coordinator.partition_log import LogStore
 from grouplab.sim.delivery import DeliveryWorld
 from grouplab.sim.fault_rules import SimFaultRules
 from grouplab.sim.invariants import Invariants, Violation, format_step
 from grouplab.sim.scenario import RANDOM_KINDS, Scenario, ScheduledFault, _kafka_value
 from protocol import events
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
+from protocol.kernel import UnhandledOutput
 from protocol.types import TopicPartition
 
-RECONNECT_BACKOFF_MS = 50
-RECONNECT_BACKOFF_MAX_MS = 1000
 POLL_KEY = ("poll",)
 
 # Heap event kinds.
 _TO_BROKER, _TO_MEMBER, _BROKER_TIMER, _MEMBER_TIMER, _ACTION = range(5)
 
-
-class SequentialIds:
-    """Deterministic member ids in Kafka's form `client.id-<n>` (a counter instead of a UUID)."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self, client_id: str) -> str:
-        self.n += 1
-        return f"{client_id}-{self.n:06d}"
+SimMachine = ConsumerCoordinator | DeliveryApp
 
 
-@dataclass
-class SimMember:
-    index: int
-    name: str  # client.id, stable across restarts
-    config: ConsumerConfig
-    machine: ConsumerCoordinator | None = None  # None while the process is down
-    incarnation: int = 0
-    epoch: int = 0  # connection number; messages of an older connection are lost
-    closed_epoch: int = -1  # a connection closed cleanly: what it sent before closing still arrives
-    connected: bool = False
-    dropped_sends: bool = False
-    reconnect_backoff_ms: int = RECONNECT_BACKOFF_MS
-    hung: bool = False
-    held: list[tuple] = field(default_factory=list)  # events that reached a hung member
-    slow: bool = False
-    partitioned: bool = False
-    permanently_down: bool = False
-    zombie: bool = False  # a static member's old process, replaced while still running
-    timers: dict[tuple, int] = field(default_factory=dict)  # key -> token
+class SimMember(MemberDriver[SimMachine]):
+    """A simulated member: the driver of its processes, one after another (consumer/driver.py:
+    each one's machine and timers, and the member's connection, whose epoch numbers connections
+    across processes so that messages of an older one are lost), plus what faults do to it."""
+
+    def __init__(self, sim: "Simulation", index: int, name: str, config: ConsumerConfig) -> None:
+        shell = _SimMemberShell(sim, self)
+        super().__init__(config.group_id, sim._clock, sim._after, shell, shell,
+                         functools.partial(sim.emit, name) if sim.emit is not None else None)
+        self.index = index
+        self.name = name  # client.id, stable across restarts
+        self.config = config
+        self.closed_epoch = -1  # a connection closed cleanly: what it sent before closing still arrives
+        self.hung = False
+        self.held: list[tuple] = []  # events that reached a hung member
+        self.slow = False
+        self.partitioned = False
+        self.permanently_down = False
+        self.zombie = False  # a static member's old process, replaced while still running
 
     @property
     def up(self) -> bool:
         return self.machine is not None
+
+
+class _HeapTimers:
+    """One node's timers on the simulator's heap (the Timers its driver is given): each arming
+    gets a fresh token and a heap event, and an event is due only if its token is still armed
+    under its key (not cancelled or re-armed since, nor dropped with its process: a new process
+    has new timers)."""
+
+    __slots__ = ("_sim", "_kind", "_owner", "armed")
+
+    def __init__(self, sim: "Simulation", kind: int, owner: int | None) -> None:
+        self._sim = sim
+        self._kind = kind
+        self._owner = owner  # the member index, or None for the coordinator
+        self.armed: dict[TimerKey, int] = {}
+
+    def apply(self, out: ArmTimer | CancelTimer) -> None:
+        if type(out) is ArmTimer:
+            sim = self._sim
+            token = next(sim._tokens)
+            self.armed[out.key] = token
+            # sim._push's heap entry, without the call (most steps arm a timer)
+            heapq.heappush(sim._heap, (max(out.deadline_ms, sim.now), next(sim._seq), self._kind,
+                                       (self._owner, self, out.key, token)))
+        else:
+            self.armed.pop(out.key, None)
+
+    def cancel_all(self) -> None:
+        self.armed.clear()
+
+
+class _SimMemberShell:
+    """One member's end of the simulated world, as its MemberDriver's transport and listener."""
+
+    __slots__ = ("_sim", "_m")
+
+    def __init__(self, sim: "Simulation", m: SimMember) -> None:
+        self._sim = sim
+        self._m = m
+
+    def send(self, epoch: int, request: Send) -> None:
+        self._sim._transmit(self._m, _TO_BROKER, self._m.index, epoch, request)
+
+    def disconnect(self) -> None:
+        """Nothing to close: what is in flight on the old connection is dropped when it arrives."""
+
+    def connect(self, done: Callable[[bool], None]) -> None:
+        done(self._sim.broker is not None)
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+        self._sim.invariants.on_assigned(self._m, partitions)
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        self._sim.invariants.on_released(self._m, partitions)
+
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
+        self._sim.invariants.on_released(self._m, partitions)
+
+    def on_app_output(self, out: AppOutput) -> None:
+        if self._sim.delivery is None:
+            raise UnhandledOutput("the simulator (a scenario without [delivery])", out)
+        self._sim.delivery.on_output(self._m, out)
+
+    def on_step(self) -> None:
+        machine = self._m.machine
+        if machine is not None and machine.state is MemberState.FAILED:
+            self._sim._member_failed(self._m)
 
 
 @dataclass
@@ -133,13 +188,17 @@ class Simulation:
         # The last steps, kept as tuples and turned into text only when a run fails.
         self.trace: deque[tuple] = deque(maxlen=trace_len)
         self.broker_config = BrokerConfig().with_overrides(f"{k}={_kafka_value(v)}" for k, v in scenario.broker.items())
-        self.ids = SequentialIds()
+        self.ids = SequentialMemberIds(digits=6)
         self.delivery = DeliveryWorld(self, scenario.delivery) if scenario.delivery is not None else None
-        self.broker: Broker | None = self._new_broker()
+        self.durable: list[Any] = []  # what the coordinator persisted: its durable log
+        self._logs_after_crash: LogStore | None = None
+        # The coordinator (None while it is down), and its Broker: a plain attribute rather than a
+        # property, as the network functions and the invariants read it on every message and event.
+        self.coordinator: CoordinatorDriver | None = None
+        self.broker: Broker | None = None
+        self._set_coordinator(self._new_coordinator())
         if self.delivery is not None:
             self.delivery.write_input()
-        self.broker_timers: dict[tuple, int] = {}
-        self.durable: list[Any] = []  # what the coordinator persisted: its durable log
         self.members: list[SimMember] = []
         self.faults_on = True
         self._pending_fault_ends = 0
@@ -154,12 +213,20 @@ class Simulation:
 
     # ------------------------------------------------------------------ set-up
 
-    def _new_broker(self) -> Broker:
+    def _new_coordinator(self) -> CoordinatorDriver:
         # The partition logs are the coordinator's disk: they outlive its crashes (their state
         # rebuilt from the batch headers, as FileLogStore recovers); everything else starts over.
-        broker = Broker(self.broker_config, self.ids, logs=getattr(self, "_logs_after_crash", None))
+        broker = Broker(self.broker_config, self.ids, logs=self._logs_after_crash)
         broker.topics.partitions.update(self.scenario.topics)
-        return broker
+        return CoordinatorDriver(broker, self._clock, _HeapTimers(self, _BROKER_TIMER, None), self._reply_to_member,
+                                 self.durable.extend, self._coordinator_event)
+
+    def _clock(self) -> int:
+        return self.now
+
+    def _set_coordinator(self, coordinator: CoordinatorDriver | None) -> None:
+        self.coordinator = coordinator
+        self.broker = coordinator.broker if coordinator is not None else None
 
     def _consumer_config(self, spec: Any, name: str, instance: str | None) -> ConsumerConfig:
         overrides = {**self.scenario.consumer, **spec.config}
@@ -177,10 +244,14 @@ class Simulation:
 
     def _add_member(self, spec: Any, name: str, start_at: int) -> SimMember:
         instance = f"{name}-instance" if spec.static else None
-        member = SimMember(len(self.members), name, self._consumer_config(spec, name, instance))
-        self.members.append(member)
+        member = self._new_member(name, self._consumer_config(spec, name, instance))
         self._at(start_at, lambda m=member: self._start_process(m))
         return member
+
+    def _new_member(self, name: str, config: ConsumerConfig) -> SimMember:
+        m = SimMember(self, len(self.members), name, config)
+        self.members.append(m)
+        return m
 
     # ------------------------------------------------------------------ the loop
 
@@ -190,28 +261,34 @@ class Simulation:
     def _at(self, at: int, action: Callable[[], None]) -> None:
         self._push(max(at, self.now), _ACTION, action)
 
+    def _after(self, delay_ms: int, action: Callable[[], None]) -> None:
+        self._at(self.now + delay_ms, action)
+
     def run(self, until_ms: int | None = None) -> "SimResult":
         """Run until settled after the faults (or the liveness bound passes), or `until_ms`."""
         bound = self.liveness_bound_ms()
+        # Locals for what every event touches (this loop is the simulator's hot path).
+        heap, pop, dispatch, stats, invariants = self._heap, heapq.heappop, self._dispatch, self.stats, self.invariants
         try:
-            while self._heap:
-                at = self._heap[0][0]
+            while heap:
+                at = heap[0][0]
                 if until_ms is not None and at > until_ms:
                     break
-                if not self.faults_on and self.stats.settled_at_ms is None and at > self.stats.quiet_at_ms + bound:
-                    self.now = self.stats.quiet_at_ms + bound
-                    self.invariants.fail("liveness", f"not settled {bound} ms after the last fault "
-                                                     f"(quiet since t={self.stats.quiet_at_ms})")
-                _, _, kind, payload = heapq.heappop(self._heap)
-                self._account_unowned(at)
+                if not self.faults_on and stats.settled_at_ms is None and at > stats.quiet_at_ms + bound:
+                    self.now = stats.quiet_at_ms + bound
+                    invariants.fail("liveness", f"not settled {bound} ms after the last fault "
+                                                f"(quiet since t={stats.quiet_at_ms})")
+                _, _, kind, payload = pop(heap)
+                if at > self.now:  # time passes: account for the partitions nobody owned meanwhile
+                    stats.unowned_partition_ms += (at - self.now) * invariants.unowned_count()
                 self.now = at
-                self._dispatch(kind, payload)
-                self.stats.events += 1
-                self.invariants.check()
-                if not self.faults_on and self.stats.settled_at_ms is None and self.invariants.settled():
-                    self.stats.settled_at_ms = self.now
-                    self.stats.final_imbalance = self.invariants.imbalance()
-                    self._log_sim(events.Settled, quiet_at_ms=self.stats.quiet_at_ms)
+                dispatch(kind, payload)
+                stats.events += 1
+                invariants.check()
+                if not self.faults_on and stats.settled_at_ms is None and invariants.settled():
+                    stats.settled_at_ms = self.now
+                    stats.final_imbalance = invariants.imbalance()
+                    self._log_sim(events.Settled, quiet_at_ms=stats.quiet_at_ms)
                     if self.delivery is not None:
                         self.delivery.finish()
                     break
@@ -227,20 +304,21 @@ class Simulation:
             idx, epoch, cid, body = payload
             self._deliver_to_member(self.members[idx], epoch, cid, body, payload)
         elif kind == _BROKER_TIMER:
-            key, token = payload
-            if self.broker is not None and self.broker_timers.get(key) == token:
-                del self.broker_timers[key]
+            _, timers, key, token = payload
+            coordinator = self.coordinator
+            if coordinator is not None and timers.armed.get(key) == token:
+                del timers.armed[key]
                 self.trace.append((self.now, "coordinator timer", key))
-                self._broker_outputs(self.broker.on_timer(key, self.now))
+                coordinator.on_timer(key)
         elif kind == _MEMBER_TIMER:
-            idx, incarnation, key, token = payload
-            m = self.members[idx]
-            if m.incarnation != incarnation or m.timers.get(key) != token:
+            idx, timers, key, token = payload
+            if timers.armed.get(key) != token:
                 return
+            m = self.members[idx]
             if m.hung:
                 m.held.append((kind, payload))
                 return
-            del m.timers[key]
+            del timers.armed[key]
             self._member_timer(m, key)
         else:
             payload[0]()
@@ -300,34 +378,30 @@ class Simulation:
     # ------------------------------------------------------------------ coordinator side
 
     def _broker_outputs(self, outputs: list) -> None:
-        for out in outputs:
-            kind = type(out)
-            if kind is Reply:
-                if out.to is None:
-                    continue
-                idx, epoch, cid = out.to
-                m = self.members[idx]
-                if self.delivery is not None and self.delivery.ack_lost(out.body):
-                    continue
-                if epoch == m.epoch and m.connected:
-                    self._transmit(m, _TO_MEMBER, idx, epoch, cid, out.body)
-            elif kind is ArmTimer:
-                token = next(self._tokens)
-                self.broker_timers[out.key] = token
-                self._push(max(out.deadline_ms, self.now), _BROKER_TIMER, out.key, token)
-            elif kind is CancelTimer:
-                self.broker_timers.pop(out.key, None)
-            elif kind is LogEvent:
-                self.invariants.on_coordinator_event(out)
-                if self.emit is not None:
-                    self.emit("coordinator", out)
-            elif kind.__name__ == "Persist":
-                self.durable.append(out.record)
+        assert self.coordinator is not None
+        self.coordinator.apply(outputs)
+
+    def _reply_to_member(self, out: Reply) -> None:
+        if out.to is None:
+            return  # a request the simulator made itself (the tests do)
+        idx, epoch, cid = out.to
+        m = self.members[idx]
+        if self.delivery is not None and self.delivery.ack_lost(out.body):
+            return
+        if epoch == m.epoch and m.connected:
+            self._transmit(m, _TO_MEMBER, idx, epoch, cid, out.body)
+
+    def _coordinator_event(self, ev: LogEvent) -> None:
+        self.invariants.on_coordinator_event(ev)
+        if self.emit is not None:
+            self.emit("coordinator", ev)
 
     def _crash_coordinator(self, down_ms: int) -> None:
-        self._logs_after_crash = self.broker.logs.recovered() if self.broker is not None else None
-        self.broker = None
-        self.broker_timers.clear()
+        coordinator = self.coordinator
+        self._set_coordinator(None)
+        if coordinator is not None:
+            self._logs_after_crash = coordinator.broker.logs.recovered()
+            coordinator.timers.cancel_all()
         self._log_sim(events.CoordinatorCrashed, down_ms=down_ms)
         for m in self.members:
             if m.up and m.connected:
@@ -335,123 +409,66 @@ class Simulation:
         self._at(self.now + down_ms, self._restart_coordinator)
 
     def _restart_coordinator(self) -> None:
-        broker = self._new_broker()
-        restore = getattr(broker, "restore", None)
-        outputs = restore(list(self.durable), self.now) if restore is not None and self.durable else []
-        self.broker = broker
+        coordinator = self._new_coordinator()
+        outputs = coordinator.broker.restore(list(self.durable), self.now) if self.durable else []
+        self._set_coordinator(coordinator)
         self._log_sim(events.CoordinatorRestarted, records=len(self.durable))
-        self._broker_outputs(outputs or [])
+        coordinator.apply(outputs)
 
     # ------------------------------------------------------------------ member side
 
     def _start_process(self, m: SimMember) -> None:
         if m.permanently_down and m.up:
             return
-        m.incarnation += 1
-        m.machine = (self.delivery.new_app(m) if self.delivery is not None
-                     else ConsumerCoordinator(m.config, log_events=self.emit is not None))
-        m.timers.clear()
+        machine = (self.delivery.new_app(m) if self.delivery is not None
+                   else ConsumerCoordinator(m.config, log_events=self.emit is not None))
         m.hung = m.slow = False
         m.held.clear()
-        m.epoch += 1
-        m.connected = self.broker is not None
-        m.dropped_sends = False
-        m.reconnect_backoff_ms = RECONNECT_BACKOFF_MS
+        # Connected at once, unless the coordinator is down (start() then reconnects with back-off).
+        m.boot(machine, _HeapTimers(self, _MEMBER_TIMER, m.index), connected=self.broker is not None)
         self._log_sim(events.ProcessStarted, member=m.name, incarnation=m.incarnation)
         self.invariants.dirty = True
-        if self.emit is not None:
-            self.emit(m.name, LogEvent(self.now, events.CoordinatorConnected(m.config.group_id, "")))
-        self._member_outputs(m, m.machine.start(self.now))
-        if not m.connected:
-            self._schedule_reconnect(m)
+        m.start()
 
     def _stop_process(self, m: SimMember, clean: bool) -> None:
         if not m.up:
             return
         if clean:
             # close() sends LeaveGroup; a socket closed after writing still delivers what it wrote.
-            self._member_outputs(m, m.machine.close(self.now))
+            m.close()
             m.closed_epoch = m.epoch
         self.invariants.on_member_gone(m)
         self.invariants.dirty = True
-        m.machine = None
-        m.timers.clear()
+        m.stop()
         m.held.clear()
         m.hung = False
-        m.connected = False
-        m.epoch += 1
 
     def _member_timer(self, m: SimMember, key: tuple) -> None:
-        assert m.machine is not None
         if key == POLL_KEY and not m.slow:
             # A healthy application polls all the time; only its latest poll matters here.
-            self._member_outputs(m, m.machine.poll(self.now))
+            m.poll()
         self.trace.append((self.now, m.name, "timer", key))
-        self._member_outputs(m, m.machine.on_timer(key, self.now))
+        m.on_timer(key)
 
     def _member_outputs(self, m: SimMember, outputs: list) -> None:
-        for out in outputs:
-            kind = type(out)
-            if kind is Send:
-                if m.connected:
-                    self._transmit(m, _TO_BROKER, m.index, m.epoch, out)
-                else:
-                    m.dropped_sends = True
-            elif kind is ArmTimer:
-                token = next(self._tokens)
-                m.timers[out.key] = token
-                self._push(max(out.deadline_ms, self.now), _MEMBER_TIMER, m.index, m.incarnation, out.key, token)
-            elif kind is CancelTimer:
-                m.timers.pop(out.key, None)
-            elif kind is LogEvent:
-                if self.emit is not None:
-                    self.emit(m.name, out)
-            elif kind is PartitionsAssigned:
-                self.invariants.on_assigned(m, out.partitions)
-            elif kind is PartitionsRevoked or kind is PartitionsLost:
-                self.invariants.on_released(m, out.partitions)
-            elif kind is Reconnect:
-                m.connected = False
-                m.epoch += 1
-                self._schedule_reconnect(m)
-            elif self.delivery is not None and self.delivery.on_output(m, out):
-                break  # the process crashed where the fault wanted it: the rest never happened
-        if m.machine is not None and m.machine.state is MemberState.FAILED:
-            # A fatal error (e.g. FENCED_INSTANCE_ID for a zombie) ends the application, as it
-            # does a KafkaConsumer's owner.
-            self._log_sim(events.ProcessExited, member=m.name, error=m.machine.fatal_error.name)
-            self._stop_process(m, clean=False)
-            m.permanently_down = True
+        m.apply(outputs)
+
+    def _member_failed(self, m: SimMember) -> None:
+        """A fatal error (e.g. FENCED_INSTANCE_ID for a zombie) ends the application, as it does a
+        KafkaConsumer's owner."""
+        assert m.machine is not None and m.machine.fatal_error is not None
+        self._log_sim(events.ProcessExited, member=m.name, error=m.machine.fatal_error.name)
+        self._stop_process(m, clean=False)
+        m.permanently_down = True
 
     def _connection_lost(self, m: SimMember) -> None:
-        """The socket closed under the member: it hears of it and reconnects."""
-        m.connected = False
-        m.epoch += 1
+        """The socket closed under the member: it hears of it (once resumed, if hung) and reconnects."""
+        m.lose_connection()
         if m.machine is not None and not m.hung:
-            self._member_outputs(m, m.machine.on_disconnect(self.now))
+            m.tell_disconnected()
         elif m.machine is not None:
-            m.held.append((_ACTION, (lambda m=m: self._member_outputs(m, m.machine.on_disconnect(self.now)),)))
-        self._schedule_reconnect(m)
-
-    def _schedule_reconnect(self, m: SimMember) -> None:
-        incarnation = m.incarnation
-        self._at(self.now + m.reconnect_backoff_ms, lambda: self._try_reconnect(m, incarnation))
-
-    def _try_reconnect(self, m: SimMember, incarnation: int) -> None:
-        if not m.up or m.incarnation != incarnation or m.connected:
-            return
-        if self.broker is None:
-            m.reconnect_backoff_ms = min(m.reconnect_backoff_ms * 2, RECONNECT_BACKOFF_MAX_MS)
-            self._schedule_reconnect(m)
-            return
-        m.connected = True
-        m.epoch += 1
-        m.reconnect_backoff_ms = RECONNECT_BACKOFF_MS
-        if self.emit is not None:
-            self.emit(m.name, LogEvent(self.now, events.CoordinatorConnected(m.config.group_id, m.machine.member_id)))
-        if m.dropped_sends:
-            m.dropped_sends = False
-            self._member_outputs(m, m.machine.on_disconnect(self.now))
+            m.held.append((_ACTION, (m.tell_disconnected,)))
+        m.reconnect_later()
 
     def _resume(self, m: SimMember) -> None:
         m.hung = False
@@ -567,8 +584,7 @@ class Simulation:
 
     def _end_slow(self, m: SimMember) -> None:
         m.slow = False
-        if m.machine is not None:
-            self._member_outputs(m, m.machine.poll(self.now))
+        m.poll()
 
     def _restart_later(self, m: SimMember, duration_ms: int) -> None:
         if duration_ms > 0:
@@ -582,9 +598,8 @@ class Simulation:
         spec = next(s for s in self.scenario.members if s.static) if any(s.static for s in self.scenario.members) else None
         if spec is None:
             return
-        new = SimMember(len(self.members), f"{old.name}-new", old.config)
+        new = self._new_member(f"{old.name}-new", old.config)
         old.zombie = True
-        self.members.append(new)
         self._start_process(new)
         self._at(self.now + max(duration_ms, 1), lambda: (self._stop_process(old, clean=False),
                                                            setattr(old, "permanently_down", True)))
@@ -605,10 +620,6 @@ class Simulation:
             + metadata + 10_000
         return bound + (self.delivery.drain_bound_ms() if self.delivery is not None else 0)
 
-    def _account_unowned(self, until: int) -> None:
-        if until > self.now:
-            self.stats.unowned_partition_ms += (until - self.now) * self.invariants.unowned_count()
-
     def _log_sim(self, event: Callable[Concatenate[str, int, events.Fields], events.SimulatorEvent], /,
                  *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
         """Note what the simulator did, in the trace and (with an event log) as a §4.6 event."""
@@ -626,7 +637,8 @@ class Simulation:
         return {TopicPartition(t, p) for t in topics for p in range(sizes.get(t, 0))}
 
     def group_state(self) -> Any:
-        return self.broker.groups.get(self.scenario.group_id) if self.broker is not None else None
+        broker = self.broker  # (read once: group_state runs after every event)
+        return broker.groups.get(self.scenario.group_id) if broker is not None else None
 
 
 @dataclass
