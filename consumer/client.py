@@ -170,7 +170,7 @@ class GroupMemberClient:
                 self._emit(LogEvent(self.clock(), events.UnexpectedResponse(
                     self.config.group_id, self.machine.member_id, correlation_id=cid, body=repr(raw_body)[:200])))
                 return
-            body = schema.decode(API[api].response, raw_body, "body")
+            body: Any = schema.decode(API[api].response, raw_body, "body")
         except ProtocolError as exc:
             self._emit(LogEvent(self.clock(), events.BadResponse(self.config.group_id, self.machine.member_id,
                                                                  error=exc.message)))

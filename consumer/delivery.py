@@ -119,8 +119,8 @@ class OutputLedger:
     counts: dict[int, list[int]] = field(default_factory=dict)  # input partition -> count per input offset
 
     @classmethod
-    def from_output(cls, input_topic: str, partitions: int, records: int, output_values: Iterable[bytes]) -> "OutputLedger":
-        seen: Counter[bytes] = Counter(output_values)
+    def from_output(cls, input_topic: str, partitions: int, records: int, output_values: Iterable[bytes | None]) -> "OutputLedger":
+        seen: Counter[bytes | None] = Counter(output_values)
         counts = {p: [seen[input_value(input_topic, p, i)] for i in range(records)] for p in range(partitions)}
         return cls(input_topic, records, counts)
 

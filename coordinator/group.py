@@ -775,6 +775,7 @@ class Group(StepOutputs):
         is_leader = member.member_id == self.leader_id
         members = []
         if is_leader:
+            assert self.protocol_name is not None  # chosen when the join phase completed
             members = [
                 JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
                                         metadata=m.metadata(self.protocol_name))

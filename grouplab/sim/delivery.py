@@ -11,7 +11,7 @@ Committed offsets must never go backwards, in every mode, at every step.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from consumer.delivery import (AppOutput, Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, OutputLedger,
                                Processed, input_value)
@@ -104,11 +104,12 @@ class DeliveryWorld:
 
     def _ledger(self, isolation: int) -> OutputLedger:
         """The output topic read back at `isolation`, counted per input record."""
-        assert self.sim.broker is not None
+        broker = self.sim.broker
+        assert broker is not None
 
-        def values():
+        def values() -> Iterator[bytes | None]:
             for p in range(self.partitions):
-                log = self.sim.broker.logs.log(self.spec.output_topic, p)
+                log = broker.logs.log(self.spec.output_topic, p)
                 offset = log.log_start_offset
                 while records := log.read(offset, 1 << 20, isolation):
                     yield from (r.value for r in records)

@@ -198,9 +198,10 @@ class Invariants:
         self._blocker = next((m for m in live if unsettled(m)), None)
         if self._blocker is not None:
             return False
-        if {m.machine.member_id for m in live} != set(group.members):
+        machines = [m.machine for m in live if m.machine is not None]  # every live member has one
+        if {machine.member_id for machine in machines} != set(group.members):
             return False
-        owned = [tp for m in live for tp in m.machine.owned]
+        owned = [tp for machine in machines for tp in machine.owned]
         if len(owned) != len(set(owned)) or set(owned) != self.all_partitions():
             return False
         return self.sim.delivery is None or self.sim.delivery.drained()
@@ -209,5 +210,5 @@ class Invariants:
         return len(self.all_partitions()) - self.owned_count
 
     def imbalance(self) -> int:
-        counts = [len(m.machine.owned) for m in self.sim.live_members()]
+        counts = [len(m.machine.owned) for m in self.sim.live_members() if m.machine is not None]
         return max(counts) - min(counts) if counts else 0

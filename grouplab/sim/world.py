@@ -39,7 +39,7 @@ from coordinator.broker import Broker, RequestContext, SequentialMemberIds
 from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
 from coordinator.group import GroupState
-from coordinator.partition_log import LogStore
+from coordinator.partition_log import LogStore, MemoryLogStore
 from grouplab.sim.delivery import DeliveryWorld
 from grouplab.sim.fault_rules import SimFaultRules
 from grouplab.sim.invariants import Invariants, Violation, format_step
@@ -245,7 +245,7 @@ class Simulation:
     def _add_member(self, spec: Any, name: str, start_at: int) -> SimMember:
         instance = f"{name}-instance" if spec.static else None
         member = self._new_member(name, self._consumer_config(spec, name, instance))
-        self._at(start_at, lambda m=member: self._start_process(m))
+        self._at(start_at, functools.partial(self._start_process, member))
         return member
 
     def _new_member(self, name: str, config: ConsumerConfig) -> SimMember:
@@ -366,14 +366,15 @@ class Simulation:
         self._broker_outputs(self.broker.handle(send.api, send.body, ctx, self.now))
 
     def _deliver_to_member(self, m: SimMember, epoch: int, cid: int, body: Any, payload: tuple) -> None:
-        if epoch != m.epoch or not m.up or not m.connected:
+        machine = m.machine
+        if epoch != m.epoch or machine is None or not m.connected:
             return
         if m.hung:
             m.held.append((_TO_MEMBER, payload))
             return
         self.stats.messages_delivered += 1
         self.trace.append((self.now, m.name, "<-", body, cid))
-        self._member_outputs(m, m.machine.on_response(cid, body, self.now))
+        self._member_outputs(m, machine.on_response(cid, body, self.now))
 
     # ------------------------------------------------------------------ coordinator side
 
@@ -400,7 +401,9 @@ class Simulation:
         coordinator = self.coordinator
         self._set_coordinator(None)
         if coordinator is not None:
-            self._logs_after_crash = coordinator.broker.logs.recovered()
+            logs = coordinator.broker.logs
+            assert isinstance(logs, MemoryLogStore)  # the simulator's partition logs live in memory
+            self._logs_after_crash = logs.recovered()
             coordinator.timers.cancel_all()
         self._log_sim(events.CoordinatorCrashed, down_ms=down_ms)
         for m in self.members:
@@ -485,7 +488,7 @@ class Simulation:
         end = max([s.duration_ms] + [f.until_ms for f in s.faults if f.until_ms is not None])
         self.stats.quiet_at_ms = end
         for f in s.schedule:
-            self._at(f.at_ms, lambda f=f: self.inject(f))
+            self._at(f.at_ms, functools.partial(self.inject, f))
             end = max(end, f.at_ms + f.duration_ms)
         hours = max(s.duration_ms - s.faults_from_ms, 0) / 3_600_000
         for kind in RANDOM_KINDS:
@@ -496,7 +499,7 @@ class Simulation:
             for _ in range(count):
                 at = self.rng.randint(s.faults_from_ms, s.duration_ms)
                 duration = self.rng.randint(*s.random.duration_ms)
-                self._at(at, lambda kind=kind, duration=duration: self.inject(ScheduledFault(self.now, kind, 1, duration)))
+                self._at(at, functools.partial(self._inject_random, kind, duration))
                 end = max(end, at + duration)
         self.stats.quiet_at_ms = end
         self._at(end, self._faults_over)
@@ -521,6 +524,9 @@ class Simulation:
             return [m for m in candidates if m.name in names]
         count = min(int(spec), len(candidates))
         return self.rng.sample(candidates, count) if count else []
+
+    def _inject_random(self, kind: str, duration_ms: int) -> None:
+        self.inject(ScheduledFault(self.now, kind, 1, duration_ms))
 
     def inject(self, f: ScheduledFault) -> None:
         """Apply one fault now. Faults that find no suitable member are skipped (and not counted)."""
@@ -564,7 +570,7 @@ class Simulation:
             self._restart_later(m, duration_ms)
         elif kind == "hang":
             m.hung = True
-            self._at(self.now + duration_ms, lambda: m.hung and self._resume(m))
+            self._at(self.now + duration_ms, functools.partial(self._resume_if_hung, m))
         elif kind == "slow":
             m.slow = True
             self._at(self.now + duration_ms, lambda: self._end_slow(m))
@@ -581,6 +587,14 @@ class Simulation:
             self._start_zombie_replacement(m, duration_ms)
         elif kind in ("crash_before_commit", "crash_after_commit") and self.delivery is not None:
             self.delivery.arm_crash(m, "processed" if kind == "crash_before_commit" else "committed", duration_ms)
+
+    def _resume_if_hung(self, m: SimMember) -> None:
+        if m.hung:
+            self._resume(m)
+
+    def _end_for_good(self, m: SimMember) -> None:
+        self._stop_process(m, clean=False)
+        m.permanently_down = True
 
     def _end_slow(self, m: SimMember) -> None:
         m.slow = False
@@ -601,8 +615,7 @@ class Simulation:
         new = self._new_member(f"{old.name}-new", old.config)
         old.zombie = True
         self._start_process(new)
-        self._at(self.now + max(duration_ms, 1), lambda: (self._stop_process(old, clean=False),
-                                                           setattr(old, "permanently_down", True)))
+        self._at(self.now + max(duration_ms, 1), functools.partial(self._end_for_good, old))
 
     # ------------------------------------------------------------------ bookkeeping
 
