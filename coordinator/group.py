@@ -2,7 +2,7 @@
 `outputs` out. No sockets, no clock, no randomness: `now_ms` comes with every input and new member
 ids come from the injected `new_member_id`.
 
-States (DESIGN.md §3):
+States (docs/design.md §4):
 
     Empty ──join──▶ PreparingRebalance ──all rejoined / rebalance timeout──▶ CompletingRebalance
       ▲                  ▲    │ (no members left)                               │ leader's SyncGroup

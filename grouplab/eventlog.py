@@ -1,4 +1,4 @@
-"""The event log (DESIGN.md §5): one JSON object a line, written with structlog.
+"""The event log (docs/design.md §6): one JSON object a line, written with structlog.
 
 Every line has `ts_ms` (the state machine's now_ms), `event` and `node`, then the event's fields
 (`group_id`, `generation_id`, `member_id`, `state`, `partitions`, ...): `LogEvent.fields`, those of

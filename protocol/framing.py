@@ -1,6 +1,6 @@
 """Length-prefixed msgpack frames, sans-IO: bytes in, frames out; objects in, bytes out.
 
-A frame is a 4-byte unsigned big-endian length N, then N bytes of msgpack (DESIGN.md §2).
+A frame is a 4-byte unsigned big-endian length N, then N bytes of msgpack (docs/design.md §3).
 `FrameReader` never blocks and never reads a socket; the asyncio shells feed it what arrived.
 """
 

@@ -1,6 +1,6 @@
 """Every request and response of grouplab's wire contract, as dataclasses.
 
-Field names are Kafka's message-schema names in snake_case (DESIGN.md §2). A field with no default
+Field names are Kafka's message-schema names in snake_case (docs/design.md §3). A field with no default
 is required in a request; responses always carry `error_code` (0 = none) and may carry
 `error_message`. `docs/protocol.md` is the prose spec of the same messages.
 

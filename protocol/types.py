@@ -1,6 +1,6 @@
 """Values shared by the coordinator, the consumers and the assignors.
 
-`TopicPartition` and `Subscription` are part of the assignor API (DESIGN.md §4): code outside the
+`TopicPartition` and `Subscription` are part of the assignor API (docs/design.md §5): code outside the
 project builds them directly, so their names, field order and defaults are a contract.
 """
 

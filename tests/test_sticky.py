@@ -1,7 +1,7 @@
 """Unit and property tests of the `sticky` (eager) and `cooperative-sticky` (KIP-429) assignors,
 through the public API (`get_assignor(name).assign(...)`).
 
-The worked examples come from the project's seed documents and DESIGN.md and are written out as
+The worked examples come from the project's seed documents and docs/design.md and are written out as
 explicit expected dicts. The property tests check Kafka's StickyAssignor contract (KIP-54): a valid
 assignment, balanced first, sticky second; and the cooperative one (KIP-429): a partition never
 goes straight from one member to another, and a follow-up round completes the move.
@@ -202,7 +202,7 @@ def test_two_members_then_a_third_joins():
 
 @pytest.mark.parametrize("name", STICKY_ASSIGNORS)
 def test_design_example(name: str):
-    # DESIGN.md §4: the assignor API example.
+    # docs/design.md §5: the assignor API example.
     partitions_per_topic = {"t0": 3, "t1": 3}
     subscriptions = {
         "c0": Subscription(topics=["t0", "t1"]),

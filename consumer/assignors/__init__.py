@@ -1,4 +1,4 @@
-"""Partition assignors by their protocol names (DESIGN.md §4).
+"""Partition assignors by their protocol names (docs/design.md §5).
 
     from consumer.assignors import get_assignor
     get_assignor("range").assign(partitions_per_topic, subscriptions)

@@ -1,4 +1,4 @@
-"""The assignor API (DESIGN.md §4): a named, pure function from topic sizes and members'
+"""The assignor API (docs/design.md §5): a named, pure function from topic sizes and members'
 subscriptions to every member's partitions. Assignors run on the group leader only."""
 
 from __future__ import annotations
