@@ -8,16 +8,23 @@
 2. Many seeds: 1,000 seeds of crash-storm as written (10 members) and 1,000 seeds of crash-storm
    with 100 members, one process per core (the plain-Python way; the Spark sweep comes later).
 
+3. With --baseline REF, instead: this tree against another commit (a refactor's before and after),
+   one seed per size, each tree's own code in a fresh process, the two in turn.
+
     scripts/bench_sim.py [--sizes 10,100,1000] [--seeds 1000] [--workers 2] [--no-write]
+    scripts/bench_sim.py --baseline ade2ad3 [--sizes 10,100,1000] [--rounds 3] [--no-write]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,6 +71,54 @@ def many_seeds(members: int, count: int, workers: int) -> dict:
             "failed": sum(p[0] for p in parts), "events": sum(p[1] for p in parts)}
 
 
+# One seed measured in another checkout's own code, in a fresh process (for --baseline).
+_MEASURE_IN_TREE = """
+import json, sys, time
+tree, members = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, tree)
+import grouplab
+assert grouplab.__file__.startswith(tree), grouplab.__file__
+from grouplab.sim.scenario import load_scenario
+from grouplab.sim.world import Simulation
+scenario = load_scenario(tree + "/scenarios/crash-storm.toml").with_members(members)
+t0 = time.perf_counter()
+stats = Simulation(scenario, 1).run().stats
+print(json.dumps({"wall_s": time.perf_counter() - t0, "messages": stats.messages_sent, "events": stats.events}))
+"""
+
+
+def _measure_in(tree: Path, members: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", _MEASURE_IN_TREE, str(tree), str(members)], check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def versus_baseline(ref: str, sizes: list[int], rounds: int) -> str:
+    """This tree against git `ref`, one seed per size, the two in turn `rounds` times (A B A B ...,
+    so a drifting machine hurts both alike); each side's best run counts."""
+    with tempfile.TemporaryDirectory(prefix="bench-sim-base-") as tmp:
+        base = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(base), ref], check=True)
+        try:
+            rows = [f"| members | messages | {ref} messages/s | this tree messages/s | ratio |", "|---:|---:|---:|---:|---:|"]
+            for n in sizes:
+                best: dict[str, dict] = {}
+                for _ in range(rounds):
+                    for side, tree in (("base", base), ("this", ROOT)):
+                        r = _measure_in(tree, n)
+                        if side not in best or r["wall_s"] < best[side]["wall_s"]:
+                            best[side] = r
+                b, t = best["base"], best["this"]
+                same = "" if (b["messages"], b["events"]) == (t["messages"], t["events"]) else " (runs differ!)"
+                b_rate, t_rate = b["messages"] / b["wall_s"], t["messages"] / t["wall_s"]
+                line = f"| {n} | {t['messages']:,}{same} | {b_rate:,.0f} | {t_rate:,.0f} | {t_rate / b_rate:.2f}× |"
+                rows.append(line)
+                print(line, flush=True)
+            return "\n".join(rows)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10,100,1000")
@@ -71,7 +126,23 @@ def main() -> None:
     ap.add_argument("--seed-members", default="10,100", help="member counts for the many-seeds runs")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--baseline", metavar="REF", help="instead: this tree against git REF, one seed per size")
+    ap.add_argument("--rounds", type=int, default=3, help="with --baseline: runs of each side per size (best counts)")
     args = ap.parse_args()
+    if args.baseline:
+        sizes = [int(x) for x in args.sizes.split(",")]
+        text = versus_baseline(args.baseline, sizes, args.rounds)
+        print()
+        print(text)
+        if not args.no_write:
+            append_to_benchmarks(
+                f"\n## Simulator throughput against {args.baseline} ({utc_stamp()})\n\n"
+                f"`scripts/bench_sim.py --baseline {args.baseline} --sizes {args.sizes} --rounds {args.rounds}` on "
+                f"{os.cpu_count()} cores, Python {platform.python_version()}: one seed of scenarios/crash-storm.toml "
+                f"resized, each tree's own code in a fresh process, the two in turn, each side's best of "
+                f"{args.rounds} runs. *Messages* are protocol requests and responses sent; both trees must run "
+                f"the same simulation (the same messages and events), or the row says so.\n\n" + text)
+        return
 
     rows = ["| members | wall s | virtual s | speed-up vs real time | events/s | messages/s | rebalances | faults | invariants |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
