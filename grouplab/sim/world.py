@@ -28,13 +28,12 @@ import heapq
 import itertools
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Concatenate
 
 from consumer.config import ConsumerConfig
 from consumer.coordinator import JOIN_GRACE_MS, ConsumerCoordinator, MemberState, Send
-from consumer.delivery import AppOutput, DeliveryApp
-from consumer.driver import MemberDriver
+from consumer.delivery import AppOutput
 from coordinator.broker import Broker, RequestContext, SequentialMemberIds
 from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
@@ -43,7 +42,9 @@ from coordinator.partition_log import LogStore, MemoryLogStore
 from grouplab.sim.delivery import DeliveryWorld
 from grouplab.sim.fault_rules import SimFaultRules
 from grouplab.sim.invariants import Invariants, Violation, format_step
+from grouplab.sim.member import SimMember
 from grouplab.sim.scenario import RANDOM_KINDS, Scenario, ScheduledFault, _kafka_value
+from grouplab.sim.stats import SimStats
 from protocol import events
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
 from protocol.kernel import UnhandledOutput
@@ -53,33 +54,6 @@ POLL_KEY = ("poll",)
 
 # Heap event kinds.
 _TO_BROKER, _TO_MEMBER, _BROKER_TIMER, _MEMBER_TIMER, _ACTION = range(5)
-
-SimMachine = ConsumerCoordinator | DeliveryApp
-
-
-class SimMember(MemberDriver[SimMachine]):
-    """A simulated member: the driver of its processes, one after another (consumer/driver.py:
-    each one's machine and timers, and the member's connection, whose epoch numbers connections
-    across processes so that messages of an older one are lost), plus what faults do to it."""
-
-    def __init__(self, sim: "Simulation", index: int, name: str, config: ConsumerConfig) -> None:
-        shell = _SimMemberShell(sim, self)
-        super().__init__(config.group_id, sim._clock, sim._after, shell, shell,
-                         functools.partial(sim.emit, name) if sim.emit is not None else None)
-        self.index = index
-        self.name = name  # client.id, stable across restarts
-        self.config = config
-        self.closed_epoch = -1  # a connection closed cleanly: what it sent before closing still arrives
-        self.hung = False
-        self.held: list[tuple] = []  # events that reached a hung member
-        self.slow = False
-        self.partitioned = False
-        self.permanently_down = False
-        self.zombie = False  # a static member's old process, replaced while still running
-
-    @property
-    def up(self) -> bool:
-        return self.machine is not None
 
 
 class _HeapTimers:
@@ -147,30 +121,6 @@ class _SimMemberShell:
         machine = self._m.machine
         if machine is not None and machine.state is MemberState.FAILED:
             self._sim._member_failed(self._m)
-
-
-@dataclass
-class SimStats:
-    events: int = 0
-    messages_sent: int = 0
-    messages_delivered: int = 0
-    messages_lost: int = 0
-    messages_duplicated: int = 0
-    faults: dict[str, int] = field(default_factory=dict)
-    generations: int = 0
-    rebalance_durations_ms: list[int] = field(default_factory=list)
-    partitions_moved: int = 0
-    unowned_partition_ms: int = 0
-    settled_at_ms: int | None = None
-    quiet_at_ms: int = 0
-    final_imbalance: int | None = None
-    # Delivery runs only (scenario [delivery]): input records and what became of them.
-    produced: int | None = None
-    processed: int | None = None
-    committed: int | None = None
-    lost: int | None = None
-    duplicated: int | None = None
-    duplicated_uncommitted: int | None = None  # the same count as a read_uncommitted reader would make
 
 
 class Simulation:
@@ -249,7 +199,9 @@ class Simulation:
         return member
 
     def _new_member(self, name: str, config: ConsumerConfig) -> SimMember:
-        m = SimMember(self, len(self.members), name, config)
+        m = SimMember(len(self.members), name, config, self._clock, self._after,
+                      lambda member: _SimMemberShell(self, member),
+                      functools.partial(self.emit, name) if self.emit is not None else None)
         self.members.append(m)
         return m
 
