@@ -21,14 +21,15 @@ from protocol.types import TopicPartition
 
 if TYPE_CHECKING:
     from grouplab.sim.scenario import DeliverySpec
-    from grouplab.sim.world import SimMember, Simulation
+    from grouplab.sim.host import SimHost
+    from grouplab.sim.member import SimMember
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_NAMES = {READ_UNCOMMITTED: "read_uncommitted", READ_COMMITTED: "read_committed"}
 
 
 class DeliveryWorld:
-    def __init__(self, sim: "Simulation", spec: "DeliverySpec") -> None:
+    def __init__(self, sim: "SimHost", spec: "DeliverySpec") -> None:
         self.sim = sim
         self.spec = spec
         self.mode = DeliveryMode(spec.mode)

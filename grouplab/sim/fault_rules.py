@@ -26,7 +26,8 @@ from protocol import events
 from protocol.messages import RESPONSE_API
 
 if TYPE_CHECKING:
-    from grouplab.sim.world import SimMember, Simulation
+    from grouplab.sim.host import SimHost
+    from grouplab.sim.member import SimMember
 
 INJECTED_BY = "a fault rule of the scenario"
 
@@ -42,7 +43,7 @@ class _Window:
 class SimFaultRules:
     """The rules of one run (fresh counters), and what they keep back: reordered messages."""
 
-    def __init__(self, sim: "Simulation", faults: list[FaultRule], faults_end_ms: int, to_broker: int,
+    def __init__(self, sim: "SimHost", faults: list[FaultRule], faults_end_ms: int, to_broker: int,
                  to_member: int) -> None:
         self.sim = sim
         self.to_broker, self.to_member = to_broker, to_member  # the heap kinds of the two directions
