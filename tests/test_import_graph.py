@@ -103,7 +103,6 @@ def test_dependencies_point_one_way() -> None:
     assert wrong == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: simulator plugins still typed against Simulation")
 def test_no_import_cycle_through_the_simulator() -> None:
     cycle = find_cycle(import_graph(), "grouplab.sim")
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])

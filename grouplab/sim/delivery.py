@@ -21,14 +21,15 @@ from protocol.types import TopicPartition
 
 if TYPE_CHECKING:
     from grouplab.sim.scenario import DeliverySpec
-    from grouplab.sim.world import SimMember, Simulation
+    from grouplab.sim.host import SimHost
+    from grouplab.sim.member import SimMember
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_NAMES = {READ_UNCOMMITTED: "read_uncommitted", READ_COMMITTED: "read_committed"}
 
 
 class DeliveryWorld:
-    def __init__(self, sim: "Simulation", spec: "DeliverySpec") -> None:
+    def __init__(self, sim: "SimHost", spec: "DeliverySpec") -> None:
         self.sim = sim
         self.spec = spec
         self.mode = DeliveryMode(spec.mode)
@@ -70,12 +71,12 @@ class DeliveryWorld:
             self.committed[out.tp] = out.offset
             self.sim.invariants.dirty = True  # the input may now be drained
         elif type(out) is CrashNow:
-            self.sim._log_sim(events.ProcessCrashed, member=m.name, point=out.point)
-            self.sim._stop_process(m, clean=False)
+            self.sim.log_sim(events.ProcessCrashed, member=m.name, point=out.point)
+            self.sim.stop_process(m, clean=False)
             if m.zombie:
                 m.permanently_down = True  # a fenced zombie is gone for good
             else:
-                self.sim._restart_later(m, self.crash_restart_ms.pop(m.index, 1000))
+                self.sim.restart_later(m, self.crash_restart_ms.pop(m.index, 1000))
 
     def arm_crash(self, m: "SimMember", point: str, restart_after_ms: int) -> None:
         if isinstance(m.machine, DeliveryApp):
@@ -129,13 +130,13 @@ class DeliveryWorld:
         stats.committed = sum(self.committed.values())
         committed = {tp.partition: offset for tp, offset in self.committed.items() if tp.topic == self.spec.input_topic}
         for fields in ledger.record_events(self.mode.value, ISOLATION_NAMES[isolation], committed):
-            self.sim._log_sim(events.SimDeliveryRecords, **fields)
+            self.sim.log_sim(events.SimDeliveryRecords, **fields)
         broken = {
             DeliveryMode.AT_MOST_ONCE: duplicated > 0,
             DeliveryMode.AT_LEAST_ONCE: lost > 0,
             DeliveryMode.EXACTLY_ONCE: lost > 0 or duplicated > 0,
         }[self.mode]
-        self.sim._log_sim(events.SimDeliveryAccount, mode=self.mode.value, produced=ledger.produced, processed=self.processed,
+        self.sim.log_sim(events.SimDeliveryAccount, mode=self.mode.value, produced=ledger.produced, processed=self.processed,
                           committed=stats.committed, lost=lost, duplicated=duplicated)
         if broken:
             self.sim.invariants.fail("delivery guarantee", f"{self.mode.value}: {lost} input records lost, "

@@ -26,7 +26,8 @@ from protocol import events
 from protocol.messages import RESPONSE_API
 
 if TYPE_CHECKING:
-    from grouplab.sim.world import SimMember, Simulation
+    from grouplab.sim.host import SimHost
+    from grouplab.sim.member import SimMember
 
 INJECTED_BY = "a fault rule of the scenario"
 
@@ -42,7 +43,7 @@ class _Window:
 class SimFaultRules:
     """The rules of one run (fresh counters), and what they keep back: reordered messages."""
 
-    def __init__(self, sim: "Simulation", faults: list[FaultRule], faults_end_ms: int, to_broker: int,
+    def __init__(self, sim: "SimHost", faults: list[FaultRule], faults_end_ms: int, to_broker: int,
                  to_member: int) -> None:
         self.sim = sim
         self.to_broker, self.to_member = to_broker, to_member  # the heap kinds of the two directions
@@ -59,7 +60,7 @@ class SimFaultRules:
         if sim.now >= self._next_change_ms:
             self._activate(sim.now)
         if not self.active:
-            sim._on_wire(kind, payload)
+            sim.on_wire(kind, payload)
             return
         request = kind == self.to_broker
         if request:
@@ -73,11 +74,11 @@ class SimFaultRules:
             self._account(m, message, decision)
         fate = decision.fate
         if fate is Fate.DELIVER:
-            due = max(sim._on_wire(kind, payload, decision.delay_ms) for _ in range(decision.copies))
+            due = max(sim.on_wire(kind, payload, decision.delay_ms) for _ in range(decision.copies))
             sim.stats.messages_duplicated += decision.copies - 1
             stashed = self._stash.pop(key, None)
             if stashed is not None:
-                sim._push(due, stashed[0], *stashed[1])  # right after this one
+                sim.push(due, stashed[0], *stashed[1])  # right after this one
             return
         rule = decision.rule
         assert rule is not None
@@ -88,13 +89,13 @@ class SimFaultRules:
             idx, epoch = payload[0], payload[1]
             cid = payload[2].correlation_id if request else payload[2]
             body = error_response(message.api, rule.error_code, INJECTED_BY)
-            sim._on_wire(self.to_member, (idx, epoch, cid, body), decision.delay_ms)
+            sim.on_wire(self.to_member, (idx, epoch, cid, body), decision.delay_ms)
         elif fate is Fate.HOLD:
-            sim._at(self._release_at(rule), lambda: self._release(kind, payload))
+            sim.at(self._release_at(rule), lambda: self._release(kind, payload))
         else:  # Fate.REORDER
             entry = (kind, payload)
             self._stash[key] = entry
-            sim._at(sim.now + rule.wait_ms, lambda: self._flush(key, entry))
+            sim.at(sim.now + rule.wait_ms, lambda: self._flush(key, entry))
 
     # ------------------------------------------------------------------ internals
 
@@ -111,13 +112,13 @@ class SimFaultRules:
 
     def _release(self, kind: int, payload: tuple) -> None:
         """A held message goes on, through the network but past the rules, as the proxy releases it."""
-        self.sim._on_wire(kind, payload)
+        self.sim.on_wire(kind, payload)
 
     def _flush(self, key: tuple[int, int], entry: tuple[int, tuple]) -> None:
         """No next message came within the reorder rule's wait: the kept one goes on alone."""
         if self._stash.get(key) is entry:
             del self._stash[key]
-            self.sim._on_wire(*entry)
+            self.sim.on_wire(*entry)
 
     def _account(self, m: "SimMember", message: Envelope, decision: Decision) -> None:
         """Every firing counts in stats.faults under its action; all but delays (which fire on
@@ -132,5 +133,5 @@ class SimFaultRules:
                 duration_ms = self._release_at(rule) - sim.now
             elif rule is decision.rule and decision.fate is Fate.REORDER:
                 duration_ms = rule.wait_ms
-            sim._log_sim(events.RuleFaultInjected, fault=rule.action, members=[m.name], duration_ms=duration_ms, topic=None,
+            sim.log_sim(events.RuleFaultInjected, fault=rule.action, members=[m.name], duration_ms=duration_ms, topic=None,
                          rule=rule.spec(), api=message.api, direction=message.direction)

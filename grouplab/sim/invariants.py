@@ -27,7 +27,8 @@ from protocol.effects import LogEvent
 from protocol.types import TopicPartition
 
 if TYPE_CHECKING:
-    from grouplab.sim.world import SimMember, Simulation
+    from grouplab.sim.host import SimHost
+    from grouplab.sim.member import SimMember
 
 
 class Violation(Exception):
@@ -52,7 +53,7 @@ def format_step(step: tuple) -> str:
 
 
 class Invariants:
-    def __init__(self, sim: "Simulation") -> None:
+    def __init__(self, sim: "SimHost") -> None:
         self.sim = sim
         self.owners: dict[TopicPartition, set[int]] = {}  # partition -> indexes of members owning it
         self.max_generation = 0

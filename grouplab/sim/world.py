@@ -28,13 +28,12 @@ import heapq
 import itertools
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Concatenate
 
 from consumer.config import ConsumerConfig
 from consumer.coordinator import JOIN_GRACE_MS, ConsumerCoordinator, MemberState, Send
-from consumer.delivery import AppOutput, DeliveryApp
-from consumer.driver import MemberDriver
+from consumer.delivery import AppOutput
 from coordinator.broker import Broker, RequestContext, SequentialMemberIds
 from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
@@ -43,7 +42,9 @@ from coordinator.partition_log import LogStore, MemoryLogStore
 from grouplab.sim.delivery import DeliveryWorld
 from grouplab.sim.fault_rules import SimFaultRules
 from grouplab.sim.invariants import Invariants, Violation, format_step
+from grouplab.sim.member import SimMember
 from grouplab.sim.scenario import RANDOM_KINDS, Scenario, ScheduledFault, _kafka_value
+from grouplab.sim.stats import SimStats
 from protocol import events
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
 from protocol.kernel import UnhandledOutput
@@ -53,33 +54,6 @@ POLL_KEY = ("poll",)
 
 # Heap event kinds.
 _TO_BROKER, _TO_MEMBER, _BROKER_TIMER, _MEMBER_TIMER, _ACTION = range(5)
-
-SimMachine = ConsumerCoordinator | DeliveryApp
-
-
-class SimMember(MemberDriver[SimMachine]):
-    """A simulated member: the driver of its processes, one after another (consumer/driver.py:
-    each one's machine and timers, and the member's connection, whose epoch numbers connections
-    across processes so that messages of an older one are lost), plus what faults do to it."""
-
-    def __init__(self, sim: "Simulation", index: int, name: str, config: ConsumerConfig) -> None:
-        shell = _SimMemberShell(sim, self)
-        super().__init__(config.group_id, sim._clock, sim._after, shell, shell,
-                         functools.partial(sim.emit, name) if sim.emit is not None else None)
-        self.index = index
-        self.name = name  # client.id, stable across restarts
-        self.config = config
-        self.closed_epoch = -1  # a connection closed cleanly: what it sent before closing still arrives
-        self.hung = False
-        self.held: list[tuple] = []  # events that reached a hung member
-        self.slow = False
-        self.partitioned = False
-        self.permanently_down = False
-        self.zombie = False  # a static member's old process, replaced while still running
-
-    @property
-    def up(self) -> bool:
-        return self.machine is not None
 
 
 class _HeapTimers:
@@ -101,7 +75,7 @@ class _HeapTimers:
             sim = self._sim
             token = next(sim._tokens)
             self.armed[out.key] = token
-            # sim._push's heap entry, without the call (most steps arm a timer)
+            # sim.push's heap entry, without the call (most steps arm a timer)
             heapq.heappush(sim._heap, (max(out.deadline_ms, sim.now), next(sim._seq), self._kind,
                                        (self._owner, self, out.key, token)))
         else:
@@ -147,30 +121,6 @@ class _SimMemberShell:
         machine = self._m.machine
         if machine is not None and machine.state is MemberState.FAILED:
             self._sim._member_failed(self._m)
-
-
-@dataclass
-class SimStats:
-    events: int = 0
-    messages_sent: int = 0
-    messages_delivered: int = 0
-    messages_lost: int = 0
-    messages_duplicated: int = 0
-    faults: dict[str, int] = field(default_factory=dict)
-    generations: int = 0
-    rebalance_durations_ms: list[int] = field(default_factory=list)
-    partitions_moved: int = 0
-    unowned_partition_ms: int = 0
-    settled_at_ms: int | None = None
-    quiet_at_ms: int = 0
-    final_imbalance: int | None = None
-    # Delivery runs only (scenario [delivery]): input records and what became of them.
-    produced: int | None = None
-    processed: int | None = None
-    committed: int | None = None
-    lost: int | None = None
-    duplicated: int | None = None
-    duplicated_uncommitted: int | None = None  # the same count as a read_uncommitted reader would make
 
 
 class Simulation:
@@ -245,24 +195,26 @@ class Simulation:
     def _add_member(self, spec: Any, name: str, start_at: int) -> SimMember:
         instance = f"{name}-instance" if spec.static else None
         member = self._new_member(name, self._consumer_config(spec, name, instance))
-        self._at(start_at, functools.partial(self._start_process, member))
+        self.at(start_at, functools.partial(self._start_process, member))
         return member
 
     def _new_member(self, name: str, config: ConsumerConfig) -> SimMember:
-        m = SimMember(self, len(self.members), name, config)
+        m = SimMember(len(self.members), name, config, self._clock, self._after,
+                      lambda member: _SimMemberShell(self, member),
+                      functools.partial(self.emit, name) if self.emit is not None else None)
         self.members.append(m)
         return m
 
     # ------------------------------------------------------------------ the loop
 
-    def _push(self, at: int, kind: int, *payload: Any) -> None:
+    def push(self, at: int, kind: int, *payload: Any) -> None:
         heapq.heappush(self._heap, (at, next(self._seq), kind, payload))
 
-    def _at(self, at: int, action: Callable[[], None]) -> None:
-        self._push(max(at, self.now), _ACTION, action)
+    def at(self, at: int, action: Callable[[], None]) -> None:
+        self.push(max(at, self.now), _ACTION, action)
 
     def _after(self, delay_ms: int, action: Callable[[], None]) -> None:
-        self._at(self.now + delay_ms, action)
+        self.at(self.now + delay_ms, action)
 
     def run(self, until_ms: int | None = None) -> "SimResult":
         """Run until settled after the faults (or the liveness bound passes), or `until_ms`."""
@@ -288,7 +240,7 @@ class Simulation:
                 if not self.faults_on and stats.settled_at_ms is None and invariants.settled():
                     stats.settled_at_ms = self.now
                     stats.final_imbalance = invariants.imbalance()
-                    self._log_sim(events.Settled, quiet_at_ms=stats.quiet_at_ms)
+                    self.log_sim(events.Settled, quiet_at_ms=stats.quiet_at_ms)
                     if self.delivery is not None:
                         self.delivery.finish()
                     break
@@ -338,19 +290,19 @@ class Simulation:
         if self._link_drops(m):
             return
         if self.fault_rules is None:
-            self._on_wire(kind, payload)
+            self.on_wire(kind, payload)
         else:
             self.fault_rules.transmit(m, kind, payload)
 
-    def _on_wire(self, kind: int, payload: tuple, extra_ms: int = 0) -> int:
+    def on_wire(self, kind: int, payload: tuple, extra_ms: int = 0) -> int:
         """Put a message on the network: a delay from the scenario's range (plus `extra_ms`) and,
         while faults are on, maybe a duplicate. Returns when the last copy arrives."""
         due = self.now + extra_ms + self._delay()
-        self._push(due, kind, *payload)
+        self.push(due, kind, *payload)
         if self.faults_on and self._duplicate and self.rng.random() < self._duplicate:
             self.stats.messages_duplicated += 1
             again = self.now + extra_ms + self._delay()
-            self._push(again, kind, *payload)
+            self.push(again, kind, *payload)
             return max(due, again)
         return due
 
@@ -405,17 +357,17 @@ class Simulation:
             assert isinstance(logs, MemoryLogStore)  # the simulator's partition logs live in memory
             self._logs_after_crash = logs.recovered()
             coordinator.timers.cancel_all()
-        self._log_sim(events.CoordinatorCrashed, down_ms=down_ms)
+        self.log_sim(events.CoordinatorCrashed, down_ms=down_ms)
         for m in self.members:
             if m.up and m.connected:
                 self._connection_lost(m)
-        self._at(self.now + down_ms, self._restart_coordinator)
+        self.at(self.now + down_ms, self._restart_coordinator)
 
     def _restart_coordinator(self) -> None:
         coordinator = self._new_coordinator()
         outputs = coordinator.broker.restore(list(self.durable), self.now) if self.durable else []
         self._set_coordinator(coordinator)
-        self._log_sim(events.CoordinatorRestarted, records=len(self.durable))
+        self.log_sim(events.CoordinatorRestarted, records=len(self.durable))
         coordinator.apply(outputs)
 
     # ------------------------------------------------------------------ member side
@@ -429,11 +381,11 @@ class Simulation:
         m.held.clear()
         # Connected at once, unless the coordinator is down (start() then reconnects with back-off).
         m.boot(machine, _HeapTimers(self, _MEMBER_TIMER, m.index), connected=self.broker is not None)
-        self._log_sim(events.ProcessStarted, member=m.name, incarnation=m.incarnation)
+        self.log_sim(events.ProcessStarted, member=m.name, incarnation=m.incarnation)
         self.invariants.dirty = True
         m.start()
 
-    def _stop_process(self, m: SimMember, clean: bool) -> None:
+    def stop_process(self, m: SimMember, clean: bool) -> None:
         if not m.up:
             return
         if clean:
@@ -460,8 +412,8 @@ class Simulation:
         """A fatal error (e.g. FENCED_INSTANCE_ID for a zombie) ends the application, as it does a
         KafkaConsumer's owner."""
         assert m.machine is not None and m.machine.fatal_error is not None
-        self._log_sim(events.ProcessExited, member=m.name, error=m.machine.fatal_error.name)
-        self._stop_process(m, clean=False)
+        self.log_sim(events.ProcessExited, member=m.name, error=m.machine.fatal_error.name)
+        self.stop_process(m, clean=False)
         m.permanently_down = True
 
     def _connection_lost(self, m: SimMember) -> None:
@@ -478,7 +430,7 @@ class Simulation:
         self.invariants.dirty = True
         held, m.held = m.held, []
         for kind, payload in held:
-            self._push(self.now, kind, *payload)
+            self.push(self.now, kind, *payload)
 
     # ------------------------------------------------------------------ faults
 
@@ -488,7 +440,7 @@ class Simulation:
         end = max([s.duration_ms] + [f.until_ms for f in s.faults if f.until_ms is not None])
         self.stats.quiet_at_ms = end
         for f in s.schedule:
-            self._at(f.at_ms, functools.partial(self.inject, f))
+            self.at(f.at_ms, functools.partial(self.inject, f))
             end = max(end, f.at_ms + f.duration_ms)
         hours = max(s.duration_ms - s.faults_from_ms, 0) / 3_600_000
         for kind in RANDOM_KINDS:
@@ -499,10 +451,10 @@ class Simulation:
             for _ in range(count):
                 at = self.rng.randint(s.faults_from_ms, s.duration_ms)
                 duration = self.rng.randint(*s.random.duration_ms)
-                self._at(at, functools.partial(self._inject_random, kind, duration))
+                self.at(at, functools.partial(self._inject_random, kind, duration))
                 end = max(end, at + duration)
         self.stats.quiet_at_ms = end
-        self._at(end, self._faults_over)
+        self.at(end, self._faults_over)
         return end
 
     def _faults_over(self) -> None:
@@ -515,7 +467,7 @@ class Simulation:
             if m.hung:
                 self._resume(m)
             m.slow = False
-        self._log_sim(events.FaultsOver)
+        self.log_sim(events.FaultsOver)
 
     def _pick(self, spec: Any, want: Callable[[SimMember], bool]) -> list[SimMember]:
         candidates = [m for m in self.members if want(m)]
@@ -548,7 +500,7 @@ class Simulation:
         elif kind == "leave_burst":
             chosen = self._pick(f.count or f.members, lambda m: alive(m) and not m.hung)
             for m in chosen:
-                self._stop_process(m, clean=True)
+                self.stop_process(m, clean=True)
                 m.permanently_down = True
         else:
             static_only = kind in ("static_restart", "zombie")
@@ -558,31 +510,31 @@ class Simulation:
                 self._member_fault(m, kind, f.duration_ms)
         if kind in ("coordinator_restart", "add_partitions") or chosen:
             self.stats.faults[kind] = self.stats.faults.get(kind, 0) + 1
-            self._log_sim(events.FaultInjected, fault=kind, members=[m.name for m in chosen], duration_ms=f.duration_ms,
+            self.log_sim(events.FaultInjected, fault=kind, members=[m.name for m in chosen], duration_ms=f.duration_ms,
                           topic=f.topic or None)
 
     def _member_fault(self, m: SimMember, kind: str, duration_ms: int) -> None:
         if kind == "crash":
-            self._stop_process(m, clean=False)
-            self._restart_later(m, duration_ms)
+            self.stop_process(m, clean=False)
+            self.restart_later(m, duration_ms)
         elif kind == "leave":
-            self._stop_process(m, clean=True)
-            self._restart_later(m, duration_ms)
+            self.stop_process(m, clean=True)
+            self.restart_later(m, duration_ms)
         elif kind == "hang":
             m.hung = True
-            self._at(self.now + duration_ms, functools.partial(self._resume_if_hung, m))
+            self.at(self.now + duration_ms, functools.partial(self._resume_if_hung, m))
         elif kind == "slow":
             m.slow = True
-            self._at(self.now + duration_ms, lambda: self._end_slow(m))
+            self.at(self.now + duration_ms, lambda: self._end_slow(m))
         elif kind == "partition":
             m.partitioned = True
-            self._at(self.now + duration_ms, lambda: setattr(m, "partitioned", False))
+            self.at(self.now + duration_ms, lambda: setattr(m, "partitioned", False))
         elif kind == "disconnect":
             if m.connected:
                 self._connection_lost(m)
         elif kind == "static_restart":
-            self._stop_process(m, clean=False)
-            self._restart_later(m, duration_ms or 1)
+            self.stop_process(m, clean=False)
+            self.restart_later(m, duration_ms or 1)
         elif kind == "zombie":
             self._start_zombie_replacement(m, duration_ms)
         elif kind in ("crash_before_commit", "crash_after_commit") and self.delivery is not None:
@@ -593,16 +545,16 @@ class Simulation:
             self._resume(m)
 
     def _end_for_good(self, m: SimMember) -> None:
-        self._stop_process(m, clean=False)
+        self.stop_process(m, clean=False)
         m.permanently_down = True
 
     def _end_slow(self, m: SimMember) -> None:
         m.slow = False
         m.poll()
 
-    def _restart_later(self, m: SimMember, duration_ms: int) -> None:
+    def restart_later(self, m: SimMember, duration_ms: int) -> None:
         if duration_ms > 0:
-            self._at(self.now + duration_ms, lambda: self._start_process(m) if not m.up else None)
+            self.at(self.now + duration_ms, lambda: self._start_process(m) if not m.up else None)
         else:
             m.permanently_down = True
 
@@ -615,7 +567,7 @@ class Simulation:
         new = self._new_member(f"{old.name}-new", old.config)
         old.zombie = True
         self._start_process(new)
-        self._at(self.now + max(duration_ms, 1), functools.partial(self._end_for_good, old))
+        self.at(self.now + max(duration_ms, 1), functools.partial(self._end_for_good, old))
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -633,7 +585,7 @@ class Simulation:
             + metadata + 10_000
         return bound + (self.delivery.drain_bound_ms() if self.delivery is not None else 0)
 
-    def _log_sim(self, event: Callable[Concatenate[str, int, events.Fields], events.SimulatorEvent], /,
+    def log_sim(self, event: Callable[Concatenate[str, int, events.Fields], events.SimulatorEvent], /,
                  *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
         """Note what the simulator did, in the trace and (with an event log) as a §4.6 event."""
         payload = event(self.scenario.group_id, self.seed, *args, **fields)
