@@ -1,4 +1,4 @@
-"""Invariants the simulator checks after every event (DESIGN.md §6, the fault issue).
+"""Invariants the simulator checks after every event (docs/design.md §8).
 
 1. No partition owned by two members of the same generation (except a static member's fenced
    predecessor, KIP-345's zombie, until it learns it is fenced).
