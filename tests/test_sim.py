@@ -16,6 +16,7 @@ from consumer.assignors.range import RangeAssignor
 from grouplab.sim.runner import parse_seeds, result_row, run_seed
 from grouplab.sim.scenario import ScenarioError, load_scenario, parse_scenario
 from grouplab.sim.world import Simulation
+from protocol.types import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
@@ -190,3 +191,21 @@ def test_a_clean_leave_reaches_the_coordinator_before_the_connection_closes():
     run_seed(scenario, 1, listener=lambda node, ev: removed.append((ev.ts_ms, ev.fields["reason"]))
              if ev.event == "member_removed" else None)
     assert removed == [(15_005, "left")]
+
+
+def test_partitions_added_survive_a_coordinator_restart():
+    """`add_partitions` changes the topic as CreatePartitions does, durably: a coordinator that
+    restarts afterwards comes back with the new size, not the scenario's (the members keep
+    consuming the added partitions, and the group owns all 6 when it settles)."""
+    scenario = parse_scenario({
+        "topics": {"t0": 4}, "duration_ms": 60_000, "faults_from_ms": 0,
+        "consumer": {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000, "metadata.max.age.ms": 5000},
+        "members": [{"count": 2, "start_ms": [0, 0]}],
+        "schedule": [{"at_ms": 15_000, "fault": "add_partitions", "topic": "t0", "partitions": 2},
+                     {"at_ms": 30_000, "fault": "coordinator_restart", "duration_ms": 2000}],
+    })
+    sim = Simulation(scenario, 1)
+    result = sim.run()
+    assert result.ok, result.violation
+    assert sim.broker is not None and sim.broker.topics.partitions["t0"] == 6
+    assert sorted(tp for m in sim.live_members() for tp in m.machine.owned) == [TopicPartition("t0", p) for p in range(6)]

@@ -48,6 +48,7 @@ from grouplab.sim.stats import SimStats
 from protocol import events
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
 from protocol.kernel import UnhandledOutput
+from protocol.messages import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.types import TopicPartition
 
 POLL_KEY = ("poll",)
@@ -490,8 +491,12 @@ class Simulation:
                 return
             self._crash_coordinator(max(f.duration_ms, 1))
         elif kind == "add_partitions":
-            if self.broker is not None:
-                self.broker.topics.partitions[f.topic] = self.broker.topics.partitions.get(f.topic, 0) + f.partitions
+            coordinator = self.coordinator
+            if coordinator is not None:
+                # As an admin's CreatePartitions: durable (a TopicRecord), so a restart keeps it.
+                total = coordinator.broker.topics.partitions.get(f.topic, 0) + f.partitions
+                coordinator.handle("CreatePartitions", CreatePartitionsRequest([CreatePartitionsTopic(f.topic, total)]),
+                                   RequestContext(None, "simulator", "sim"))
                 self.invariants.on_topics_changed()
         elif kind == "join_burst":
             spec = self.scenario.members[0]
