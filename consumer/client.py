@@ -83,7 +83,7 @@ class GroupMemberClient:
         self._state_changed = asyncio.Event()
         shell = _ClientShell(self)
         self.driver: MemberDriver[ConsumerCoordinator | DeliveryApp] = MemberDriver(
-            config.group_id, clock, self._schedule, shell, shell, events.emit if events is not None else None)
+            config.group_id, clock, self._schedule, shell, shell, self._emit)  # reads self.events when called
 
     # ------------------------------------------------------------------ public
 

@@ -201,6 +201,19 @@ async def test_three_consumers_join_one_generation_with_one_leader(env: Env, rec
 # ----------------------------------------------------------------------------- 2. leave
 
 
+async def test_an_event_log_given_after_construction_gets_the_events(env: Env, recorder: EventRecorder) -> None:
+    """`client.events` may be set after the client is built (scripts/bench_rebalance.py does): the
+    driver reads it when an event comes, not once at construction."""
+    await env.start_server()
+    config = ConsumerConfig(group_id=GROUP, topics=sorted(TOPICS), client_id="late").with_overrides(CONSUMER)
+    client = GroupMemberClient(config, HOST, env.server.port)
+    client.events = recorder.log("late")
+    env.cleanup.push_async_callback(client.close, False)
+    await client.start()
+    await env.wait_stable([client])
+    assert recorder.events("coordinator_connected", node="late") and recorder.events("sync_completed", node="late")
+
+
 async def test_consumer_leaves_and_the_rest_rebalance(env: Env, recorder: EventRecorder) -> None:
     await env.start_server()
     clients = [await env.consumer(f"c{i}") for i in range(3)]
