@@ -136,7 +136,7 @@ class CoordinatorServer:
         self._loop = asyncio.get_running_loop()
         driver = self.driver = CoordinatorDriver(
             self.broker, self.clock, TimerTable(loop_schedule(self._loop), self.clock, self._fire), self._reply,
-            self._persist, self.events.emit if self.events is not None else None)
+            self._persist, self._emit)  # reads self.events when an event comes
         restored = self._recover() if self.data_dir is not None else []
         try:
             self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port, backlog=4096)
