@@ -206,8 +206,7 @@ class Group(StepOutputs):
             self._log_stable()
             for m in self.members.values():
                 if m.sync_reply is not None:
-                    self._reply(m.sync_reply, self._sync_response(m))
-                    m.sync_reply = None
+                    self._answer_sync(m, self._sync_response(m))
             self._maybe_cancel_sync_timer()
         return self._end()
 
@@ -612,8 +611,7 @@ class Group(StepOutputs):
             for m in self.members.values():
                 m.assignment = b""
                 if m.sync_reply is not None:
-                    self._reply(m.sync_reply, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
-                    m.sync_reply = None
+                    self._answer_sync(m, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
         if self.pending_sync:
             self.pending_sync.clear()
             self._out.append(CancelTimer(self.timers.sync(self.generation_id)))
@@ -702,6 +700,15 @@ class Group(StepOutputs):
 
     def _arm_session(self, member: Member) -> None:
         self._out.append(ArmTimer(self.timers.session(member.member_id), member.last_heartbeat_ms + member.session_timeout_ms))
+
+    def _answer_sync(self, member: Member, response: SyncGroupResponse) -> None:
+        """Answer a parked SyncGroup (its assignment, or an error) and restart the member's session
+        from now, as Kafka's propagateAssignment does: while it waited on us its session could not
+        expire, and it needs a whole session to send its next heartbeat or JoinGroup."""
+        self._reply(member.sync_reply, response)
+        member.sync_reply = None
+        member.last_heartbeat_ms = self._now
+        self._arm_session(member)
 
     def _on_session_deadline(self, member: Member) -> None:
         if member.join_reply is not None or member.sync_reply is not None:

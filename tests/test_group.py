@@ -392,7 +392,9 @@ def test_followers_syncs_are_parked_until_the_leader_sends_the_assignment():
     # c is missing from the leader's list (gets b""); an assignment for a non-member is ignored.
     eff = effects(g.handle_sync(sync_req(a, 1, {a: b"A", b: b"B", "ghost": b"G"}, protocol_type="consumer",
                                          protocol_name="range"), "c0/s", t + 200))
-    assert eff == Effects(replies={"c0/s": sr(b"A"), "c1/s": sr(b"B")})
+    # Answering a parked SyncGroup restarts that member's session (Kafka's propagateAssignment).
+    assert eff == Effects(replies={"c0/s": sr(b"A"), "c1/s": sr(b"B")},
+                          timers={session_key(a): t + 200 + SESSION, session_key(b): t + 200 + SESSION})
     stable = [M(a, assignment=b"A"), M(b, assignment=b"B"), M(c)]
     assert view(g) == expect("Stable", 1, leader=a, pname="range", members=stable, pending_sync=[c])
 
@@ -442,8 +444,9 @@ def test_leader_that_never_syncs_is_removed_and_parked_followers_told_to_rejoin(
     g.handle_sync(sync_req(b, 1), "c1/s", tc + 100)
     t = tc + REBALANCE
     eff = effects(g.on_timer(sync_key(1), t))
+    # b waited in SyncGroup all along: its answer (an error too) gives it a whole session to rejoin.
     assert eff == Effects(replies={"c1/s": serr(ErrorCode.REBALANCE_IN_PROGRESS)},
-                          timers={session_key(a): None, join_key(): t + REBALANCE})
+                          timers={session_key(a): None, session_key(b): t + SESSION, join_key(): t + REBALANCE})
     assert view(g) == expect("PreparingRebalance", 1, leader=b, pname="range", members=[M(b)])
 
 
@@ -535,7 +538,8 @@ def test_session_expiry_in_completing_rebalance_answers_parked_syncs():
     eff = effects(g.on_timer(session_key(a), t))
     assert eff.replies == {"c1/s": serr(ErrorCode.REBALANCE_IN_PROGRESS)}
     assert eff.timers[session_key(a)] is None and eff.timers[join_key()] == t + REBALANCE
-    assert set(eff.timers) <= {session_key(a), join_key(), sync_key(1)}
+    assert eff.timers[session_key(b)] == t + SESSION  # its parked SyncGroup answered: a whole session to rejoin
+    assert set(eff.timers) <= {session_key(a), session_key(b), join_key(), sync_key(1)}
     assert view(g) == expect("PreparingRebalance", 1, leader=b, pname="range", members=[M(b)])
 
 
@@ -614,7 +618,8 @@ def test_changed_join_in_completing_rebalance_restarts_and_voids_parked_syncs():
     g.handle_sync(sync_req(b, 1), "c1/s", tc + 100)
     eff = effects(g.handle_join(join_req(a, protos("c0", "range", "roundrobin")), "c0/j2", tc + 200, "c0"))
     assert eff == Effects(replies={"c1/s": serr(ErrorCode.REBALANCE_IN_PROGRESS)},
-                          timers={sync_key(1): None, join_key(): tc + 200 + REBALANCE})
+                          timers={sync_key(1): None, join_key(): tc + 200 + REBALANCE,
+                                  session_key(b): tc + 200 + SESSION})
     assert view(g) == expect("PreparingRebalance", 1, leader=a, pname="range", members=[M(a, join="c0/j2"), M(b)])
 
 

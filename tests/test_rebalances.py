@@ -153,11 +153,13 @@ def test_other_groups_other_nodes_and_opaque_assignments() -> None:
 
 
 # (rebalances timed, their total ms, partitions moved) in SimStats, as the simulator reported them
-# before it read rebalances from the tracker (commit 0853011).
+# before it read rebalances from the tracker (commit 0853011), but for three runs that changed when
+# an answered SyncGroup began to restart the member's session as in Kafka: crash-storm 2 (37,
+# 231572, 338 before) and 3 (33, 179928, 250), rebalance-storm 3 (9, 16172, 110).
 BEFORE_THE_TRACKER = {
     ("crash-storm", 1): (36, 192985, 294),
-    ("crash-storm", 2): (37, 231572, 338),
-    ("crash-storm", 3): (33, 179928, 250),
+    ("crash-storm", 2): (33, 245786, 242),
+    ("crash-storm", 3): (33, 180247, 250),
     ("static-members", 1): (1, 6015, 0),
     ("static-members", 2): (1, 6013, 0),
     ("static-members", 3): (1, 6014, 0),
@@ -166,7 +168,7 @@ BEFORE_THE_TRACKER = {
     ("coordinator-restart", 3): (5, 14265, 4),
     ("rebalance-storm", 1): (9, 14280, 110),
     ("rebalance-storm", 2): (8, 11266, 110),
-    ("rebalance-storm", 3): (9, 16172, 110),
+    ("rebalance-storm", 3): (9, 16193, 110),
     ("add-partitions", 1): (5, 18043, 11),
     ("add-partitions", 2): (5, 18059, 11),
     ("add-partitions", 3): (5, 23622, 11),
