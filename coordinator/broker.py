@@ -103,8 +103,10 @@ class Broker:
         self.groups: dict[str, Group] = {}
         self.txn = TransactionCoordinator(
             allocate_producer_id=lambda: self.logs.allocate_producer_id(),  # the store the shell set, read per call
+            # The coordinator's markers are authoritative: they end the transaction on the
+            # partition whatever epoch it last saw for the producer (coordinator/transactions.py).
             write_marker=lambda tp, pid, epoch, commit, now: self.logs.log(tp.topic, tp.partition).append_marker(
-                pid, epoch, commit, now),
+                pid, epoch, commit, now, authoritative=True),
             complete_offsets=self._complete_txn_offsets,
             partition_exists=lambda tp: 0 <= tp.partition < self.topics.partitions.get(tp.topic, 0),
             persist=Persist,

@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from coordinator.partition_log import READ_COMMITTED, LogError, LogStore, OffsetOutOfRange, fetched_size
+from coordinator.partition_log import (
+    INT64_MAX,
+    READ_COMMITTED,
+    LogError,
+    LogStore,
+    OffsetOutOfRange,
+    PartitionLog,
+    fetched_size,
+)
 from coordinator.topics import TopicStore
 from coordinator.transactions import TransactionCoordinator
 from protocol import events
@@ -34,6 +42,7 @@ from protocol.messages import (
     ProduceRequest,
     ProduceResponse,
     ProduceTopicResponse,
+    RecordBatch,
 )
 
 ACKS = (-1, 0, 1)
@@ -86,14 +95,15 @@ def handle_produce(broker: DataPlaneHost, req: ProduceRequest, reply_to: Any, no
                 continue
             log = broker.logs.log(name, index)
             batch = pd.records
-            if batch.is_transactional:
-                # A transactional batch only goes to a partition of its producer's Ongoing
-                # transaction (AddPartitionsToTxn first), and never from a fenced instance.
-                refusal = broker.txn.in_transaction(batch.producer_id, batch.producer_epoch, TopicPartition(name, index))
-                if refusal is not None:
-                    parts.append(ProducePartitionResponse(index, refusal, error_message=(
-                        f"transactional batch refused: {refusal.name}")))
-                    continue
+            refused = _producer_refusal(broker, batch, log, TopicPartition(name, index))
+            if refused is not None:
+                code, message = refused
+                if not batch.is_transactional:  # (the transaction coordinator's refusals are not logged)
+                    out.append(LogEvent(now_ms, events.ProduceRejected(
+                        name, index, batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                        records=len(batch.records), error=code.name, message=message)))
+                parts.append(ProducePartitionResponse(index, code, error_message=message))
+                continue
             try:
                 result = log.append(batch, now_ms)
             except OSError as exc:  # the disk refused: nothing was appended (the store undid any part)
@@ -122,6 +132,51 @@ def handle_produce(broker: DataPlaneHost, req: ProduceRequest, reply_to: Any, no
             response.error_message = f"acks must be -1, 0 or 1, got {req.acks}"
         out.insert(0, Reply(reply_to, response))
     return out
+
+
+def _producer_refusal(broker: DataPlaneHost, batch: RecordBatch, log: PartitionLog,
+                      tp: TopicPartition) -> tuple[ErrorCode, str] | None:
+    """Who may write with this batch's producer id, checked before the log sees it (so a refused
+    batch changes nothing, not even the partition's producer state). None when the log may judge it.
+
+    A transactional producer id's epoch belongs to its transaction coordinator: only InitProducerId,
+    a transaction timeout or a restart moves it, and its markers carry it. A batch that could move
+    it on a partition (a higher epoch, a non-transactional batch) would make the coordinator's next
+    marker look stale there, and the transaction could then never end. So:
+
+    - A transactional batch must come from the current epoch of an Ongoing transaction that added
+      this partition (`TransactionCoordinator.in_transaction`): an older epoch is PRODUCER_FENCED
+      (90), an epoch the coordinator never gave INVALID_PRODUCER_EPOCH (47), a producer id no
+      transactional id owns INVALID_PRODUCER_ID_MAPPING (49), otherwise INVALID_TXN_STATE (48).
+    - A non-transactional batch whose producer id a transactional id owns is refused whatever its
+      epoch. If that producer has a transaction open on this partition, with INVALID_TXN_STATE
+      (48): Kafka's ProducerStateManager answers exactly that ("Expected transactional write from
+      producer ...") when a non-transactional batch comes while the producer's transaction is open.
+      Otherwise with INVALID_PRODUCER_ID_MAPPING (49): the id is mapped to a transactional id and
+      this request does not come from it (where Kafka would append and let the epoch move).
+    - A producer id this cluster never handed out (InitProducerId allocates them, in order, never
+      twice) is refused with INVALID_PRODUCER_ID_MAPPING (49), transactional or not: accepted, it
+      would give a partition an epoch for an id the coordinator may hand to a transactional id
+      later, whose batches and markers would then look stale there.
+
+    Ids that are not 64-bit non-negative numbers (-1: no producer) are left to the log, which
+    appends without idempotence or refuses the batch as CORRUPT_MESSAGE."""
+    pid = batch.producer_id
+    if batch.is_transactional:
+        refusal = broker.txn.in_transaction(pid, batch.producer_epoch, tp)
+        return None if refusal is None else (refusal, f"transactional batch refused: {refusal.name}")
+    if not 0 <= pid <= INT64_MAX:
+        return None
+    if not broker.logs.is_allocated(pid):
+        return (ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                f"producer id {pid} was never allocated: InitProducerId hands out producer ids")
+    if broker.txn.owner(pid) is not None:
+        if pid in log.open_txns:
+            return (ErrorCode.INVALID_TXN_STATE, f"producer {pid} has a transaction open on {tp.topic}-{tp.partition}: "
+                                                 f"expected a transactional batch")
+        return (ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                f"producer id {pid} belongs to a transactional id: only its transactional batches are accepted")
+    return None
 
 
 # ----------------------------------------------------------------------------- Fetch

@@ -14,9 +14,10 @@ Interface (other modules code against these names):
 
     store.log(topic, partition) -> PartitionLog        (created on first use)
     store.allocate_producer_id() -> int                 (never reused, also across restarts)
+    store.is_allocated(producer_id) -> bool              (could it have been handed out?)
     log.log_start_offset / log.log_end_offset / log.last_stable_offset
     log.append(batch, now_ms) -> AppendResult(error_code, base_offset, duplicate, ...)
-    log.append_marker(producer_id, producer_epoch, commit, now_ms) -> offset of the marker
+    log.append_marker(producer_id, producer_epoch, commit, now_ms, authoritative=False) -> offset of the marker
     log.read(offset, max_bytes, isolation_level) -> [FetchedRecord]
     log.offset_for(timestamp) -> TimestampOffset(offset, timestamp)
 
@@ -235,7 +236,10 @@ class PartitionLog:
         flags = 0
         if pid >= 0:
             epoch, seq = batch.producer_epoch, batch.base_sequence
-            if pid > INT64_MAX or not 0 <= epoch <= INT16_MAX or not 0 <= seq <= INT32_MAX:
+            if pid > INT64_MAX:
+                return _refuse(ErrorCode.CORRUPT_MESSAGE, f"producer_id must fit in 64 bits (-1 or 0..{INT64_MAX}), "
+                                                          f"got {pid}")
+            if not 0 <= epoch <= INT16_MAX or not 0 <= seq <= INT32_MAX:
                 return _refuse(ErrorCode.CORRUPT_MESSAGE, f"an idempotent batch needs producer_epoch 0..{INT16_MAX} and "
                                                           f"base_sequence 0..{INT32_MAX}, got {epoch} and {seq}")
             if batch.is_transactional:
@@ -304,16 +308,24 @@ class PartitionLog:
                            f"{seq}..{last}, which {why}")
         return None
 
-    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, now_ms: int) -> int:
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
+                      authoritative: bool = False) -> int:
         """Write a control batch ending `producer_id`'s transaction on this partition (commit or
         abort). It takes one offset and is never returned by `read`. Returns its offset. A marker
         with an older epoch than the producer's raises LogError(INVALID_PRODUCER_EPOCH); a newer
-        epoch becomes the producer's (its next batch must start at sequence 0)."""
+        epoch becomes the producer's (its next batch must start at sequence 0).
+
+        `authoritative`: the transaction coordinator's own marker (Kafka's WriteTxnMarkers, which
+        carry the coordinator's epoch and win over the partition's view of the producer). It is
+        written whatever epoch the partition last saw for this producer, and its epoch becomes the
+        producer's: the coordinator owns a transactional producer id's epoch, so a partition that
+        saw another epoch (a log written before Produce refused forged epochs) cannot keep a
+        transaction open for ever."""
         if not 0 <= producer_id <= INT64_MAX or not 0 <= producer_epoch <= INT16_MAX:
             raise LogError(ErrorCode.INVALID_REQUEST, f"a marker needs producer_id >= 0 and producer_epoch "
                                                       f"0..{INT16_MAX}, got {producer_id} and {producer_epoch}")
         st = self.producers.get(producer_id)
-        if st is not None and producer_epoch < st.epoch:
+        if st is not None and producer_epoch < st.epoch and not authoritative:
             raise LogError(ErrorCode.INVALID_PRODUCER_EPOCH, f"producer {producer_id}: marker epoch {producer_epoch} "
                                                              f"is older than the current epoch {st.epoch}")
         flags = FLAG_TRANSACTIONAL | FLAG_CONTROL | (FLAG_COMMIT if commit else 0)
@@ -786,6 +798,11 @@ class LogStore:
         pid = self._next_producer_id
         self._next_producer_id += 1
         return pid
+
+    def is_allocated(self, producer_id: int) -> bool:
+        """Could `producer_id` have been handed out by this store (now or before a restart)? Ids
+        are allocated in increasing order and never reused, so every id below the next one counts."""
+        return 0 <= producer_id < self._next_producer_id
 
     def flush_if_due(self, now_ms: int) -> None:
         for log in self._logs.values():

@@ -178,17 +178,30 @@ class TransactionCoordinator(StepOutputs):
         return code
 
     def in_transaction(self, producer_id: int, producer_epoch: int, tp: TopicPartition) -> ErrorCode | None:
-        """A transactional batch may only go to a partition added to the producer's Ongoing transaction."""
+        """A transactional batch may only go to a partition added to the producer's Ongoing
+        transaction, with the epoch the coordinator gave it last: an older one is a fenced instance
+        (PRODUCER_FENCED), a newer one was never given (INVALID_PRODUCER_EPOCH), and a producer id
+        no transactional id owns gets INVALID_PRODUCER_ID_MAPPING. So a transactional batch never
+        moves a partition's producer epoch away from the coordinator's."""
+        txn = self.owner(producer_id)
+        if txn is None:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch < txn.producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if producer_epoch > txn.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if txn.state is not TxnState.ONGOING or tp not in txn.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return None
+
+    def owner(self, producer_id: int) -> TxnMetadata | None:
+        """The transactional id that owns `producer_id` now, if one does. Its epoch is the
+        coordinator's to move (InitProducerId, a timeout, a restart): the data plane refuses any
+        batch that would move it on a partition (coordinator/data_plane.py)."""
         for txn in self.txns.values():
             if txn.producer_id == producer_id:
-                if producer_epoch < txn.producer_epoch:
-                    return ErrorCode.PRODUCER_FENCED
-                if producer_epoch > txn.producer_epoch:
-                    return ErrorCode.INVALID_PRODUCER_EPOCH
-                if txn.state is not TxnState.ONGOING or tp not in txn.partitions:
-                    return ErrorCode.INVALID_TXN_STATE
-                return None
-        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+                return txn
+        return None
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
         self._begin(now_ms)

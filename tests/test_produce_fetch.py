@@ -122,7 +122,8 @@ def test_produce_with_acks_zero_gets_no_response_but_appends() -> None:
     resp, _ = produce(b, {("t", 0): recs(b"a")}, acks=0)
     assert resp is None
     assert b.logs.log("t", 0).log_end_offset == 1
-    resp, events = produce(b, {("t", 0): recs(b"a", producer_id=1, producer_epoch=0, base_sequence=3)}, acks=0)
+    pid = call(b, "InitProducerId", InitProducerIdRequest())[0].producer_id
+    resp, events = produce(b, {("t", 0): recs(b"a", producer_id=pid, producer_epoch=0, base_sequence=3)}, acks=0)
     assert resp is None and events[0].event == "produce_rejected"  # no answer even on error (logged)
 
 
@@ -137,8 +138,9 @@ def test_produce_with_invalid_acks_is_refused_everywhere() -> None:
 def test_a_duplicate_batch_is_acknowledged_with_the_original_offset_and_logged() -> None:
     b = broker()
     produce(b, {("t", 0): recs(b"x")})
-    first, _ = produce(b, {("t", 0): recs(b"a", b"b", producer_id=5, producer_epoch=0, base_sequence=0)})
-    again, events = produce(b, {("t", 0): recs(b"a", b"b", producer_id=5, producer_epoch=0, base_sequence=0)})
+    pid = call(b, "InitProducerId", InitProducerIdRequest())[0].producer_id
+    first, _ = produce(b, {("t", 0): recs(b"a", b"b", producer_id=pid, producer_epoch=0, base_sequence=0)})
+    again, events = produce(b, {("t", 0): recs(b"a", b"b", producer_id=pid, producer_epoch=0, base_sequence=0)})
     assert first.responses[0].partition_responses[0].base_offset == 1
     assert again.responses[0].partition_responses[0].base_offset == 1
     assert again.responses[0].partition_responses[0].error_code == 0

@@ -174,3 +174,313 @@ def test_epoch_exhaustion_allocates_a_new_producer_id(epochs: int) -> None:
     f.tc.txns["app"].producer_epoch = epochs
     pid, epoch = f.init()
     assert (pid, epoch) == ((1000, 32766) if epochs == 32765 else (1001, 0))
+
+
+# ============================================================================ through the Broker: nobody wedges a transaction
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule  # noqa: E402
+
+from coordinator.broker import Broker, RequestContext  # noqa: E402
+from coordinator.config import BrokerConfig  # noqa: E402
+from coordinator.partition_log import INT16_MAX, INT32_MAX, INT64_MAX  # noqa: E402
+from protocol.effects import LogEvent  # noqa: E402
+from protocol.messages import (  # noqa: E402
+    InitProducerIdResponse,
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceTopicData,
+    Record,
+    RecordBatch,
+)
+
+T0 = 1_700_000_000_000
+PARTS = [("out", 0), ("out", 1), ("side", 0)]
+
+
+def txn_broker() -> Broker:
+    b = Broker(BrokerConfig())
+    b.topics.partitions.update({"out": 2, "side": 1})
+    return b
+
+
+def only_reply(out: list) -> object:
+    replies = [o.body for o in out if isinstance(o, Reply)]
+    assert len(replies) == 1
+    return replies[0]
+
+
+def produce_one(b: Broker, tp: tuple[str, int], batch: RecordBatch, now: int = T0) -> tuple[int, str | None]:
+    body = only_reply(b.handle("Produce", ProduceRequest([ProduceTopicData(tp[0], [ProducePartitionData(tp[1], batch)])]),
+                               RequestContext("r"), now))
+    part = body.responses[0].partition_responses[0]
+    return part.error_code, part.error_message
+
+
+def state_of(b: Broker) -> tuple:
+    """Everything a refused request must leave as it was: the logs' ends, producer and transaction
+    state on every partition, and the coordinator's transactions."""
+    logs = {key: (log.log_end_offset, {pid: (s.epoch, s.last_seq) for pid, s in log.producers.items()},
+                  dict(log.open_txns)) for key, log in b.logs.logs().items()
+            if log.log_end_offset or log.producers}  # (an empty log is created by the first Produce to it)
+    txns = {tid: (t.producer_id, t.producer_epoch, t.state, frozenset(t.partitions), frozenset(t.groups))
+            for tid, t in b.txn.txns.items()}
+    return logs, txns
+
+
+def owner_of(b: Broker, pid: int) -> object:
+    return next((t for t in b.txn.txns.values() if t.producer_id == pid), None)
+
+
+def open_app_tx(b: Broker, now: int = T0) -> tuple[int, int]:
+    """Issue 11's setup: InitProducerId for app-tx, AddPartitionsToTxn out-0 and out-1, a
+    transactional batch to each."""
+    init = only_reply(b.handle("InitProducerId", InitProducerIdRequest("app-tx", 60_000), RequestContext("r"), now))
+    pid, epoch = init.producer_id, init.producer_epoch
+    added = only_reply(b.handle("AddPartitionsToTxn", AddPartitionsToTxnRequest(
+        "app-tx", pid, epoch, [AddPartitionsToTxnTopic("out", [0, 1])]), RequestContext("r"), now))
+    assert all(p.error_code == 0 for t in added.results for p in t.results)
+    for p in (0, 1):
+        assert produce_one(b, ("out", p), RecordBatch([Record(b"t")], pid, epoch, 0, True), now)[0] == 0
+    return pid, epoch
+
+
+def test_a_forged_non_transactional_produce_cannot_wedge_an_open_transaction() -> None:
+    """Issue 11: another connection's non-transactional batch with app-tx's producer id and a higher
+    epoch used to be appended; the markers then looked stale and the transaction never ended."""
+    b = txn_broker()
+    pid, epoch = open_app_tx(b)
+    before = state_of(b)
+    code, message = produce_one(b, ("out", 0), RecordBatch([Record(b"x")], pid, 5, 0))
+    assert code == ErrorCode.INVALID_TXN_STATE and "transaction open on out-0" in message
+    assert state_of(b) == before
+    # On a partition the transaction has not written to, the id is still not the forger's to use.
+    code, _ = produce_one(b, ("side", 0), RecordBatch([Record(b"x")], pid, 5, 0))
+    assert code == ErrorCode.INVALID_PRODUCER_ID_MAPPING and state_of(b) == before
+    # A transactional batch with an epoch the coordinator never gave is refused too.
+    assert produce_one(b, ("out", 0), RecordBatch([Record(b"x")], pid, 5, 0, True))[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert state_of(b) == before
+    end = only_reply(b.handle("EndTxn", EndTxnRequest("app-tx", pid, epoch, True), RequestContext("r"), T0 + 1))
+    assert end.error_code == 0
+    for p in (0, 1):
+        log = b.logs.log("out", p)
+        assert log.last_stable_offset == log.log_end_offset == 2
+
+
+def test_producer_ids_never_allocated_are_refused_and_a_huge_one_says_why() -> None:
+    b = txn_broker()
+    code, message = produce_one(b, ("out", 0), RecordBatch([Record(b"x")], 0, 0, 0))
+    assert code == ErrorCode.INVALID_PRODUCER_ID_MAPPING and "never allocated" in message
+    code, message = produce_one(b, ("out", 0), RecordBatch([Record(b"x")], 2**63, 0, 0))
+    assert code == ErrorCode.CORRUPT_MESSAGE
+    assert message == f"producer_id must fit in 64 bits (-1 or 0..{INT64_MAX}), got {2**63}"
+    assert b.logs.logs()[("out", 0)].log_end_offset == 0
+    pid = only_reply(b.handle("InitProducerId", InitProducerIdRequest(), RequestContext("r"), T0)).producer_id
+    assert produce_one(b, ("out", 0), RecordBatch([Record(b"x")], pid, 0, 0))[0] == 0
+
+
+def test_a_marker_ends_the_transaction_even_if_the_partition_saw_a_newer_epoch() -> None:
+    """A partition whose producer state got ahead of the coordinator (a log written before the
+    refusals above) cannot keep a transaction open: the coordinator's marker is authoritative."""
+    b = txn_broker()
+    pid, epoch = open_app_tx(b)
+    b.logs.log("out", 0).producers[pid].epoch = 5  # as the forged batch of issue 11 left it
+    out = b.on_timer(timer_key("app-tx"), T0 + 60_000)  # the timeout abort
+    assert not [o for o in out if isinstance(o, Reply)]
+    assert b.txn.txns["app-tx"].state is TxnState.COMPLETE_ABORT
+    for p in (0, 1):
+        log = b.logs.log("out", p)
+        assert log.last_stable_offset == log.log_end_offset == 2 and log.producers[pid].epoch == epoch
+    init = only_reply(b.handle("InitProducerId", InitProducerIdRequest("app-tx", 60_000), RequestContext("r"), T0))
+    assert (init.error_code, init.producer_epoch) == (0, epoch + 2)
+
+
+TIDS = ["app-tx", "b-tx"]
+pids = st.one_of(st.integers(0, 6), st.sampled_from([-1, -2, INT64_MAX, 2**63]), st.integers(-2**64, 2**64))
+epochs = st.one_of(st.integers(0, 6), st.sampled_from([-1, INT16_MAX, INT16_MAX + 1]), st.integers(-2**16, 2**16))
+sequences = st.one_of(st.integers(0, 8), st.sampled_from([-1, INT32_MAX, INT32_MAX + 1]))
+
+
+def error_codes(body: object) -> list[int]:
+    """Every error_code in a response, nested ones included."""
+    found = []
+    code = getattr(body, "error_code", None)
+    if code is not None:
+        found.append(code)
+    for value in vars(body).values() if hasattr(body, "__dict__") else ():
+        for item in value if isinstance(value, list) else [value]:
+            if hasattr(item, "__dataclass_fields__"):
+                found += error_codes(item)
+    return found
+
+
+class TxnMachine(RuleBasedStateMachine):
+    """Honest transactional producers (their epochs and sequences as the coordinator answered them)
+    interleaved with forged requests from anyone, timeouts included. After every step: no answer is
+    UNKNOWN_SERVER_ERROR, a refused forged request changed nothing, and no partition holds an open
+    transaction the coordinator considers ended (its markers were written). At the end, with every
+    transaction ended by timeouts, every partition's last stable offset is its log end offset."""
+
+    @initialize()
+    def setup(self) -> None:
+        self.b = txn_broker()
+        self.now = T0
+        self.timers: dict[tuple, int] = {}
+        self.producer: dict[str, tuple[int, int]] = {}  # tid -> (pid, epoch) as last answered
+        self.seq: dict[tuple[int, int, tuple[str, int]], int] = {}  # (pid, epoch, tp) -> next sequence
+        self.idempotent: list[int] = []
+
+    def run(self, api: str, body: object) -> object:
+        out = self.b.handle(api, body, RequestContext("r"), self.now)
+        self.absorb(out)
+        reply = only_reply(out)
+        assert ErrorCode.UNKNOWN_SERVER_ERROR not in error_codes(reply), (api, body, reply)
+        return reply
+
+    def absorb(self, out: list) -> None:
+        for o in out:
+            if isinstance(o, ArmTimer):
+                self.timers[o.key] = o.deadline_ms
+            elif isinstance(o, CancelTimer):
+                self.timers.pop(o.key, None)
+            elif isinstance(o, LogEvent):
+                assert o.event.fields.get("error") != "UNKNOWN_SERVER_ERROR" if hasattr(o.event, "fields") else True
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+        while True:
+            due = sorted((deadline, key) for key, deadline in self.timers.items() if deadline <= self.now)
+            if not due:
+                return
+            deadline, key = due[0]
+            del self.timers[key]
+            out = self.b.on_timer(key, max(deadline, self.now))
+            assert not [o for o in out if isinstance(o, Reply)]
+            self.absorb(out)
+
+    # ---------------------------------------------------------------- honest clients
+
+    @rule(tid=st.sampled_from(TIDS), timeout=st.sampled_from([50, 1_000, 60_000]))
+    def init(self, tid: str, timeout: int) -> None:
+        r = self.run("InitProducerId", InitProducerIdRequest(tid, timeout))
+        assert isinstance(r, InitProducerIdResponse) and r.error_code == 0
+        self.producer[tid] = (r.producer_id, r.producer_epoch)
+
+    @rule()
+    def init_idempotent(self) -> None:
+        r = self.run("InitProducerId", InitProducerIdRequest())
+        self.idempotent.append(r.producer_id)
+
+    @rule(tid=st.sampled_from(TIDS), tps=st.lists(st.sampled_from(PARTS), min_size=1, max_size=3, unique=True))
+    def add_partitions(self, tid: str, tps: list) -> None:
+        if tid in self.producer:
+            pid, epoch = self.producer[tid]
+            topics: dict[str, list[int]] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append(p)
+            self.run("AddPartitionsToTxn", AddPartitionsToTxnRequest(
+                tid, pid, epoch, [AddPartitionsToTxnTopic(t, ps) for t, ps in topics.items()]))
+
+    @rule(tid=st.sampled_from(TIDS), tps=st.lists(st.sampled_from(PARTS), min_size=1, max_size=3, unique=True))
+    def begin(self, tid: str, tps: list) -> None:
+        """What a client does most: (initialise,) add partitions and write to each of them."""
+        if tid not in self.producer:
+            self.init(tid, 60_000)
+        self.add_partitions(tid, tps)
+        for tp in tps:
+            self.txn_produce(tid, tp, 1)
+
+    @rule(tid=st.sampled_from(TIDS), group=st.sampled_from(["g", "h"]))
+    def add_offsets(self, tid: str, group: str) -> None:
+        if tid in self.producer:
+            pid, epoch = self.producer[tid]
+            self.run("AddOffsetsToTxn", AddOffsetsToTxnRequest(tid, pid, epoch, group))
+
+    @rule(tid=st.sampled_from(TIDS), tp=st.sampled_from(PARTS), n=st.integers(1, 3))
+    def txn_produce(self, tid: str, tp: tuple[str, int], n: int) -> None:
+        if tid in self.producer:
+            pid, epoch = self.producer[tid]
+            seq = self.seq.get((pid, epoch, tp), 0)
+            code, _ = self.produce(tp, RecordBatch([Record(b"v")] * n, pid, epoch, seq, True))
+            if code == 0:
+                self.seq[(pid, epoch, tp)] = seq + n
+
+    @rule(tp=st.sampled_from(PARTS), n=st.integers(1, 3))
+    def idempotent_produce(self, tp: tuple[str, int], n: int) -> None:
+        if self.idempotent:
+            pid = self.idempotent[-1]
+            seq = self.seq.get((pid, 0, tp), 0)
+            code, _ = self.produce(tp, RecordBatch([Record(b"i")] * n, pid, 0, seq))
+            assert code == 0
+            self.seq[(pid, 0, tp)] = seq + n
+
+    @rule(tid=st.sampled_from(TIDS), commit=st.booleans())
+    def end_txn(self, tid: str, commit: bool) -> None:
+        if tid in self.producer:
+            pid, epoch = self.producer[tid]
+            self.run("EndTxn", EndTxnRequest(tid, pid, epoch, commit))
+
+    @rule(ms=st.sampled_from([1, 30, 100, 2_000, 70_000]))
+    def tick(self, ms: int) -> None:
+        self.advance(ms)
+
+    # ---------------------------------------------------------------- forged requests
+
+    def produce(self, tp: tuple[str, int], batch: RecordBatch) -> tuple[int, str | None]:
+        body = self.run("Produce", ProduceRequest([ProduceTopicData(tp[0], [ProducePartitionData(tp[1], batch)])]))
+        part = body.responses[0].partition_responses[0]
+        return part.error_code, part.error_message
+
+    @rule(tp=st.sampled_from(PARTS), pid=pids, epoch=epochs, seq=sequences, transactional=st.booleans(),
+          steal=st.sampled_from([None, "app-tx", "b-tx"]), epoch_delta=st.integers(-1, 3))
+    def forged_produce(self, tp: tuple[str, int], pid: int, epoch: int, seq: int, transactional: bool,
+                       steal: str | None, epoch_delta: int) -> None:
+        """A batch from anyone: arbitrary ids, or a transactional producer's id with a nearby epoch."""
+        if steal is not None and steal in self.producer:  # (sequence 0: what a new epoch must start at)
+            pid, epoch, seq = self.producer[steal][0], max(0, self.producer[steal][1] + epoch_delta), 0
+        before = state_of(self.b)
+        code, _ = self.produce(tp, RecordBatch([Record(b"f")], pid, epoch, seq, transactional))
+        if code != 0:
+            assert state_of(self.b) == before, "a refused Produce changed something"
+        elif transactional:  # accepted: only as the current epoch of an Ongoing transaction that added tp
+            assert self.b.txn.in_transaction(pid, epoch, TopicPartition(*tp)) is None
+        elif pid >= 0:
+            assert owner_of(self.b, pid) is None
+
+    @rule(tid=st.sampled_from(TIDS + ["nobody"]), pid=pids, epoch=epochs, commit=st.booleans(),
+          steal=st.booleans(), epoch_delta=st.integers(-2, 2))
+    def forged_end_txn(self, tid: str, pid: int, epoch: int, commit: bool, steal: bool, epoch_delta: int) -> None:
+        if steal and tid in self.producer:
+            pid, epoch = self.producer[tid][0], self.producer[tid][1] + epoch_delta
+        before = state_of(self.b)
+        r = self.run("EndTxn", EndTxnRequest(tid, pid, epoch, commit))
+        if r.error_code != 0:
+            assert state_of(self.b) == before, "a refused EndTxn changed something"
+
+    # ---------------------------------------------------------------- invariants
+
+    @invariant()
+    def ended_transactions_have_their_markers(self) -> None:
+        if not hasattr(self, "b"):
+            return
+        for (topic, partition), log in self.b.logs.logs().items():
+            for pid in log.open_txns:
+                owner = owner_of(self.b, pid)
+                assert owner is not None and owner.state is TxnState.ONGOING, (topic, partition, pid)
+                assert TopicPartition(topic, partition) in owner.partitions
+            if all(t.state is not TxnState.ONGOING for t in self.b.txn.txns.values()):
+                assert log.last_stable_offset == log.log_end_offset, (topic, partition)
+
+    def teardown(self) -> None:
+        if hasattr(self, "b"):
+            self.advance(self.b.config.transaction_max_timeout_ms + 1)  # every open transaction times out
+            assert all(t.state is not TxnState.ONGOING for t in self.b.txn.txns.values())
+            for key, log in self.b.logs.logs().items():
+                assert log.last_stable_offset == log.log_end_offset, key
+
+
+TestTxnInterleavings = TxnMachine.TestCase
+TestTxnInterleavings.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
