@@ -488,27 +488,37 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from grouplab.sim.scenario import load_scenario, resolve_scenario
     from grouplab.sim.timeline import Timeline
 
+    if args.seed is not None and args.seeds:
+        raise UsageError("give --seed N (one run, with its timeline) or --seeds RANGE (many runs), not both")
+    seeds = parse_seeds(args.seeds) if args.seeds else [1 if args.seed is None else args.seed]
+    if args.run_dir and len(seeds) > 1:
+        raise UsageError("--run-dir writes one run's event log: use it with --seed, not --seeds")
     scenario = load_scenario(resolve_scenario(args.scenario))
     if args.members:
         scenario = scenario.with_members(args.members)
     if args.assignor:
         scenario = scenario.with_assignors(check_assignors(parse_list(args.assignor)))
-    seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    interrupted = False
     if len(seeds) == 1:
         timeline = Timeline(scenario.group_id)
         result = run_seed(scenario, seeds[0], args.run_dir, listener=timeline)
         console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seeds[0]}"))
         results = [result]
     else:
-        if args.run_dir:
-            raise UsageError("--run-dir writes one run's event log: use it with --seed, not --seeds")
         results = []
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=True) as progress:
-            task = progress.add_task(f"{scenario.name}: seeds", total=len(seeds))
-            for seed in seeds:
-                results.append(run_seed(scenario, seed))
-                progress.advance(task)
+        try:
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          console=err, transient=True, disable=not err.is_terminal) as progress:
+                task = progress.add_task(f"{scenario.name}: seeds", total=len(seeds))
+                for seed in seeds:
+                    results.append(run_seed(scenario, seed))
+                    progress.advance(task)
+        except KeyboardInterrupt:
+            interrupted = True
+            err.print(f"[yellow]interrupted after {len(results):,} of {len(seeds):,} seeds; "
+                      f"the summary below covers those[/]", soft_wrap=True)
+            if not results:
+                return 130
     rows = [result_row(r) for r in results]
     summary = totals(results)
     for r in results:
@@ -523,11 +533,118 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                   f"settled after the faults in median {summary['settle_ms_median']} ms (max {summary['settle_ms_max']} ms); "
                   + ("[green]all invariants held[/]" if not summary["failed"] else f"[red]failed seeds: {summary['failed']}[/]"))
     if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps({"scenario": scenario.name, "totals": summary, "seeds": rows}, indent=2))
+        Path(args.summary_json).write_text(json.dumps({"scenario": scenario.name, "totals": summary, "seeds": rows,
+                                                       "interrupted": interrupted}, indent=2))
+    if interrupted:
+        return 130
     return 1 if summary["failed"] else 0
 
 
 # ----------------------------------------------------------------------------- sweep (Spark)
+
+
+class _KeepSigint:
+    """The `signal` module, except that signal(SIGINT, ...) changes nothing."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(signal, name)
+
+    def signal(self, signum: int, handler: Any) -> Any:
+        if signum == signal.SIGINT:
+            return signal.getsignal(signum)
+        return signal.signal(signum, handler)
+
+
+class SparkInterrupt:
+    """Ctrl-C during a Spark command: one line saying what was done, Spark stopped quietly, exit 130.
+
+    A KeyboardInterrupt raised in the driver's main thread would land inside a Py4J call (pages of
+    Py4J errors), and only once that call returns (a long job: never). So SIGINT raises nothing here:
+    the C-level handler writes to a wakeup pipe, and a watcher thread does the stopping at once."""
+
+    def __init__(self, command: str, done: Any) -> None:
+        self.command, self.done = command, done
+        self.spark: Any = None
+        self.fired = False
+
+    def __enter__(self) -> "SparkInterrupt":
+        import threading
+
+        # PySpark's SparkContext installs a SIGINT handler of its own (cancel the jobs, raise in the
+        # main thread): while this block runs it finds a `signal` module that leaves SIGINT alone.
+        try:
+            from pyspark.core import context as spark_context
+        except ImportError:  # pragma: no cover - older PySpark layout
+            spark_context = None
+        self._spark_context = spark_context
+        if spark_context is not None:
+            spark_context.signal = _KeepSigint()  # type: ignore[attr-defined]
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._old_handler = signal.signal(signal.SIGINT, lambda *_: None)
+        self._old_wakeup = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, name="grouplab-ctrl-c", daemon=True).start()
+        return self
+
+    def started(self, spark: Any) -> Any:
+        """The session is up: take SIGINT back from PySpark, whose handler raises in the main thread."""
+        self.spark = spark
+        signal.signal(signal.SIGINT, lambda *_: None)
+        return spark
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fired:  # the main thread failed or finished while the watcher stops Spark: it exits, 130
+            import time
+
+            time.sleep(5)
+            os._exit(130)
+        if self._spark_context is not None:
+            self._spark_context.signal = signal
+        signal.set_wakeup_fd(self._old_wakeup)
+        signal.signal(signal.SIGINT, self._old_handler)
+        os.write(self._write, b"\0")  # ends the watcher
+
+    def _watch(self) -> None:
+        while True:
+            got = os.read(self._read, 1)
+            if not got or got == b"\0":
+                os.close(self._read)
+                os.close(self._write)
+                return
+            if got[0] == signal.SIGINT:
+                self.fired = True
+                break
+        import logging
+        import threading
+
+        # From now on nothing else reaches the user: Py4J's logger and this process's stderr are silenced.
+        logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+        sys.stderr.flush()
+        user_stderr = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        try:
+            done = self.done()
+        except Exception:
+            done = ""
+        line = f"grouplab {self.command}: interrupted{' after ' + done if done else ''}; Spark stopped\n"
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+        os.write(user_stderr, line.encode())
+        if self.spark is not None:
+            stopper = threading.Thread(target=self._stop_spark, daemon=True)
+            stopper.start()
+            stopper.join(1.0)
+        os._exit(130)  # the JVM follows: it exits when its stdin, a pipe from this process, closes
+
+    def _stop_spark(self) -> None:
+        try:
+            self.spark.sparkContext.cancelAllJobs()
+            self.spark.stop()
+        except BaseException:
+            pass
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -575,22 +692,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.members) if args.members else [scenario.member_count]
     conf = parse_conf(args.conf)
     out = output_dir(args.out)
-    try:
-        spark = spark_session(args.master, conf, app_name=f"grouplab sweep {scenario.name}")
-    except SparkUnavailable as exc:
-        err.print(f"[red]grouplab sweep: {exc}[/]")
-        return 1
-    from grouplab.pipeline.sweep import run_sweep
+    tasks = [0, 0]
 
-    cases = len(assignors) * len(sizes) * len(seeds)
-    err.print(f"[bold]grouplab sweep[/] {scenario.name} · {', '.join(assignors)} × {', '.join(map(str, sizes))} members "
-              f"× {len(seeds)} seeds = {cases:,} simulations · Spark {spark.sparkContext.master}")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as progress:
-        bar = progress.add_task("Spark tasks", total=None)
-        result = run_sweep(spark, path.read_text(), scenario.name, args.scenario, assignors, sizes, seeds,
-                           out, args.seeds_per_task,
-                           on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
+    def done() -> str:
+        return f"{tasks[0]:,} of {tasks[1]:,} Spark tasks" if tasks[1] else "starting Spark"
+
+    with SparkInterrupt("sweep", done) as interrupt:
+        try:
+            spark = interrupt.started(spark_session(args.master, conf, app_name=f"grouplab sweep {scenario.name}"))
+        except SparkUnavailable as exc:
+            raise CliError(exc) from None
+        from grouplab.pipeline.sweep import run_sweep
+
+        cases = len(assignors) * len(sizes) * len(seeds)
+        err.print(f"[bold]grouplab sweep[/] {scenario.name} · {', '.join(assignors)} × {', '.join(map(str, sizes))} "
+                  f"members × {len(seeds)} seeds = {cases:,} simulations · Spark {spark.sparkContext.master}")
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=True, disable=not err.is_terminal) as progress:
+            bar = progress.add_task("Spark tasks", total=None)
+
+            def advanced(finished: int, total: int) -> None:
+                tasks[:] = [finished, total]
+                progress.update(bar, completed=finished, total=total)
+
+            result = run_sweep(spark, path.read_text(), scenario.name, args.scenario, assignors, sizes, seeds,
+                               out, args.seeds_per_task, on_progress=advanced)
     console.print(_sweep_table(scenario.name, result.summary))
     for v in result.violations[:args.show_violations]:
         console.print(f"[red]{v['assignor']}, {v['members']} members, seed {v['seed']}: {v['violation']}[/] "
@@ -644,27 +770,34 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     conf = parse_conf(args.conf)
     out = output_dir(args.out)
-    try:
-        spark = spark_session(args.master, conf, app_name="grouplab analyze")
-    except SparkUnavailable as exc:
-        err.print(f"[red]grouplab analyze: {exc}[/]")
-        return 1
-    from grouplab.pipeline.analyze import TABLES, analyze
-    from grouplab.pipeline.report import write_report
+    written_tables: list[str] = []
 
-    labels = run_labels(args.run_dirs)
-    err.print(f"[bold]grouplab analyze[/] {len(labels)} run(s): {', '.join(labels.values())} · Spark {spark.sparkContext.master}")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as progress:
-        bar = progress.add_task("reading the event logs", total=len(TABLES) + args.events_table + 1)
+    def done() -> str:
+        return f"writing {len(written_tables)} table(s): {', '.join(written_tables)}" if written_tables else ""
 
-        def written(name: str, rows: int) -> None:
-            progress.update(bar, advance=1, description=f"wrote {name} ({rows:,} rows)")
+    with SparkInterrupt("analyze", done) as interrupt:
+        try:
+            spark = interrupt.started(spark_session(args.master, conf, app_name="grouplab analyze"))
+        except SparkUnavailable as exc:
+            raise CliError(exc) from None
+        from grouplab.pipeline.analyze import TABLES, analyze
+        from grouplab.pipeline.report import write_report
 
-        result = analyze(spark, args.run_dirs, out, on_table=written, events_table=args.events_table)
-        progress.update(bar, description="writing the report")
-        report = write_report(spark, out)
-        progress.update(bar, advance=1)
+        labels = run_labels(args.run_dirs)
+        err.print(f"[bold]grouplab analyze[/] {len(labels)} run(s): {', '.join(labels.values())} · "
+                  f"Spark {spark.sparkContext.master}")
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=True, disable=not err.is_terminal) as progress:
+            bar = progress.add_task("reading the event logs", total=len(TABLES) + args.events_table + 1)
+
+            def written(name: str, rows: int) -> None:
+                written_tables.append(name)
+                progress.update(bar, advance=1, description=f"wrote {name} ({rows:,} rows)")
+
+            result = analyze(spark, args.run_dirs, out, on_table=written, events_table=args.events_table)
+            progress.update(bar, description="writing the report")
+            report = write_report(spark, out)
+            progress.update(bar, advance=1)
     console.print(_runs_table(result.runs))
     malformed = sum(r["malformed_lines"] or 0 for r in result.runs)
     if malformed:
@@ -682,7 +815,9 @@ def _runs_table(runs: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     table = Table(title="runs", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
-    for label in ("run", "events", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "p50\nms", "p99\nms", "delivery"):
+    # "log lines", not "events": `grouplab simulate` counts every simulator event (timers and
+    # messages too), which is more than the lines its nodes log.
+    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "p50\nms", "p99\nms", "delivery"):
         table.add_column(label, justify="left" if label in ("run", "delivery") else "right")
     for r in runs:
         delivery = "-" if not r.get("delivery_mode") else f"{r['delivery_mode']}: {r['lost']} lost, {r['duplicated']} dup."
@@ -884,7 +1019,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--out", required=True, metavar="DIR", help="writes DIR/seeds/, DIR/summary/ (Parquet), DIR/report.html")
     w.add_argument("--master", help="Spark master URL (default: $GROUPLAB_SPARK_MASTER or local[*])")
     w.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (repeatable)")
-    w.add_argument("--seeds-per-task", type=at_least(1), default=1, metavar="N",
+    w.add_argument("--seeds-per-task", type=int, default=1, metavar="N",
                    help="simulations per Spark task (default 1: best balance; more: less task overhead)")
     w.add_argument("--show-violations", type=at_least(0), default=10, metavar="N",
                    help="failed cases to print (all are in the report)")
