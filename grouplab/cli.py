@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 
@@ -18,12 +19,47 @@ from coordinator.config import BrokerConfig, ConfigError
 from coordinator.group_log import LogLockedError
 from protocol.types import Subscription, TopicPartition, format_partitions
 
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# Piped output (not a terminal, no COLUMNS) is laid out this wide, so that no table cell is cut to
+# "partiti…" at rich's default of 80; on a terminal rich measures it, and COLUMNS always wins.
+PIPE_WIDTH = 200
+
+
+def _console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    columns = os.environ.get("COLUMNS", "")
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    width = None if tty or columns.isdigit() else PIPE_WIDTH
+    return Console(stderr=stderr, highlight=False, width=width)
+
+
+console = _console()
+err = _console(stderr=True)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    try:
+        return package_version("grouplab")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 class UsageError(Exception):
-    pass
+    """A mistake in the command line: one line on stderr, exit 2."""
+
+
+class CliError(Exception):
+    """Something the user can fix that is not the command line (a port in use, no server, an
+    unknown group): one line on stderr, exit 1."""
+
+
+def fail(command: str, message: object) -> None:
+    """One line on stderr, never wrapped, never read as rich markup ("[Errno 98]", "[t0:7]")."""
+    text = " ".join(str(message).split())
+    err.print(f"grouplab {command}: {text}" if command else f"grouplab: {text}", style="red", markup=False,
+              highlight=False, soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- parsing helpers
@@ -68,6 +104,16 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
     topics = parse_topic_sizes(args.topics)
     assignors = check_assignors(parse_list(args.assignor))
+    if args.consumers == 0 and not args.forever:
+        raise UsageError("--consumers 0 needs --forever (the script stops one consumer and adds another); "
+                         "give --consumers 1 or more")
+    if not args.delivery and (args.records is not None or args.processing_ms is not None):
+        raise UsageError("--records and --processing-ms only apply with --delivery MODE")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be more than 0 seconds")
+    # Every consumer override is checked now, before the coordinator starts.
+    ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
+                   assignors=assignors).with_overrides(args.consumer_config or [])
     view = RebalanceView(console, args.group)
     run_dir = Path(args.run_dir) if args.run_dir else None
     delivery = None
@@ -75,11 +121,17 @@ async def cmd_run(args: argparse.Namespace) -> int:
         from consumer.delivery import DeliveryMode
         from grouplab.cluster import DeliveryRun
 
-        delivery = DeliveryRun(DeliveryMode(args.delivery), next(iter(topics)), args.records, args.processing_ms)
+        delivery = DeliveryRun(DeliveryMode(args.delivery), next(iter(topics)),
+                               1000 if args.records is None else args.records,
+                               20 if args.processing_ms is None else args.processing_ms)
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
                            run_dir, port=args.port, listeners=[view], data_dir=args.data_dir,
                            faults=args.faults, fault_seed=args.fault_seed, delivery=delivery)
-    await cluster.start()
+    try:
+        await cluster.start()
+    except OSError as exc:
+        await cluster.close()
+        raise CliError(listen_error(cluster.host, args.port, exc)) from None
     console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
                   f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
                   + (f" · event log in {run_dir}/" if run_dir else "")
@@ -88,12 +140,14 @@ async def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"[bold]fault proxy[/] on {cluster.host}:{cluster.proxy.port} (consumers connect through it) · "
                       f"faults {', '.join(rule.spec() for rule in cluster.proxy.rules)}"
                       + (f" · seed {args.fault_seed}" if args.fault_seed is not None else ""))
+    interrupted = timed_out = False
     try:
         console.print(f"[dim]starting {args.consumers} consumers…[/]")
         for _ in range(args.consumers):
             await cluster.add_consumer()
-        await cluster.wait_stable(args.timeout)
-        await asyncio.sleep(args.hold)
+        if args.consumers:
+            await cluster.wait_stable(args.timeout)
+            await asyncio.sleep(args.hold)
         if not args.forever:
             victim = cluster.apps[0]
             how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
@@ -112,7 +166,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
             console.print("[dim]running until Ctrl-C…[/]")
             await asyncio.Event().wait()
     except asyncio.CancelledError:
+        interrupted = True
         console.print("[yellow]interrupted: shutting down…[/]")
+    except asyncio.TimeoutError:
+        timed_out = True
+        console.print(f"[red]the group did not settle within --timeout {args.timeout:g} s: shutting down…[/]")
     finally:
         apps = cluster.apps + cluster.stopped
         account = None
@@ -131,7 +189,18 @@ async def cmd_run(args: argparse.Namespace) -> int:
             console.print(_delivery_table(delivery, account, processed))
         if cluster.proxy is not None:
             console.print("faults fired: " + ", ".join(f"{rule.spec()} ×{rule.fired}" for rule in cluster.proxy.rules))
-    return 0
+    if timed_out:
+        raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
+    return 130 if interrupted else 0
+
+
+def listen_error(host: str, port: int, exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.EADDRINUSE:
+        return (f"cannot listen on {host}:{port}: the port is already in use; stop what uses it "
+                f"or pick another --port (0: any free port)")
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port"
 
 
 def _committed(cluster: Any) -> dict:
@@ -179,6 +248,9 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir)
     try:
         await server.start()
+    except OSError as exc:
+        events.close()
+        raise CliError(listen_error(args.host, args.port, exc)) from None
     except BaseException:
         events.close()
         raise
@@ -190,7 +262,8 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     try:
         await server.serve_forever()
     except asyncio.CancelledError:
-        pass
+        err.print("[yellow]interrupted: coordinator stopped[/]")
+        return 130
     finally:
         await server.stop()
         events.close()
@@ -225,15 +298,17 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
     try:
         await app.start()
     except OSError as exc:
-        err.print(f"[red]cannot connect to {host}:{port}: {exc}[/]")
-        return 1
+        events.close()
+        raise CliError(f"cannot connect to {host}:{port}: {exc.strerror or exc}; "
+                       "is `grouplab coordinator` running there? (--bootstrap-server)") from None
     console.print(f"consumer [bold]{args.client_id}[/] joining group {args.group} at {host}:{port} (Ctrl-C to leave)")
     try:
         while app.client.machine.fatal_error is None:
             await asyncio.sleep(0.2)
-        return 2
+        return 1
     except asyncio.CancelledError:
-        return 0
+        console.print(f"[yellow]interrupted: {args.client_id} left the group[/]")
+        return 130
     finally:
         await app.stop(leave=True)
         events.close()
@@ -275,7 +350,7 @@ async def group_offsets(admin: Any, group: Any) -> list[dict[str, Any]]:
 
 
 async def cmd_describe(args: argparse.Namespace) -> int:
-    from grouplab.admin import AdminClient, parse_bootstrap
+    from grouplab.admin import AdminClient, AdminError, parse_bootstrap
     from grouplab.display import describe_table, offsets_table
     from protocol.consumer_protocol import decode_assignment
 
@@ -284,9 +359,16 @@ async def cmd_describe(args: argparse.Namespace) -> int:
         groups = args.group or []
         if args.all_groups:
             groups = await admin.list_groups()
+        if not groups and args.all_groups:
+            err.print("the coordinator has no groups")
+            return 0
         if not groups:
             raise UsageError("give --group NAME (repeatable) or --all-groups")
         described = await admin.describe_groups(groups)
+        # Like kafka-consumer-groups: a group the coordinator does not have is an error, not "Dead".
+        missing = [g.group_id for g in described if g.group_state == "Dead" and not g.members]
+        failed = [g for g in described if g.error_code]
+        described = [g for g in described if g.group_id not in missing and not g.error_code]
         offsets = {g.group_id: await group_offsets(admin, g) for g in described}
     if args.format == "json":
         out = []
@@ -306,6 +388,10 @@ async def cmd_describe(args: argparse.Namespace) -> int:
             console.print(describe_table(g, decode_assignment))
             if offsets[g.group_id]:
                 console.print(offsets_table(g, offsets[g.group_id]))
+    problems = [f"group {name!r} does not exist" for name in missing]
+    problems += [f"group {g.group_id!r}: {AdminError(g.error_code, None)}" for g in failed]
+    if problems:
+        raise CliError("; ".join(problems) + (" (list the groups with --all-groups)" if missing else ""))
     return 0
 
 
@@ -334,14 +420,37 @@ def cmd_assign(args: argparse.Namespace) -> int:
     subscriptions: dict[str, Subscription] = {}
     for spec in args.member:
         name, sep, topics = spec.partition("=")
-        if not sep or not name:
+        if not sep or not name or not parse_list(topics):
             raise UsageError(f"expected --member NAME=TOPIC[,TOPIC...], got {spec!r}")
-        subscriptions[name] = Subscription(topics=parse_list(topics))
+        if name in subscriptions:
+            raise UsageError(f"member {name!r} is given twice; give each --member once with all its topics")
+        unknown = [t for t in parse_list(topics) if t not in sizes]
+        if unknown:
+            raise UsageError(f"member {name!r} subscribes to {', '.join(map(repr, unknown))}, not in --topics "
+                             f"({', '.join(sizes)}); add it there as TOPIC:PARTITIONS")
+        subscriptions[name] = Subscription(topics=list(dict.fromkeys(parse_list(topics))))
+    owners: dict[TopicPartition, str] = {}
+    owned_given: set[str] = set()
     for spec in args.owned or []:
         name, sep, parts = spec.partition("=")
+        if not sep or not name:
+            raise UsageError(f"expected --owned NAME=TOPIC:PARTITION[,...], got {spec!r}")
         if name not in subscriptions:
-            raise UsageError(f"--owned names unknown member {name!r}")
-        subscriptions[name].owned_partitions = [TopicPartition.parse(p) for p in parse_list(parts)]
+            raise UsageError(f"--owned names unknown member {name!r}; give it a --member {name}=TOPIC first")
+        if name in owned_given:
+            raise UsageError(f"--owned {name} is given twice; list all its partitions in one --owned {name}=T:P,T:P")
+        owned_given.add(name)
+        owned = [TopicPartition.parse(p) for p in parse_list(parts)]
+        for tp in owned:
+            if tp.topic not in sizes or tp.partition >= sizes[tp.topic]:
+                n = sizes.get(tp.topic, 0)
+                have = (f"{tp.topic} has {n} partition{'s' * (n != 1)} in --topics, numbered from 0" if n
+                        else f"{tp.topic!r} is not in --topics")
+                raise UsageError(f"--owned {name}={tp.topic}:{tp.partition}: no such partition ({have})")
+            if owners.get(tp, name) != name:
+                raise UsageError(f"--owned: {tp.topic}:{tp.partition} is owned by both {owners[tp]} and {name}")
+            owners[tp] = name
+        subscriptions[name].owned_partitions = list(dict.fromkeys(owned))
         subscriptions[name].generation_id = 1
     if not subscriptions:
         raise UsageError("give at least one --member NAME=TOPIC[,TOPIC...]")
@@ -379,27 +488,37 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from grouplab.sim.scenario import load_scenario, resolve_scenario
     from grouplab.sim.timeline import Timeline
 
+    if args.seed is not None and args.seeds:
+        raise UsageError("give --seed N (one run, with its timeline) or --seeds RANGE (many runs), not both")
+    seeds = parse_seeds(args.seeds) if args.seeds else [1 if args.seed is None else args.seed]
+    if args.run_dir and len(seeds) > 1:
+        raise UsageError("--run-dir writes one run's event log: use it with --seed, not --seeds")
     scenario = load_scenario(resolve_scenario(args.scenario))
     if args.members:
         scenario = scenario.with_members(args.members)
     if args.assignor:
         scenario = scenario.with_assignors(check_assignors(parse_list(args.assignor)))
-    seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    interrupted = False
     if len(seeds) == 1:
         timeline = Timeline(scenario.group_id)
         result = run_seed(scenario, seeds[0], args.run_dir, listener=timeline)
         console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seeds[0]}"))
         results = [result]
     else:
-        if args.run_dir:
-            raise UsageError("--run-dir writes one run's event log: use it with --seed, not --seeds")
         results = []
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=True) as progress:
-            task = progress.add_task(f"{scenario.name}: seeds", total=len(seeds))
-            for seed in seeds:
-                results.append(run_seed(scenario, seed))
-                progress.advance(task)
+        try:
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          console=err, transient=True, disable=not err.is_terminal) as progress:
+                task = progress.add_task(f"{scenario.name}: seeds", total=len(seeds))
+                for seed in seeds:
+                    results.append(run_seed(scenario, seed))
+                    progress.advance(task)
+        except KeyboardInterrupt:
+            interrupted = True
+            err.print(f"[yellow]interrupted after {len(results):,} of {len(seeds):,} seeds; "
+                      f"the summary below covers those[/]", soft_wrap=True)
+            if not results:
+                return 130
     rows = [result_row(r) for r in results]
     summary = totals(results)
     for r in results:
@@ -414,11 +533,118 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                   f"settled after the faults in median {summary['settle_ms_median']} ms (max {summary['settle_ms_max']} ms); "
                   + ("[green]all invariants held[/]" if not summary["failed"] else f"[red]failed seeds: {summary['failed']}[/]"))
     if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps({"scenario": scenario.name, "totals": summary, "seeds": rows}, indent=2))
+        Path(args.summary_json).write_text(json.dumps({"scenario": scenario.name, "totals": summary, "seeds": rows,
+                                                       "interrupted": interrupted}, indent=2))
+    if interrupted:
+        return 130
     return 1 if summary["failed"] else 0
 
 
 # ----------------------------------------------------------------------------- sweep (Spark)
+
+
+class _KeepSigint:
+    """The `signal` module, except that signal(SIGINT, ...) changes nothing."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(signal, name)
+
+    def signal(self, signum: int, handler: Any) -> Any:
+        if signum == signal.SIGINT:
+            return signal.getsignal(signum)
+        return signal.signal(signum, handler)
+
+
+class SparkInterrupt:
+    """Ctrl-C during a Spark command: one line saying what was done, Spark stopped quietly, exit 130.
+
+    A KeyboardInterrupt raised in the driver's main thread would land inside a Py4J call (pages of
+    Py4J errors), and only once that call returns (a long job: never). So SIGINT raises nothing here:
+    the C-level handler writes to a wakeup pipe, and a watcher thread does the stopping at once."""
+
+    def __init__(self, command: str, done: Any) -> None:
+        self.command, self.done = command, done
+        self.spark: Any = None
+        self.fired = False
+
+    def __enter__(self) -> "SparkInterrupt":
+        import threading
+
+        # PySpark's SparkContext installs a SIGINT handler of its own (cancel the jobs, raise in the
+        # main thread): while this block runs it finds a `signal` module that leaves SIGINT alone.
+        try:
+            from pyspark.core import context as spark_context
+        except ImportError:  # pragma: no cover - older PySpark layout
+            spark_context = None
+        self._spark_context = spark_context
+        if spark_context is not None:
+            spark_context.signal = _KeepSigint()  # type: ignore[attr-defined]
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._old_handler = signal.signal(signal.SIGINT, lambda *_: None)
+        self._old_wakeup = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, name="grouplab-ctrl-c", daemon=True).start()
+        return self
+
+    def started(self, spark: Any) -> Any:
+        """The session is up: take SIGINT back from PySpark, whose handler raises in the main thread."""
+        self.spark = spark
+        signal.signal(signal.SIGINT, lambda *_: None)
+        return spark
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fired:  # the main thread failed or finished while the watcher stops Spark: it exits, 130
+            import time
+
+            time.sleep(5)
+            os._exit(130)
+        if self._spark_context is not None:
+            self._spark_context.signal = signal
+        signal.set_wakeup_fd(self._old_wakeup)
+        signal.signal(signal.SIGINT, self._old_handler)
+        os.write(self._write, b"\0")  # ends the watcher
+
+    def _watch(self) -> None:
+        while True:
+            got = os.read(self._read, 1)
+            if not got or got == b"\0":
+                os.close(self._read)
+                os.close(self._write)
+                return
+            if got[0] == signal.SIGINT:
+                self.fired = True
+                break
+        import logging
+        import threading
+
+        # From now on nothing else reaches the user: Py4J's logger and this process's stderr are silenced.
+        logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+        sys.stderr.flush()
+        user_stderr = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        try:
+            done = self.done()
+        except Exception:
+            done = ""
+        line = f"grouplab {self.command}: interrupted{' after ' + done if done else ''}; Spark stopped\n"
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+        os.write(user_stderr, line.encode())
+        if self.spark is not None:
+            stopper = threading.Thread(target=self._stop_spark, daemon=True)
+            stopper.start()
+            stopper.join(1.0)
+        os._exit(130)  # the JVM follows: it exits when its stdin, a pipe from this process, closes
+
+    def _stop_spark(self) -> None:
+        try:
+            self.spark.sparkContext.cancelAllJobs()
+            self.spark.stop()
+        except BaseException:
+            pass
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -466,22 +692,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.members) if args.members else [scenario.member_count]
     conf = parse_conf(args.conf)
     out = output_dir(args.out)
-    try:
-        spark = spark_session(args.master, conf, app_name=f"grouplab sweep {scenario.name}")
-    except SparkUnavailable as exc:
-        err.print(f"[red]grouplab sweep: {exc}[/]")
-        return 1
-    from grouplab.pipeline.sweep import run_sweep
+    tasks = [0, 0]
 
-    cases = len(assignors) * len(sizes) * len(seeds)
-    err.print(f"[bold]grouplab sweep[/] {scenario.name} · {', '.join(assignors)} × {', '.join(map(str, sizes))} members "
-              f"× {len(seeds)} seeds = {cases:,} simulations · Spark {spark.sparkContext.master}")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as progress:
-        bar = progress.add_task("Spark tasks", total=None)
-        result = run_sweep(spark, path.read_text(), scenario.name, args.scenario, assignors, sizes, seeds,
-                           out, args.seeds_per_task,
-                           on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
+    def done() -> str:
+        return f"{tasks[0]:,} of {tasks[1]:,} Spark tasks" if tasks[1] else "starting Spark"
+
+    with SparkInterrupt("sweep", done) as interrupt:
+        try:
+            spark = interrupt.started(spark_session(args.master, conf, app_name=f"grouplab sweep {scenario.name}"))
+        except SparkUnavailable as exc:
+            raise CliError(exc) from None
+        from grouplab.pipeline.sweep import run_sweep
+
+        cases = len(assignors) * len(sizes) * len(seeds)
+        err.print(f"[bold]grouplab sweep[/] {scenario.name} · {', '.join(assignors)} × {', '.join(map(str, sizes))} "
+                  f"members × {len(seeds)} seeds = {cases:,} simulations · Spark {spark.sparkContext.master}")
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=True, disable=not err.is_terminal) as progress:
+            bar = progress.add_task("Spark tasks", total=None)
+
+            def advanced(finished: int, total: int) -> None:
+                tasks[:] = [finished, total]
+                progress.update(bar, completed=finished, total=total)
+
+            result = run_sweep(spark, path.read_text(), scenario.name, args.scenario, assignors, sizes, seeds,
+                               out, args.seeds_per_task, on_progress=advanced)
     console.print(_sweep_table(scenario.name, result.summary))
     for v in result.violations[:args.show_violations]:
         console.print(f"[red]{v['assignor']}, {v['members']} members, seed {v['seed']}: {v['violation']}[/] "
@@ -535,27 +770,34 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     conf = parse_conf(args.conf)
     out = output_dir(args.out)
-    try:
-        spark = spark_session(args.master, conf, app_name="grouplab analyze")
-    except SparkUnavailable as exc:
-        err.print(f"[red]grouplab analyze: {exc}[/]")
-        return 1
-    from grouplab.pipeline.analyze import TABLES, analyze
-    from grouplab.pipeline.report import write_report
+    written_tables: list[str] = []
 
-    labels = run_labels(args.run_dirs)
-    err.print(f"[bold]grouplab analyze[/] {len(labels)} run(s): {', '.join(labels.values())} · Spark {spark.sparkContext.master}")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as progress:
-        bar = progress.add_task("reading the event logs", total=len(TABLES) + args.events_table + 1)
+    def done() -> str:
+        return f"writing {len(written_tables)} table(s): {', '.join(written_tables)}" if written_tables else ""
 
-        def written(name: str, rows: int) -> None:
-            progress.update(bar, advance=1, description=f"wrote {name} ({rows:,} rows)")
+    with SparkInterrupt("analyze", done) as interrupt:
+        try:
+            spark = interrupt.started(spark_session(args.master, conf, app_name="grouplab analyze"))
+        except SparkUnavailable as exc:
+            raise CliError(exc) from None
+        from grouplab.pipeline.analyze import TABLES, analyze
+        from grouplab.pipeline.report import write_report
 
-        result = analyze(spark, args.run_dirs, out, on_table=written, events_table=args.events_table)
-        progress.update(bar, description="writing the report")
-        report = write_report(spark, out)
-        progress.update(bar, advance=1)
+        labels = run_labels(args.run_dirs)
+        err.print(f"[bold]grouplab analyze[/] {len(labels)} run(s): {', '.join(labels.values())} · "
+                  f"Spark {spark.sparkContext.master}")
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=True, disable=not err.is_terminal) as progress:
+            bar = progress.add_task("reading the event logs", total=len(TABLES) + args.events_table + 1)
+
+            def written(name: str, rows: int) -> None:
+                written_tables.append(name)
+                progress.update(bar, advance=1, description=f"wrote {name} ({rows:,} rows)")
+
+            result = analyze(spark, args.run_dirs, out, on_table=written, events_table=args.events_table)
+            progress.update(bar, description="writing the report")
+            report = write_report(spark, out)
+            progress.update(bar, advance=1)
     console.print(_runs_table(result.runs))
     malformed = sum(r["malformed_lines"] or 0 for r in result.runs)
     if malformed:
@@ -573,7 +815,9 @@ def _runs_table(runs: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     table = Table(title="runs", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
-    for label in ("run", "events", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "p50\nms", "p99\nms", "delivery"):
+    # "log lines", not "events": `grouplab simulate` counts every simulator event (timers and
+    # messages too), which is more than the lines its nodes log.
+    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "p50\nms", "p99\nms", "delivery"):
         table.add_column(label, justify="left" if label in ("run", "delivery") else "right")
     for r in runs:
         delivery = "-" if not r.get("delivery_mode") else f"{r['delivery_mode']}: {r['lost']} lost, {r['duplicated']} dup."
@@ -603,9 +847,76 @@ examples:
 """
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with its default, unless it has none or says it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (not action.option_strings or action.default is None or action.default is False
+                or action.default == [] or action.default == argparse.SUPPRESS
+                or "default" in text or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with grouplab's help layout and one-line usage errors (exit 2)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        err.print(f"{self.prog}: {' '.join(message.split())} (see {self.prog} --help)", style="red", markup=False,
+                  highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+def port_number(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number from 0 to 65535, not {text!r}")
+    return int(text)
+
+
+def at_least(low: int) -> Any:
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be {low} or more, got {value}")
+        return value
+    check.__name__ = "int"
+    return check
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
+SIMULATE_EPILOG = """\
+"events" in the summary counts every event the simulator handled (messages, timers, faults), not
+lines of the event log: `grouplab analyze` of the same run counts log lines, which are fewer.
+"""
+
+EXIT_CODES = """\
+exit codes: 0 done · 1 failed (an invariant broke, a server could not be reached or started, an
+unknown group) · 2 a mistake in the command line · 130 interrupted (Ctrl-C)
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="grouplab", description="Kafka consumer-group rebalancing, emulated, over real sockets.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = Parser(prog="grouplab", description="Kafka consumer-group rebalancing, emulated, over real sockets.",
+               epilog=EXIT_CODES)
+    p.add_argument("--version", action="version", version=f"grouplab {version()}", help="print the version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add_broker_config(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--config", action="append", metavar="NAME=VALUE",
@@ -613,23 +924,26 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config-file", metavar="FILE", help="a server.properties-style file of overrides")
 
     def add_bootstrap(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
+        sp.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
+                        help="the coordinator to talk to")
 
     r = sub.add_parser("run", help="a coordinator plus N simulated consumers, showing each rebalance live",
-                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=FAULTS_HELP)
-    r.add_argument("--consumers", type=int, default=3)
+                       epilog=FAULTS_HELP)
+    r.add_argument("--consumers", type=at_least(0), default=3,
+                   help="consumers to start (0 only with --forever: a coordinator for consumers started elsewhere)")
     r.add_argument("--topics", default="t0:3,t1:3", help="TOPIC:PARTITIONS,... to create")
     r.add_argument("--assignor", default="range", help=f"preference list of {', '.join(assignor_names())}")
-    r.add_argument("--group", default="grouplab")
-    r.add_argument("--port", type=int, default=0, help="coordinator port (0: any free port)")
+    r.add_argument("--group", default="grouplab", help="the consumers' group.id")
+    r.add_argument("--port", type=port_number, default=0, help="coordinator port (0: any free port)")
     r.add_argument("--run-dir", help="write the JSON event log, one file per node, into this directory")
-    r.add_argument("--hold", type=float, default=2.0, help="seconds to keep processing between steps")
-    r.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each rebalance")
+    r.add_argument("--hold", type=seconds, default=2.0, help="seconds to keep processing between steps")
+    r.add_argument("--timeout", type=seconds, default=120.0, help="seconds to wait for each rebalance")
     r.add_argument("--delivery", choices=["at-most-once", "at-least-once", "exactly-once"],
                    help="consumers read the first --topics topic, write each record to <topic>-out and commit "
                         "in this mode; an account of lost and duplicated records is printed at the end")
-    r.add_argument("--records", type=int, default=1000, help="with --delivery: input records per partition")
-    r.add_argument("--processing-ms", type=int, default=20, help="with --delivery: time spent on each fetched batch")
+    r.add_argument("--records", type=at_least(1), help="with --delivery: input records per partition (default: 1000)")
+    r.add_argument("--processing-ms", type=at_least(0),
+                   help="with --delivery: time spent on each fetched batch (default: 20)")
     r.add_argument("--crash", action="store_true", help="stop the consumer by crashing it (no LeaveGroup, no commit)")
     r.add_argument("--forever", action="store_true", help="skip the stop/add script; run until Ctrl-C")
     r.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log across restarts")
@@ -642,8 +956,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_broker_config(r)
 
     c = sub.add_parser("coordinator", help="run the coordinator server alone")
-    c.add_argument("--host", default="127.0.0.1")
-    c.add_argument("--port", type=int, default=9092)
+    c.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    c.add_argument("--port", type=port_number, default=9092, help="port to listen on (0: any free port)")
     c.add_argument("--run-dir", help="write the event log to RUN_DIR/coordinator.jsonl instead of stderr")
     c.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log and the "
                                       "partition logs in DIR/logs/: a restarted coordinator recovers its groups, topics "
@@ -652,46 +966,48 @@ def build_parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("consumer", help="run one simulated consumer against a coordinator")
     add_bootstrap(k)
-    k.add_argument("--group", required=True)
-    k.add_argument("--topics", required=True, help="TOPIC,TOPIC,...")
+    k.add_argument("--group", required=True, help="group.id to join")
+    k.add_argument("--topics", required=True, help="TOPIC,TOPIC,... to subscribe to")
     k.add_argument("--assignor", default="range", help="partition.assignment.strategy, preference order")
-    k.add_argument("--client-id", default="consumer")
+    k.add_argument("--client-id", default="consumer", help="client.id")
     k.add_argument("--group-instance-id", help="static membership (group.instance.id)")
     k.add_argument("--run-dir", help="write the event log to RUN_DIR/<client-id>.jsonl")
     k.add_argument("--log-json", action="store_true", help="also print the JSON event log to stderr")
-    k.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE")
+    k.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE",
+                   help="consumer config override with Kafka's name (repeatable)")
 
     d = sub.add_parser("describe", help="describe groups (members, generation, state, protocol, assignments, "
                                         "committed offsets, log end offsets and lag)")
     add_bootstrap(d)
-    d.add_argument("--group", action="append")
-    d.add_argument("--all-groups", action="store_true")
-    d.add_argument("--format", choices=["table", "json"], default="table")
+    d.add_argument("--group", action="append", help="group to describe (repeatable)")
+    d.add_argument("--all-groups", action="store_true", help="describe every group the coordinator has")
+    d.add_argument("--format", choices=["table", "json"], default="table", help="output format")
 
     t = sub.add_parser("topics", help="create topics, add partitions, list topics")
-    tsub = t.add_subparsers(dest="action", required=True)
-    tc = tsub.add_parser("create")
-    tc.add_argument("topic")
-    tc.add_argument("--partitions", type=int, default=1)
+    tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")
+    tc = tsub.add_parser("create", help="create a topic")
+    tc.add_argument("topic", help="topic name")
+    tc.add_argument("--partitions", type=at_least(1), default=1, help="partition count")
     add_bootstrap(tc)
     ta = tsub.add_parser("add-partitions", help="raise a topic's partition count to --partitions (the new total)")
-    ta.add_argument("topic")
-    ta.add_argument("--partitions", type=int, required=True)
+    ta.add_argument("topic", help="topic name")
+    ta.add_argument("--partitions", type=at_least(1), required=True, help="the new total partition count")
     add_bootstrap(ta)
-    tl = tsub.add_parser("list")
+    tl = tsub.add_parser("list", help="list topics with their partition counts")
     add_bootstrap(tl)
 
-    s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)")
+    s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)",
+                       epilog=SIMULATE_EPILOG)
     s.add_argument("--scenario", required=True,
                    help="a scenario TOML file or a built-in name, e.g. crash-storm (scenarios/crash-storm.toml)")
-    s.add_argument("--seed", type=int, default=1, help="run one seed and print its timeline")
+    s.add_argument("--seed", type=int, help="run one seed and print its timeline (default: 1)")
     s.add_argument("--seeds", help="run many seeds: 1-500 or 1-10,42; reports every failing seed")
     s.add_argument("--run-dir", help="write the run's JSON event log here (one file per node), with --seed")
-    s.add_argument("--members", type=int, help="resize the scenario to this many members")
+    s.add_argument("--members", type=at_least(1), help="resize the scenario to this many members")
     s.add_argument("--assignor", help="use this assignor preference list for every member")
     s.add_argument("--summary-json", metavar="OUT", help="write per-seed and total metrics as JSON")
-    s.add_argument("--timeline-rows", type=int, default=60, help="timeline rows to print (0: all)")
-    s.add_argument("--trace-lines", type=int, default=20, help="steps shown before a violation")
+    s.add_argument("--timeline-rows", type=at_least(0), default=60, help="timeline rows to print (0: all)")
+    s.add_argument("--trace-lines", type=at_least(0), default=20, help="steps shown before a violation")
 
     w = sub.add_parser("sweep", help="many simulations as Spark tasks: assignors × member counts × seeds, "
                                      "compared in Parquet tables and an HTML report (docs/pipeline.md)")
@@ -699,27 +1015,29 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--assignors", default=",".join(assignor_names()),
                    help="comma list of assignors to compare (default: all of them)")
     w.add_argument("--members", help="comma list of member counts, e.g. 10,100,1000 (default: the scenario's)")
-    w.add_argument("--seeds", default="1-100", help="1-1000 or 1-10,42 (default 1-100)")
+    w.add_argument("--seeds", default="1-100", help="1-1000 or 1-10,42")
     w.add_argument("--out", required=True, metavar="DIR", help="writes DIR/seeds/, DIR/summary/ (Parquet), DIR/report.html")
-    w.add_argument("--master", help="Spark master URL (default $GROUPLAB_SPARK_MASTER or local[*])")
+    w.add_argument("--master", help="Spark master URL (default: $GROUPLAB_SPARK_MASTER or local[*])")
     w.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (repeatable)")
     w.add_argument("--seeds-per-task", type=int, default=1, metavar="N",
                    help="simulations per Spark task (default 1: best balance; more: less task overhead)")
-    w.add_argument("--show-violations", type=int, default=10, metavar="N", help="failed cases to print (all are in the report)")
+    w.add_argument("--show-violations", type=at_least(0), default=10, metavar="N",
+                   help="failed cases to print (all are in the report)")
 
     y = sub.add_parser("analyze", help="event logs of runs -> Parquet tables and an HTML report, on Spark (docs/pipeline.md)")
     y.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (grouplab run/simulate --run-dir)")
     y.add_argument("--out", required=True, metavar="DIR", help="writes DIR/<table>/ (Parquet) and DIR/report.html")
-    y.add_argument("--master", help="Spark master URL (default $GROUPLAB_SPARK_MASTER or local[*])")
+    y.add_argument("--master", help="Spark master URL (default: $GROUPLAB_SPARK_MASTER or local[*])")
     y.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (repeatable)")
     y.add_argument("--events-table", action="store_true", help="also write every parsed event as the `events` table")
 
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
-    a.add_argument("--assignor", required=True)
+    a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
-    a.add_argument("--member", action="append", default=[], metavar="NAME=TOPIC[,TOPIC]")
+    a.add_argument("--member", action="append", default=[], metavar="NAME=TOPIC[,TOPIC]",
+                   help="a member and its subscription (repeatable, at least one)")
     a.add_argument("--owned", action="append", metavar="NAME=T:P[,T:P]", help="previous ownership (sticky assignors)")
-    a.add_argument("--format", choices=["table", "json"], default="table")
+    a.add_argument("--format", choices=["table", "json"], default="table", help="output format")
     return p
 
 
@@ -755,18 +1073,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "analyze":
             return cmd_analyze(args)
         return _run_async(_ASYNC[args.command], args)
+    except KeyboardInterrupt:
+        fail(args.command, "interrupted")
+        return 130
     except (UsageError, ConfigError, ConsumerConfigError, UnknownAssignor, ValueError, LogLockedError,
-            FileNotFoundError) as exc:
-        err.print(f"[red]grouplab {args.command}: {exc}[/]")
+            FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+        fail(args.command, exc)
         return 2
-    except ConnectionRefusedError as exc:
-        err.print(f"[red]grouplab {args.command}: cannot connect: {exc}[/]")
+    except CliError as exc:
+        fail(args.command, exc)
+        return 1
+    except ConnectionError as exc:
+        fail(args.command, f"cannot connect: {exc}; is `grouplab coordinator` running there? (--bootstrap-server)")
         return 1
     except Exception as exc:
         from grouplab.admin import AdminError
 
         if isinstance(exc, AdminError):
-            err.print(f"[red]grouplab {args.command}: {exc}[/]")
+            fail(args.command, exc)
             return 1
         raise
 

@@ -89,9 +89,30 @@ def spark_session(master: str | None = None, conf: Iterable[str] | dict[str, str
     for key, value in effective_conf(master, conf).items():
         builder = builder.config(key, value)
     try:
-        spark = builder.getOrCreate()
+        spark = _own_session(builder.getOrCreate)
     except Exception as exc:  # Java missing or too old, bad master URL, ...
         raise SparkUnavailable(f"could not start Spark (master {master}): {exc}. "
                                "Spark needs Java 17 or newer on PATH or in JAVA_HOME.") from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _own_session(start: Any) -> Any:
+    """Run `start` with Spark's JVM launched in a session of its own: a Ctrl-C at the terminal then
+    reaches only this driver (which stops Spark quietly, grouplab/cli.py), not the JVM and its Python
+    workers, whose interrupted tasks would otherwise print pages of stack traces. The JVM still ends
+    with the driver: it exits when its stdin, a pipe from this process, closes."""
+    try:
+        from pyspark.core import context
+    except ImportError:  # pragma: no cover - older PySpark layout
+        return start()
+    launch = context.launch_gateway
+
+    def launch_in_own_session(conf: Any = None, popen_kwargs: dict[str, Any] | None = None) -> Any:
+        return launch(conf, {**(popen_kwargs or {}), "start_new_session": True})
+
+    context.launch_gateway = launch_in_own_session  # type: ignore[assignment]
+    try:
+        return start()
+    finally:
+        context.launch_gateway = launch  # type: ignore[assignment]

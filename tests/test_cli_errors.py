@@ -1,0 +1,188 @@
+"""Issue 11: every user mistake is one line on stderr, a non-zero exit and no traceback; Ctrl-C
+ends a command with exit 130 within two seconds; --help shows defaults; --version."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV.pop("COLUMNS", None)
+
+
+def grouplab(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "grouplab.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=ENV, cwd=ROOT)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.fixture
+def busy_port() -> object:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    yield s.getsockname()[1]
+    s.close()
+
+
+def test_port_in_use(busy_port: int) -> None:
+    for command in ("coordinator", "run"):
+        one_line_error(grouplab(command, "--port", str(busy_port)), 1, "already in use", "--port")
+
+
+@pytest.mark.parametrize("command", ["coordinator", "run"])
+def test_port_out_of_range(command: str) -> None:
+    one_line_error(grouplab(command, "--port", "99999"), 2, "--port", "0 to 65535")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--consumers", "0"], ["--consumers 0", "--forever"]),
+    (["--consumers", "-1"], ["--consumers"]),
+    (["--consumer-config", "no.such=1"], ["no.such"]),
+    (["--records", "5"], ["--delivery"]),
+    (["--topics", "t0"], ["TOPIC:PARTITIONS"]),
+    (["--assignor", "nope"], ["nope"]),
+    (["--timeout", "x"], ["--timeout"]),
+])
+def test_run_mistakes(args: list[str], words: list[str]) -> None:
+    one_line_error(grouplab("run", *args, timeout=20), 2, *words)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--member", "c0=t0", "--member", "c1=t9"], ["'t9'", "--topics"]),
+    (["--member", "c0=t0", "--member", "c0=t0"], ["twice"]),
+    (["--member", "c0=t0", "--owned", "c0=t0:7"], ["t0:7", "no such partition"]),
+    (["--member", "c0=t0", "--owned", "c0=t5:0"], ["not in --topics"]),
+    (["--member", "c0=t0", "--member", "c1=t0", "--owned", "c0=t0:0", "--owned", "c1=t0:0"], ["both"]),
+    (["--member", "c0=t0", "--owned", "c9=t0:0"], ["c9"]),
+    ([], ["--member"]),
+])
+def test_assign_mistakes(args: list[str], words: list[str]) -> None:
+    one_line_error(grouplab("assign", "--assignor", "sticky", "--topics", "t0:1", *args), 2, *words)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--scenario", "crash-storm", "--seed", "3", "--seeds", "1-5"], ["--seed", "--seeds"]),
+    (["--scenario", "no-such-scenario"], ["no-such-scenario"]),
+    (["--scenario", "crash-storm", "--seeds", "x"], ["'x'"]),
+    (["--scenario", "crash-storm", "--seeds", "1-3", "--run-dir", "/tmp/x"], ["--run-dir"]),
+    (["--scenario", "crash-storm", "--assignor", "nope"], ["nope"]),
+])
+def test_simulate_mistakes(args: list[str], words: list[str]) -> None:
+    one_line_error(grouplab("simulate", *args), 2, *words)
+
+
+def test_no_server() -> None:
+    one_line_error(grouplab("describe", "--group", "g", "--bootstrap-server", "127.0.0.1:1"), 1, "cannot connect")
+    one_line_error(grouplab("consumer", "--group", "g", "--topics", "t0", "--bootstrap-server", "127.0.0.1:1"),
+                   1, "cannot connect")
+    one_line_error(grouplab("topics", "list", "--bootstrap-server", "127.0.0.1:1"), 1, "cannot connect")
+
+
+def test_describe_unknown_group() -> None:
+    server = subprocess.Popen([sys.executable, "-m", "grouplab.cli", "coordinator", "--port", "0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    try:
+        assert server.stderr is not None
+        port = None
+        deadline = time.monotonic() + 30
+        while port is None and time.monotonic() < deadline:
+            line = server.stderr.readline()
+            if "listening on" in line:
+                port = line.split("listening on ")[1].split()[0].rsplit(":", 1)[1]
+        assert port, "the coordinator did not start"
+        one_line_error(grouplab("describe", "--group", "nosuch", "--bootstrap-server", f"127.0.0.1:{port}"), 1,
+                       "'nosuch' does not exist")
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=5) == 130
+    finally:
+        if server.poll() is None:
+            server.kill()
+
+
+def test_unknown_command_and_bad_value_are_one_line() -> None:
+    one_line_error(grouplab("nope"), 2, "nope")
+    one_line_error(grouplab("topics", "create", "t", "--partitions", "0", "--bootstrap-server", "127.0.0.1:1"),
+                   2, "--partitions")
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    proc = grouplab("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"grouplab {version('grouplab')}"
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("run", ["(default: 3)", "(default: t0:3,t1:3)", "(default: 0)", "(default: 120.0)"]),
+    ("coordinator", ["(default: 9092)", "(default: 127.0.0.1)"]),
+    ("simulate", ["(default: 1)", "(default: 60)"]),
+    ("sweep", ["(default: 1-100)"]),
+])
+def test_help_shows_defaults(command: str, expected: list[str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "grouplab.cli", command, "--help"], capture_output=True, text=True,
+                          timeout=30, env={**ENV, "COLUMNS": "400"}, cwd=ROOT)
+    assert proc.returncode == 0
+    for text in expected:
+        assert text in proc.stdout, (text, proc.stdout)
+
+
+def test_piped_tables_are_not_cut() -> None:
+    """Piped, without COLUMNS, a table is laid out wide (not rich's 80 columns), so a cell stays whole."""
+    proc = grouplab("assign", "--assignor", "range", "--topics", "a-rather-long-topic-name:40",
+                    "--member", "c0=a-rather-long-topic-name")
+    assert proc.returncode == 0, proc.stderr
+    whole = "a-rather-long-topic-name[" + ",".join(map(str, range(40))) + "]"
+    assert whole in proc.stdout and "…" not in proc.stdout, proc.stdout
+
+
+def interrupt(args: list[str], ready: str | None, wait_s: float) -> tuple[int, float, str, str]:
+    """Start grouplab, wait for `ready` on stderr (or `wait_s`), send SIGINT; (exit code, seconds to exit, out, err)."""
+    proc = subprocess.Popen([sys.executable, "-m", "grouplab.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    try:
+        seen = ""
+        if ready is not None:
+            assert proc.stderr is not None
+            deadline = time.monotonic() + 60
+            while ready not in seen and time.monotonic() < deadline:
+                seen += proc.stderr.readline()
+        time.sleep(wait_s)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=10)
+        return proc.returncode, time.monotonic() - sent, out, seen + err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_ctrl_c_in_simulate_seeds() -> None:
+    code, took, out, err = interrupt(["simulate", "--scenario", "crash-storm", "--seeds", "1-100000"], None, 2.0)
+    assert code == 130 and took < 2.0, (code, took, err)
+    assert "Traceback" not in err
+    assert "interrupted after" in err and "seed(s)" in out  # what was done so far
+
+
+def test_ctrl_c_in_sweep_stops_spark_quietly(tmp_path: Path) -> None:
+    code, took, _out, err = interrupt(["sweep", "--scenario", "crash-storm", "--seeds", "1-5000",
+                                       "--out", str(tmp_path / "sweep")], "grouplab sweep", 1.0)
+    assert code == 130 and took < 2.0, (code, took, err)
+    assert "Traceback" not in err and "py4j" not in err.lower()
+    assert "grouplab sweep: interrupted" in err
