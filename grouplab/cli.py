@@ -528,7 +528,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             console.print(f"[red bold]seed {r.seed}: invariant '{v.invariant}' violated at t={v.now_ms} ms[/]\n  {v.detail}")
             console.print("  last steps:\n" + "\n".join(f"    {line}" for line in v.trace[-args.trace_lines:]))
             console.print(f"  replay: grouplab simulate --scenario {args.scenario} --seed {r.seed} --run-dir runs/seed-{r.seed}")
-    console.print(f"{scenario.name}: {summary['seeds']} seed(s), {summary['events']:,} events, "
+    console.print(f"{scenario.name}: {summary['seeds']} seed(s), {summary['events']:,} simulator events "
+                  f"(messages, timers and faults; not log lines), "
                   f"{summary['rebalances']} rebalances, {summary['partitions_moved']} partitions moved, "
                   f"settled after the faults in median {summary['settle_ms_median']} ms (max {summary['settle_ms_max']} ms); "
                   + ("[green]all invariants held[/]" if not summary["failed"] else f"[red]failed seeds: {summary['failed']}[/]"))
