@@ -676,16 +676,16 @@ def test_cli_admin_commands_against_a_running_server(capsys: pytest.CaptureFixtu
 
         bg.run(start_members(2))
         generation = server.broker.groups["cli-g"].generation_id
-        rc, out, _ = cli("describe", "--group", "cli-g", "--group", "missing", "--format", "json")
-        assert rc == 0
-        described, missing = json.loads(out)
+        # Like kafka-consumer-groups: the groups that exist are described, a missing one is an error.
+        rc, out, err = cli("describe", "--group", "cli-g", "--group", "missing", "--format", "json")
+        assert rc == 1 and "group 'missing' does not exist" in err and len(err.strip().splitlines()) == 1
+        (described,) = json.loads(out)
         assert (described["group_id"], described["state"], described["protocol"]) == ("cli-g", "Stable", "range")
         assert described["generation_id"] == generation and described["protocol_type"] == "consumer"
         assert described["leader"] in {c.member_id for c in clients}
         assert sorted(m["client_id"] for m in described["members"]) == ["m0", "m1"]
         owned = sorted(tp for m in described["members"] for tp in m["assignment"])
         assert owned == [["x", 0], ["x", 1], ["x", 2]]
-        assert (missing["group_id"], missing["state"], missing["members"]) == ("missing", "Dead", [])
 
         rc, out, _ = cli("describe", "--all-groups", "--format", "json")
         assert rc == 0 and [g["group_id"] for g in json.loads(out)] == ["cli-g"]
