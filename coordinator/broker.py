@@ -255,7 +255,7 @@ class Broker:
 
     def _on_DescribeGroups(self, req: DescribeGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         described = []
-        for gid in req.groups:
+        for gid in dict.fromkeys(req.groups):  # each id once, first-seen order (Kafka de-duplicates)
             group = self.groups.get(gid)
             described.append(group.describe() if group is not None else DescribedGroup(group_id=gid, group_state=GroupState.DEAD.value))
         return [Reply(ctx.reply_to, DescribeGroupsResponse(groups=described))]

@@ -28,12 +28,14 @@ from protocol.effects import LogEvent, Output, Reply
 from protocol.errors import ErrorCode
 from protocol.types import TopicPartition
 from protocol.messages import (
+    FetchPartition,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
     FetchTopicResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    ListOffsetsPartition,
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
@@ -183,41 +185,52 @@ def _producer_refusal(broker: DataPlaneHost, batch: RecordBatch, log: PartitionL
 
 
 def handle_fetch(broker: DataPlaneHost, req: FetchRequest, reply_to: Any, now_ms: int) -> list[Output]:
-    """Answer at once from the logs (no long poll: max_wait_ms and min_bytes are ignored). Each
-    partition returns at least one record if it has one; max_bytes is shared in request order."""
+    """Answer at once from the logs (no long poll: max_wait_ms and min_bytes are ignored).
+
+    Each partition is answered once: a partition listed again replaces the earlier entry's
+    fetch_offset and partition_max_bytes but keeps its place (Kafka's fetch map). Sizes, as
+    Kafka: records fill min(partition_max_bytes, what is left of max_bytes), in request order;
+    only the first partition that has a record returns one even over both limits (so a consumer
+    always progresses), every later one returns only what fits."""
     if req.isolation_level not in ISOLATION_LEVELS:
         return [Reply(reply_to, FetchResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
             f"isolation_level must be 0 (read_uncommitted) or 1 (read_committed), got {req.isolation_level}")))]
-    remaining = max(req.max_bytes, 0)
-    topics = []
+    wanted: dict[str, dict[int, FetchPartition]] = {}
     for ft in req.topics:
-        parts = []
+        by_index = wanted.setdefault(ft.topic, {})
         for fp in ft.partitions:
-            index = fp.partition
-            if not _exists(broker, ft.topic, index):
+            by_index[fp.partition] = fp  # a repeat replaces the entry, in the first one's place
+    remaining = max(req.max_bytes, 0)
+    min_one = True  # until a partition has returned a record
+    topics = []
+    for topic, by_index in wanted.items():
+        parts = []
+        for index, fp in by_index.items():
+            if not _exists(broker, topic, index):
                 parts.append(FetchPartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                                    error_message=_unknown(ft.topic, index)))
+                                                    error_message=_unknown(topic, index)))
                 continue
             if fp.partition_max_bytes < 0:
                 parts.append(FetchPartitionResponse(index, ErrorCode.INVALID_FETCH_SIZE, error_message=(
                     f"partition_max_bytes must be >= 0, got {fp.partition_max_bytes}")))
                 continue
-            log = broker.logs.log(ft.topic, index)
+            log = broker.logs.log(topic, index)
             resp = FetchPartitionResponse(index, high_watermark=log.high_watermark,
                                           last_stable_offset=log.last_stable_offset,
                                           log_start_offset=log.log_start_offset)
             try:
-                records = log.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining), req.isolation_level)
+                records = log.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining), req.isolation_level,
+                                   min_one=min_one)
             except OffsetOutOfRange as exc:
                 resp.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 resp.error_message = exc.message
             else:
                 resp.records = records
-                for r in records:
-                    remaining -= fetched_size(r)
-                remaining = max(remaining, 0)
+                if records:
+                    min_one = False
+                    remaining = max(remaining - sum(fetched_size(r) for r in records), 0)
             parts.append(resp)
-        topics.append(FetchTopicResponse(ft.topic, parts))
+        topics.append(FetchTopicResponse(topic, parts))
     return [Reply(reply_to, FetchResponse(responses=topics))]
 
 
@@ -229,15 +242,23 @@ def handle_list_offsets(broker: DataPlaneHost, req: ListOffsetsRequest, reply_to
         return [Reply(reply_to, ListOffsetsResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
             f"isolation_level must be 0 (read_uncommitted) or 1 (read_committed), got {req.isolation_level}")))]
     committed = req.isolation_level == READ_COMMITTED
-    topics = []
+    wanted: dict[str, dict[int, ListOffsetsPartition | None]] = {}  # None: listed more than once
     for lt in req.topics:
-        parts = []
+        by_index = wanted.setdefault(lt.name, {})
         for lp in lt.partitions:
-            index = lp.partition_index
-            if not _exists(broker, lt.name, index):
+            by_index[lp.partition_index] = None if lp.partition_index in by_index else lp
+    topics = []
+    for name, by_index in wanted.items():
+        parts = []
+        for index, entry in by_index.items():
+            if entry is None:  # Kafka: INVALID_REQUEST for a duplicated partition (answered once here)
+                parts.append(ListOffsetsPartitionResponse(index, ErrorCode.INVALID_REQUEST))
+                continue
+            lp = entry
+            if not _exists(broker, name, index):
                 parts.append(ListOffsetsPartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            log = broker.logs.log(lt.name, index)
+            log = broker.logs.log(name, index)
             try:
                 found = log.offset_for(lp.timestamp)
             except LogError as exc:
@@ -251,7 +272,7 @@ def handle_list_offsets(broker: DataPlaneHost, req: ListOffsetsRequest, reply_to
                 elif offset >= lso:
                     offset, timestamp = -1, -1  # only what read_committed consumers can see
             parts.append(ListOffsetsPartitionResponse(index, 0, timestamp, offset))
-        topics.append(ListOffsetsTopicResponse(lt.name, parts))
+        topics.append(ListOffsetsTopicResponse(name, parts))
     return [Reply(reply_to, ListOffsetsResponse(topics=topics))]
 
 

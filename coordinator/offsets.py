@@ -240,10 +240,13 @@ def fetch_response(store: OffsetStore, req: OffsetFetchRequest) -> OffsetFetchRe
         for tp, om, code in store.fetch(None, req.require_stable):
             by_topic[tp.topic].append(_fetched(tp.partition, om, code))
         return OffsetFetchResponse(topics=[OffsetFetchResponseTopic(name, parts) for name, parts in by_topic.items()])
-    topics = []
+    wanted: dict[str, dict[int, None]] = {}  # each topic and partition once, first-seen order
     for t in req.topics:
-        results = store.fetch([TopicPartition(t.name, p) for p in t.partition_indexes], req.require_stable)
-        topics.append(OffsetFetchResponseTopic(t.name, [_fetched(tp.partition, om, code) for tp, om, code in results]))
+        wanted.setdefault(t.name, {}).update(dict.fromkeys(t.partition_indexes))
+    topics = []
+    for name, partitions in wanted.items():
+        results = store.fetch([TopicPartition(name, p) for p in partitions], req.require_stable)
+        topics.append(OffsetFetchResponseTopic(name, [_fetched(tp.partition, om, code) for tp, om, code in results]))
     return OffsetFetchResponse(topics=topics)
 
 

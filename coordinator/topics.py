@@ -46,7 +46,7 @@ class TopicStore:
         if req.topics is None:
             names = sorted(self.partitions)
         else:
-            names = [t.name for t in req.topics]
+            names = list(dict.fromkeys(t.name for t in req.topics))  # a set, as in Kafka: each topic once
         topics = []
         for name in names:
             if name not in self.partitions and req.allow_auto_topic_creation and self.config.auto_create_topics_enable:

@@ -162,15 +162,15 @@ def test_fetch_reports_offsets_and_per_partition_errors() -> None:
     assert (u.error_code, u.high_watermark) == (ErrorCode.OFFSET_OUT_OF_RANGE, 0) and u.error_message
 
 
-def test_fetch_limits_share_max_bytes_but_each_partition_gets_a_record() -> None:
+def test_fetch_limits_share_max_bytes_and_only_the_first_partition_with_data_exceeds_them() -> None:
     b = broker()
     produce(b, {("t", 0): recs(*[b"x" * 100] * 10), ("t", 1): recs(*[b"y" * 100] * 10)})
     size = 116  # 16 + 100 value bytes
     resp = fetch(b, {("t", 0): 0, ("t", 1): 0}, max_bytes=3 * size, partition_max_bytes=2 * size)
     counts = [len(p.records) for t in resp.responses for p in t.partitions]
-    assert counts == [2, 1]  # 2 fit in t-0's limit; 1 byte budget left for t-1 still gives it one
+    assert counts == [2, 1]  # 2 fit in t-0's limit; one record's budget is left for t-1
     resp = fetch(b, {("t", 0): 0, ("t", 1): 0}, max_bytes=0, partition_max_bytes=0)
-    assert [len(p.records) for t in resp.responses for p in t.partitions] == [1, 1]
+    assert [len(p.records) for t in resp.responses for p in t.partitions] == [1, 0]  # Kafka: the first only
     resp = fetch(b, {("t", 0): 0}, partition_max_bytes=-1)
     assert resp.responses[0].partitions[0].error_code == ErrorCode.INVALID_FETCH_SIZE
 
