@@ -6,9 +6,15 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from coordinator.broker import Broker, RequestContext
+from coordinator.config import BrokerConfig
+from coordinator.partition_log import INT16_MAX, INT32_MAX, INT64_MAX
 from coordinator.transactions import TransactionCoordinator, TxnState, timer_key
-from protocol.effects import ArmTimer, CancelTimer, Reply
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AddOffsetsToTxnRequest,
@@ -16,6 +22,12 @@ from protocol.messages import (
     AddPartitionsToTxnTopic,
     EndTxnRequest,
     InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceTopicData,
+    Record,
+    RecordBatch,
 )
 from protocol.types import TopicPartition
 
@@ -177,23 +189,6 @@ def test_epoch_exhaustion_allocates_a_new_producer_id(epochs: int) -> None:
 
 
 # ============================================================================ through the Broker: nobody wedges a transaction
-
-from hypothesis import HealthCheck, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule  # noqa: E402
-
-from coordinator.broker import Broker, RequestContext  # noqa: E402
-from coordinator.config import BrokerConfig  # noqa: E402
-from coordinator.partition_log import INT16_MAX, INT32_MAX, INT64_MAX  # noqa: E402
-from protocol.effects import LogEvent  # noqa: E402
-from protocol.messages import (  # noqa: E402
-    InitProducerIdResponse,
-    ProducePartitionData,
-    ProduceRequest,
-    ProduceTopicData,
-    Record,
-    RecordBatch,
-)
 
 T0 = 1_700_000_000_000
 PARTS = [("out", 0), ("out", 1), ("side", 0)]
