@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import struct
-from typing import Any
+from typing import Any, Sequence
 
 from protocol import schema
 from protocol.errors import ErrorCode
@@ -182,7 +182,7 @@ class AdminClient:
 
     # ------------------------------------------------------------------ partition logs (tests, benchmarks)
 
-    async def produce(self, topic: str, partition: int, records: "list[Record | bytes]", *, producer_id: int = -1,
+    async def produce(self, topic: str, partition: int, records: "Sequence[Record | bytes]", *, producer_id: int = -1,
                       producer_epoch: int = -1, base_sequence: int = -1, acks: int = -1,
                       is_transactional: bool = False, transactional_id: str | None = None,
                       ) -> "ProducePartitionResponse | None":

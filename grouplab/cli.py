@@ -573,13 +573,14 @@ class SparkInterrupt:
 
         # PySpark's SparkContext installs a SIGINT handler of its own (cancel the jobs, raise in the
         # main thread): while this block runs it finds a `signal` module that leaves SIGINT alone.
+        spark_context: Any
         try:
             from pyspark.core import context as spark_context
         except ImportError:  # pragma: no cover - older PySpark layout
             spark_context = None
         self._spark_context = spark_context
         if spark_context is not None:
-            spark_context.signal = _KeepSigint()  # type: ignore[attr-defined]
+            spark_context.signal = _KeepSigint()
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
         self._old_handler = signal.signal(signal.SIGINT, lambda *_: None)

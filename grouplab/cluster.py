@@ -215,7 +215,7 @@ class DeliveryRun:
         from grouplab.admin import AdminClient
 
         async def read(isolation: int) -> OutputLedger:
-            values: list[bytes] = []
+            values: list[bytes | None] = []
             async with AdminClient(host, port) as admin:
                 for p in range(partitions):
                     offset = 0

@@ -186,3 +186,16 @@ def test_ctrl_c_in_sweep_stops_spark_quietly(tmp_path: Path) -> None:
     assert code == 130 and took < 2.0, (code, took, err)
     assert "Traceback" not in err and "py4j" not in err.lower()
     assert "grouplab sweep: interrupted" in err
+
+
+def test_ctrl_c_in_analyze_stops_spark_quietly(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    made = subprocess.run([sys.executable, "-m", "grouplab.cli", "simulate", "--scenario", "crash-storm", "--seed", "1",
+                           "--run-dir", str(run_dir)], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+    assert made.returncode == 0, made.stderr
+    # Interrupted while Spark reads the logs and writes the tables (it prints its banner first).
+    code, took, _out, err = interrupt(["analyze", str(run_dir), "--out", str(tmp_path / "out")],
+                                      "grouplab analyze", 0.5)
+    assert code == 130 and took < 2.0, (code, took, err)
+    assert "Traceback" not in err and "py4j" not in err.lower()
+    assert "grouplab analyze: interrupted" in err

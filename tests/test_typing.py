@@ -1,5 +1,5 @@
-"""mypy over the typed core (pyproject's [tool.mypy]: protocol/, coordinator/, consumer/,
-grouplab/sim/, the rebalance tracker and the fault rules). A wrong event field, a missing case of an
+"""mypy over every package (pyproject's [tool.mypy]: protocol/, coordinator/, consumer/ and all of
+grouplab/, the CLI and the Spark pipeline included). A wrong event field, a missing case of an
 output union or a None that slipped through fails here, in the suite `scripts/test` runs."""
 
 from __future__ import annotations

@@ -408,7 +408,7 @@ def client_colors(clients: Iterable[str]) -> dict[str, Any]:
     import matplotlib
 
     ordered = sorted(set(clients), key=natural_key)
-    palette = matplotlib.colormaps["tab10" if len(ordered) <= 10 else "tab20"].colors
+    palette = matplotlib.colormaps["tab10" if len(ordered) <= 10 else "tab20"].colors  # type: ignore[attr-defined]  # a ListedColormap
     return {c: palette[i % len(palette)] for i, c in enumerate(ordered)}
 
 
@@ -832,7 +832,7 @@ def hurt_table(group: Group) -> str:
             f"<td class=n>{esc(r.get('partitions_moved'))}</td>"
             f"<td class=n><b>{ms_s(r.get('unowned_partition_ms') if owned else None)}</b></td>"
             f"<td class=n>{ms_s(r.get('max_unowned_ms') if owned else None)}</td>"
-            f"<td>{moved_text(group.moved_from.get(r.get('generation'), []))}</td></tr>")
+            f"<td>{moved_text(group.moved_from.get(r['generation'], []) if r.get('generation') is not None else [])}</td></tr>")
     return f"<div class=wide><table class=hurt><thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>"
 
 

@@ -111,8 +111,8 @@ def _own_session(start: Any) -> Any:
     def launch_in_own_session(conf: Any = None, popen_kwargs: dict[str, Any] | None = None) -> Any:
         return launch(conf, {**(popen_kwargs or {}), "start_new_session": True})
 
-    context.launch_gateway = launch_in_own_session  # type: ignore[assignment]
+    context.launch_gateway = launch_in_own_session
     try:
         return start()
     finally:
-        context.launch_gateway = launch  # type: ignore[assignment]
+        context.launch_gateway = launch

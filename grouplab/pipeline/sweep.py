@@ -259,7 +259,7 @@ def job_progress(spark: SparkSession, on_update: Callable[[int, int], None], exp
         stop.set()
         thread.join()
         for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
-            sc.setLocalProperty(key, None)  # type: ignore[arg-type] - None removes it
+            sc.setLocalProperty(key, None)  # type: ignore[arg-type]  # None removes it
 
 
 # ----------------------------------------------------------------------------- the whole command
