@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from coordinator.broker import Broker, RequestContext
 from coordinator.group_log import Record
+from coordinator.trace import TraceRecorder
 from protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Persist, Reply, TimerKey
 from protocol.kernel import Clock, EventSink, Timers, UnhandledOutput, no_event_log
 
@@ -27,16 +28,21 @@ class CoordinatorDriver:
     """Runs a Broker's steps and carries out every output of its closed union (`Output`):
     consecutive Persists as one batch (one write and one sync of the group log) before the outputs
     after them, so a reply never goes out before the record it depends on; anything else raises
-    UnhandledOutput."""
+    UnhandledOutput. With a `trace`, every input and reply is also written to the message trace
+    (coordinator/trace.py), and the member ids the Broker generates with them."""
 
-    __slots__ = ("broker", "clock", "timers", "_persist", "_handlers")
+    __slots__ = ("broker", "clock", "timers", "trace", "_persist", "_handlers")
 
     def __init__(self, broker: Broker, clock: Clock, timers: Timers, reply: ReplySink, persist: PersistSink,
-                 events: EventSink | None) -> None:
+                 events: EventSink | None, trace: TraceRecorder | None = None) -> None:
         self.broker = broker
         self.clock = clock
         self.timers = timers
+        self.trace = trace
         self._persist = persist
+        if trace is not None:
+            broker.new_member_id = trace.recording_ids(broker.new_member_id)  # (before any group takes it)
+            reply = _traced(trace, reply)
         self._handlers: dict[type, Callable[[Any], None]] = {
             Reply: reply,
             ArmTimer: timers.apply,
@@ -45,10 +51,16 @@ class CoordinatorDriver:
         }
 
     def handle(self, api: str, body: Any, ctx: RequestContext) -> None:
-        self.apply(self.broker.handle(api, body, ctx, self.clock()))
+        now = self.clock()
+        if self.trace is not None:
+            self.trace.request(now, api, body, ctx)
+        self.apply(self.broker.handle(api, body, ctx, now))
 
     def on_timer(self, key: TimerKey) -> None:
-        self.apply(self.broker.on_timer(key, self.clock()))
+        now = self.clock()
+        if self.trace is not None:
+            self.trace.timer(now, key)
+        self.apply(self.broker.on_timer(key, now))
 
     def apply(self, outputs: list[Output]) -> None:
         batch: list[Record] = []
@@ -67,3 +79,10 @@ class CoordinatorDriver:
             handler(out)
         if batch:
             self._persist(batch)
+
+def _traced(trace: TraceRecorder, reply: ReplySink) -> ReplySink:
+    def traced_reply(out: Reply) -> None:
+        trace.reply(out)
+        reply(out)
+
+    return traced_reply

@@ -29,6 +29,7 @@ from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
 from coordinator.group_log import GroupLog, Record
 from coordinator.partition_log import INT64_MAX, FileLogStore
+from coordinator.trace import TraceRecorder, TraceSink
 from protocol import events
 from protocol.effects import LogEvent, Output, Reply, wall_clock_ms
 from protocol.kernel import TimerTable, loop_schedule
@@ -53,6 +54,10 @@ class _ReplyTo:
 
     def __hash__(self) -> int:
         return hash((id(self.conn), self.correlation_id))
+
+
+def _conn_of(token: _ReplyTo) -> tuple[str, int]:
+    return token.conn.peer, token.correlation_id
 
 
 class _GroupQueue:
@@ -112,11 +117,14 @@ class CoordinatorServer:
         clock: Callable[[], int] = wall_clock_ms,
         new_member_id: Callable[[str], str] = uuid_member_ids,
         data_dir: str | Path | None = None,
+        trace: TraceSink | None = None,
     ) -> None:
         self.config = config or BrokerConfig()
         self.host = host
         self.port = port
         self.events = events  # an EventLog-like object with .emit(LogEvent), or None
+        # The message trace (coordinator/trace.py): every request, timer and answer, for replay/explain.
+        self.trace = TraceRecorder(trace, _conn_of) if trace is not None else None
         self.clock = clock
         self.broker = Broker(self.config, new_member_id, host, port)
         self.connections: set[_Connection] = set()
@@ -136,7 +144,7 @@ class CoordinatorServer:
         self._loop = asyncio.get_running_loop()
         driver = self.driver = CoordinatorDriver(
             self.broker, self.clock, TimerTable(loop_schedule(self._loop), self.clock, self._fire), self._reply,
-            self._persist, self._emit)  # reads self.events when an event comes
+            self._persist, self._emit, self.trace)  # reads self.events when an event comes
         restored = self._recover() if self.data_dir is not None else []
         try:
             self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port, backlog=4096)
@@ -146,6 +154,9 @@ class CoordinatorServer:
             raise
         self.port = self._server.sockets[0].getsockname()[1]
         self.broker.topics.port = self.port
+        if self.trace is not None:
+            self.trace.start(self.clock(), host=self.host, port=self.port, config=self.config.as_kafka_names(),
+                             topics=dict(self.broker.topics.partitions), recovered=self._recovered_state())
         self._emit(LogEvent(self.clock(), events.CoordinatorStarted(
             self.host, self.port, config=self.config.as_kafka_names(),
             data_dir=str(self.data_dir) if self.data_dir else None)))
@@ -212,6 +223,12 @@ class CoordinatorServer:
             ms=round(logs_ms, 3)))]
         logs_recovered += [LogEvent(now, events.PartitionLogTruncated(**t)) for t in rs.truncations]
         return [recovered, *logs_recovered, *outputs]
+
+    def _recovered_state(self) -> bool:
+        """Did the data directory hand this coordinator state from an earlier run (groups, topics,
+        partition logs, producer ids)? A trace of such a run cannot be replayed from empty."""
+        b = self.broker
+        return bool(b.groups or b.topics.partitions or b.logs.logs()) or b.logs.is_allocated(0)
 
     def _close_log(self) -> None:
         if self._flusher is not None:

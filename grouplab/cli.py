@@ -243,16 +243,25 @@ def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
 async def cmd_coordinator(args: argparse.Namespace) -> int:
     from coordinator.server import CoordinatorServer
     from grouplab.eventlog import run_dir_log, stderr_log
+    from grouplab.tracefile import TraceFile, trace_path
 
     events = run_dir_log(args.run_dir, "coordinator") if args.run_dir else stderr_log("coordinator")
-    server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir)
+    trace = TraceFile(trace_path(args.run_dir)) if args.run_dir else None
+    server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir,
+                               trace=trace)
+
+    def close_logs() -> None:
+        events.close()
+        if trace is not None:
+            trace.close()
+
     try:
         await server.start()
     except OSError as exc:
-        events.close()
+        close_logs()
         raise CliError(listen_error(args.host, args.port, exc)) from None
     except BaseException:
-        events.close()
+        close_logs()
         raise
     groups, topics = len(server.broker.groups), len(server.broker.topics.partitions)
     logs = server.log_store.recovery.partitions if server.log_store is not None else 0
@@ -266,7 +275,7 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
         return 130
     finally:
         await server.stop()
-        events.close()
+        close_logs()
     return 0
 
 
@@ -476,6 +485,41 @@ def cmd_assign(args: argparse.Namespace) -> int:
             console.print(f"withheld {len(withheld)} (their owners revoke them; a follow-up rebalance assigns them): "
                           f"{format_partitions(withheld)}")
     return 0
+
+
+# ----------------------------------------------------------------------------- replay
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """The work is grouplab/replay.py; this says what it compared, or where the two part ways."""
+    from grouplab.replay import ReplayRefused, replay
+
+    try:
+        result = replay(args.run_dir)
+    except ReplayRefused as exc:
+        raise CliError(exc) from None
+    inputs = (f"{result.requests:,} requests, {result.timers:,} timer firings, {result.member_ids:,} member ids"
+              + (f", {result.restarts} coordinator restart{'s' * (result.restarts != 1)}" if result.restarts else ""))
+    diff = result.difference
+    if diff is None:
+        events = (f" and {result.events:,} event-log lines" if result.events_compared else "")
+        console.print(f"replayed {inputs}: {result.responses:,} answers{events} identical to the recording")
+        for note in result.notes:
+            err.print(f"[yellow]note:[/] {note}")
+        return 0
+    where = "trace/coordinator.jsonl" if diff.what == "trace line" else "coordinator.jsonl"
+    console.print(f"[red]the replay differs[/] from the recording at {where} line {diff.index} "
+                  f"(after {inputs} were replayed):")
+    console.print(f"  recorded: {_excerpt(diff.recorded)}", markup=False, highlight=False)
+    console.print(f"  replayed: {_excerpt(diff.replayed)}", markup=False, highlight=False)
+    return 1
+
+
+def _excerpt(line: dict[str, Any] | None, limit: int = 400) -> str:
+    if line is None:
+        return "(nothing)"
+    text = json.dumps(line, separators=(",", ":"))
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
 
 
 # ----------------------------------------------------------------------------- simulate
@@ -960,7 +1004,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("coordinator", help="run the coordinator server alone")
     c.add_argument("--host", default="127.0.0.1", help="address to listen on")
     c.add_argument("--port", type=port_number, default=9092, help="port to listen on (0: any free port)")
-    c.add_argument("--run-dir", help="write the event log to RUN_DIR/coordinator.jsonl instead of stderr")
+    c.add_argument("--run-dir", help="write the event log to RUN_DIR/coordinator.jsonl instead of stderr, and the "
+                   "message trace to RUN_DIR/trace/coordinator.jsonl (grouplab replay)")
     c.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log and the "
                                       "partition logs in DIR/logs/: a restarted coordinator recovers its groups, topics "
                                       "and records (without it nothing is kept)")
@@ -1033,6 +1078,10 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (repeatable)")
     y.add_argument("--events-table", action="store_true", help="also write every parsed event as the `events` table")
 
+    rp = sub.add_parser("replay", help="run the coordinator's state machine again over a run's message trace "
+                        "and check that it answers the same (docs/events.md §7)")
+    rp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate/coordinator --run-dir)")
+
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
@@ -1074,6 +1123,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_sweep(args)
         if args.command == "analyze":
             return cmd_analyze(args)
+        if args.command == "replay":
+            return cmd_replay(args)
         return _run_async(_ASYNC[args.command], args)
     except KeyboardInterrupt:
         fail(args.command, "interrupted")

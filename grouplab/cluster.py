@@ -19,6 +19,7 @@ from coordinator.config import BrokerConfig
 from coordinator.group import GroupState
 from coordinator.server import CoordinatorServer
 from grouplab.eventlog import EventLog, null_log, run_dir_log
+from grouplab.tracefile import TraceFile, trace_path
 from grouplab.faults.proxy import FaultProxy
 from grouplab.faults.rules import Rule, parse_spec
 from protocol import events
@@ -67,6 +68,7 @@ class LocalCluster:
         self._numbers = itertools.count(1)
         self._changed = asyncio.Event()
         self._logs: list[EventLog] = []
+        self._trace: TraceFile | None = None
 
     def event_log(self, node: str) -> EventLog:
         """This run's event log for `node` (a file in the run dir, or nowhere)."""
@@ -80,8 +82,9 @@ class LocalCluster:
         return log
 
     async def start(self) -> "LocalCluster":
+        self._trace = TraceFile(trace_path(self.run_dir)) if self.run_dir else None
         self.server = CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"),
-                                        data_dir=self.data_dir)
+                                        data_dir=self.data_dir, trace=self._trace)
         await self.server.start()
         self.port = self.server.port
         if self.fault_rules:
@@ -172,6 +175,8 @@ class LocalCluster:
             await self.server.stop()
         for log in self._logs:
             log.close()
+        if self._trace is not None:
+            self._trace.close()
 
 
 @dataclass

@@ -25,6 +25,7 @@ from coordinator.group import GroupState
 from coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
 from grouplab.cluster import LocalCluster
+from grouplab.replay import replay
 from protocol import consumer_protocol
 from protocol.effects import wall_clock_ms
 from protocol.errors import ErrorCode
@@ -570,8 +571,8 @@ async def test_local_cluster_script_and_run_dir(tmp_path, recorder: EventRecorde
     finally:
         await cluster.close()
 
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["coordinator.jsonl"] + [f"{n}.jsonl" for n in names])
-    for path in tmp_path.iterdir():
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["coordinator.jsonl", "trace"] + [f"{n}.jsonl" for n in names])
+    for path in tmp_path.glob("*.jsonl"):
         lines = path.read_text().splitlines()
         assert lines, f"{path.name} is empty"
         for line in lines:
@@ -581,6 +582,10 @@ async def test_local_cluster_script_and_run_dir(tmp_path, recorder: EventRecorde
     coordinator = [json.loads(line) for line in (tmp_path / "coordinator.jsonl").read_text().splitlines()]
     assert any(e["event"] == "member_removed" and e["reason"] == "left" for e in coordinator)
     assert coordinator[-1]["event"] == "coordinator_stopped"
+    # The message trace of a run over real sockets replays to the same answers and events.
+    replayed = replay(tmp_path)
+    assert replayed.identical, replayed.difference
+    assert replayed.requests > 20 and replayed.responses > 20 and replayed.member_ids >= 4 and replayed.events > 10
 
 
 # ----------------------------------------------------------------------------- 11. DescribeGroups

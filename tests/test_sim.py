@@ -50,8 +50,9 @@ def test_the_same_seed_replays_byte_identically(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     run_seed(scenario, 7, a)
     run_seed(scenario, 7, b)
-    files = sorted(p.name for p in a.iterdir())
-    assert files == sorted(p.name for p in b.iterdir()) and "coordinator.jsonl" in files and "simulator.jsonl" in files
+    files = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())  # the message trace included
+    assert files == sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file())
+    assert {"coordinator.jsonl", "simulator.jsonl", "trace/coordinator.jsonl"} <= set(files)
     for name in files:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     # A different seed is a different run.
@@ -71,13 +72,13 @@ def test_replay_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
                                "cooperative-sticky", "--run-dir", str(run_dir)],
                               capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        outs.append({p.name: p.read_bytes() for p in run_dir.iterdir()})
+        outs.append({str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()})
     assert outs[0] == outs[1]
 
 
 def test_event_log_has_the_common_fields(tmp_path: Path) -> None:
     run_seed(load_scenario(ROOT / "scenarios" / "partition.toml"), 2, tmp_path)
-    lines = [json.loads(line) for p in tmp_path.iterdir() for line in p.read_text().splitlines()]
+    lines = [json.loads(line) for p in tmp_path.glob("*.jsonl") for line in p.read_text().splitlines()]
     assert lines
     for ev in lines:
         assert {"ts_ms", "event", "node"} <= set(ev)

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 from consumer.delivery import (AppOutput, Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, OutputLedger,
                                Processed, input_value)
 from protocol import events
-from protocol.messages import ProduceResponse, Record, RecordBatch
+from protocol.messages import (ProducePartitionData, ProduceRequest, ProduceResponse, ProduceTopicData, Record,
+                               RecordBatch)
 from protocol.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -43,12 +44,12 @@ class DeliveryWorld:
     def write_input(self) -> None:
         """The input, written before any member starts: `records` per partition, each value naming
         its own partition and offset so the output can be checked record by record."""
-        assert self.sim.broker is not None
         for p in range(self.partitions):
-            log = self.sim.broker.logs.log(self.spec.input_topic, p)
             records = [Record(value=input_value(self.spec.input_topic, p, i)) for i in range(self.spec.records)]
             for start in range(0, len(records), 100):
-                log.append(RecordBatch(records=records[start:start + 100]), 0)
+                batch = RecordBatch(records=records[start:start + 100])
+                self.sim.admin_request("Produce", ProduceRequest(
+                    [ProduceTopicData(self.spec.input_topic, [ProducePartitionData(p, batch)])], acks=-1))
         self.sim.stats.produced = self.partitions * self.spec.records
 
     def new_app(self, m: "SimMember") -> DeliveryApp:

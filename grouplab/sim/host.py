@@ -127,6 +127,12 @@ class SimHost(Protocol):
         """Note what the simulator did, in the trace and (with an event log) as an event."""
         ...
 
+    def admin_request(self, api: str, body: Any) -> None:
+        """A request the simulator itself makes of the coordinator (an admin's CreatePartitions,
+        the delivery input's Produce): through its driver, so the message trace has it as it has
+        every other input. Its answer goes nowhere. Nothing happens while the coordinator is down."""
+        ...
+
     def stop_process(self, m: SimMember, clean: bool) -> None:
         """End the member's running process: closing it (LeaveGroup) if `clean`, else a crash."""
         ...

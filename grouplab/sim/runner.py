@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from grouplab.eventlog import EventLog, run_dir_log
+from grouplab.tracefile import TraceFile, trace_path
 from grouplab.sim.scenario import Scenario
 from grouplab.sim.world import Simulation, SimResult
 from protocol.effects import LogEvent
@@ -61,11 +62,15 @@ def run_seed(scenario: Scenario, seed: int, run_dir: str | Path | None = None,
         if listener is not None:
             listener(node, ev)
 
+    messages = TraceFile(trace_path(run_dir)) if run_dir is not None else None  # the coordinator's message trace
     try:
-        return Simulation(scenario, seed, emit if (sink is not None or listener is not None) else None).run()
+        return Simulation(scenario, seed, emit if (sink is not None or listener is not None) else None,
+                          messages=messages).run()
     finally:
         if sink is not None:
             sink.close()
+        if messages is not None:
+            messages.close()
 
 
 def run_seeds(scenario: Scenario, seeds: Iterable[int], on_result: Callable[[SimResult], None] | None = None) -> list[SimResult]:

@@ -39,6 +39,7 @@ from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
 from coordinator.group import GroupState
 from coordinator.partition_log import LogStore, MemoryLogStore
+from coordinator.trace import TraceRecorder, TraceSink
 from grouplab.sim.delivery import DeliveryWorld
 from grouplab.sim.fault_rules import SimFaultRules
 from grouplab.sim.invariants import Invariants, Violation, format_step
@@ -126,7 +127,7 @@ class _SimMemberShell:
 
 class Simulation:
     def __init__(self, scenario: Scenario, seed: int, events: Callable[[str, LogEvent], None] | None = None,
-                 trace_len: int = 40) -> None:
+                 trace_len: int = 40, messages: TraceSink | None = None) -> None:
         self.scenario = scenario
         self.seed = seed
         self.rng = random.Random(seed)
@@ -143,6 +144,11 @@ class Simulation:
         self.delivery = DeliveryWorld(self, scenario.delivery) if scenario.delivery is not None else None
         self.durable: list[Any] = []  # what the coordinator persisted: its durable log
         self._logs_after_crash: LogStore | None = None
+        # The coordinator's message trace (coordinator/trace.py), one across its restarts.
+        self.messages = TraceRecorder(messages, self._conn_label) if messages is not None else None
+        if self.messages is not None:
+            self.messages.start(0, host="127.0.0.1", port=0, config=self.broker_config.as_kafka_names(),
+                                topics=dict(scenario.topics), recovered=False)
         # The coordinator (None while it is down), and its Broker: a plain attribute rather than a
         # property, as the network functions and the invariants read it on every message and event.
         self.coordinator: CoordinatorDriver | None = None
@@ -170,7 +176,7 @@ class Simulation:
         broker = Broker(self.broker_config, self.ids, logs=self._logs_after_crash)
         broker.topics.partitions.update(self.scenario.topics)
         return CoordinatorDriver(broker, self._clock, _HeapTimers(self, _BROKER_TIMER, None), self._reply_to_member,
-                                 self.durable.extend, self._coordinator_event)
+                                 self.durable.extend, self._coordinator_event, self.messages)
 
     def _clock(self) -> int:
         return self.now
@@ -311,12 +317,12 @@ class Simulation:
         return self._delay_lo + int(self.rng.random() * self._delay_span)  # randint's result, for less
 
     def _deliver_to_broker(self, m: SimMember, epoch: int, send: Send) -> None:
-        if self.broker is None or not ((epoch == m.epoch and m.connected) or epoch == m.closed_epoch):
+        coordinator = self.coordinator
+        if coordinator is None or not ((epoch == m.epoch and m.connected) or epoch == m.closed_epoch):
             return  # the coordinator is down, or the connection it came on is gone
         self.stats.messages_delivered += 1
         self.trace.append((self.now, m.name, "->", send.api, send.correlation_id))
-        ctx = RequestContext((m.index, epoch, send.correlation_id), m.name, "sim")
-        self._broker_outputs(self.broker.handle(send.api, send.body, ctx, self.now))
+        coordinator.handle(send.api, send.body, RequestContext((m.index, epoch, send.correlation_id), m.name, "sim"))
 
     def _deliver_to_member(self, m: SimMember, epoch: int, cid: int, body: Any, payload: tuple) -> None:
         machine = m.machine
@@ -330,10 +336,6 @@ class Simulation:
         self._member_outputs(m, machine.on_response(cid, body, self.now))
 
     # ------------------------------------------------------------------ coordinator side
-
-    def _broker_outputs(self, outputs: list) -> None:
-        assert self.coordinator is not None
-        self.coordinator.apply(outputs)
 
     def _reply_to_member(self, out: Reply) -> None:
         if out.to is None:
@@ -358,6 +360,8 @@ class Simulation:
             assert isinstance(logs, MemoryLogStore)  # the simulator's partition logs live in memory
             self._logs_after_crash = logs.recovered()
             coordinator.timers.cancel_all()
+        if self.messages is not None:
+            self.messages.crash(self.now)
         self.log_sim(events.CoordinatorCrashed, down_ms=down_ms)
         for m in self.members:
             if m.up and m.connected:
@@ -365,6 +369,8 @@ class Simulation:
         self.at(self.now + down_ms, self._restart_coordinator)
 
     def _restart_coordinator(self) -> None:
+        if self.messages is not None:
+            self.messages.restart(self.now)
         coordinator = self._new_coordinator()
         outputs = coordinator.broker.restore(list(self.durable), self.now) if self.durable else []
         self._set_coordinator(coordinator)
@@ -491,12 +497,10 @@ class Simulation:
                 return
             self._crash_coordinator(max(f.duration_ms, 1))
         elif kind == "add_partitions":
-            coordinator = self.coordinator
-            if coordinator is not None:
+            if self.broker is not None:
                 # As an admin's CreatePartitions: durable (a TopicRecord), so a restart keeps it.
-                total = coordinator.broker.topics.partitions.get(f.topic, 0) + f.partitions
-                coordinator.handle("CreatePartitions", CreatePartitionsRequest([CreatePartitionsTopic(f.topic, total)]),
-                                   RequestContext(None, "simulator", "sim"))
+                total = self.broker.topics.partitions.get(f.topic, 0) + f.partitions
+                self.admin_request("CreatePartitions", CreatePartitionsRequest([CreatePartitionsTopic(f.topic, total)]))
                 self.invariants.on_topics_changed()
         elif kind == "join_burst":
             spec = self.scenario.members[0]
@@ -589,6 +593,15 @@ class Simulation:
         bound = (max_poll + JOIN_GRACE_MS) + 2 * max_poll + session + self.broker_config.group_initial_rebalance_delay_ms \
             + metadata + 10_000
         return bound + (self.delivery.drain_bound_ms() if self.delivery is not None else 0)
+
+    def _conn_label(self, token: tuple[int, int, int]) -> tuple[str, int]:
+        """A member's connection as the trace names it: `<member>#<connection epoch>`."""
+        idx, epoch, correlation_id = token
+        return f"{self.members[idx].name}#{epoch}", correlation_id
+
+    def admin_request(self, api: str, body: Any) -> None:
+        if self.coordinator is not None:
+            self.coordinator.handle(api, body, RequestContext(None, "simulator", "sim"))
 
     def log_sim(self, event: Callable[Concatenate[str, int, events.Fields], events.SimulatorEvent], /,
                  *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:

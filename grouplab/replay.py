@@ -1,0 +1,218 @@
+"""`grouplab replay RUN_DIR`: run the coordinator's state machine again over a run's message trace.
+
+The trace (RUN_DIR/trace/coordinator.jsonl, coordinator/trace.py) holds every input the Broker saw
+at the `now_ms` it saw it, and the member ids it generated. A fresh Broker fed the same inputs in the
+same order must give the same answers and the same event-log lines: the Broker is a pure machine
+(docs/design.md §2). The replay writes its own trace as it goes and compares it with the recorded
+one line by line, and its events with RUN_DIR/coordinator.jsonl (less the lines only the asyncio
+shell writes, `coordinator.trace.SHELL_EVENTS`).
+
+What a replay cannot do: start from state a data directory handed the recorded coordinator (its
+partition logs and group log are not in the trace), so a run that began on a non-empty
+`--data-dir` is refused with that reason.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from coordinator.broker import Broker, RequestContext
+from coordinator.config import BrokerConfig, ConfigError
+from coordinator.driver import CoordinatorDriver
+from coordinator.partition_log import MemoryLogStore
+from coordinator.trace import SHELL_EVENT_NAMES, TRACE_VERSION, TraceRecorder, request_body, timer_key
+from grouplab.eventlog import EventLog
+from grouplab.tracefile import TraceUnreadable, read_trace, trace_path
+from protocol.effects import ArmTimer, CancelTimer, Reply
+from protocol.errors import ProtocolError
+from protocol.messages import API
+
+
+class ReplayRefused(ValueError):
+    """The trace cannot be replayed (missing, unreadable, from a non-empty data directory, or a
+    newer format); the message says why."""
+
+
+@dataclass
+class Difference:
+    """The first place where the replay and the recording part ways."""
+
+    what: str  # "trace line" or "event-log line"
+    index: int  # 1-based line number in the recorded file (or one past its end)
+    recorded: dict[str, Any] | None
+    replayed: dict[str, Any] | None
+
+
+@dataclass
+class ReplayResult:
+    requests: int = 0
+    timers: int = 0
+    member_ids: int = 0
+    responses: int = 0
+    events: int = 0
+    restarts: int = 0
+    difference: Difference | None = None
+    events_compared: bool = True  # False when the run kept no coordinator event log
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return self.difference is None
+
+
+class _NoTimers:
+    """A replay's timers: firings are inputs in the trace, so armed timers are only noted."""
+
+    def apply(self, out: ArmTimer | CancelTimer) -> None:
+        pass
+
+    def cancel_all(self) -> None:
+        pass
+
+
+def _token_label(token: tuple[str, int]) -> tuple[str, int]:
+    return token
+
+
+class _RecordedIds:
+    """The member ids the recorded Broker generated, handed out again in the same order."""
+
+    def __init__(self, ids: Iterable[tuple[str, str]]) -> None:
+        self.ids = deque(ids)
+
+    def __call__(self, client_id: str) -> str:
+        if not self.ids:
+            return f"{client_id}-unrecorded"  # the comparison reports the extra member_id line
+        recorded_client, member_id = self.ids.popleft()
+        return member_id if recorded_client == client_id else f"{client_id}-unrecorded"
+
+
+def replay(run_dir: str | Path) -> ReplayResult:
+    """Replay RUN_DIR's trace; raises ReplayRefused when it cannot be replayed at all."""
+    run_dir = Path(run_dir)
+    try:
+        recorded = list(read_trace(trace_path(run_dir)))
+    except TraceUnreadable as exc:
+        raise ReplayRefused(str(exc)) from None
+    if not recorded or recorded[0].get("kind") != "start":
+        raise ReplayRefused(f"{trace_path(run_dir)}: the trace does not begin with its `start` line")
+    start = recorded[0]
+    if start.get("version") != TRACE_VERSION:
+        raise ReplayRefused(f"{trace_path(run_dir)}: trace format version {start.get('version')!r}; "
+                            f"this grouplab reads version {TRACE_VERSION}")
+    if start.get("recovered"):
+        raise ReplayRefused(f"{run_dir}: this coordinator began from state an existing --data-dir handed it "
+                            "(groups, topics or partition logs of an earlier run), which the trace does not hold; "
+                            "only runs that started empty can be replayed")
+    try:
+        config = BrokerConfig().with_overrides(f"{k}={_text(v)}" for k, v in start["config"].items())
+    except (ConfigError, KeyError, AttributeError) as exc:
+        raise ReplayRefused(f"{trace_path(run_dir)}: the start line's config cannot be read: {exc}") from None
+
+    result = ReplayResult()
+    replayed: list[dict[str, Any]] = [start]
+    event_text = io.StringIO()
+    event_log = EventLog("coordinator", stream=event_text)
+    recorder = TraceRecorder(replayed.append, _token_label)
+    ids = _RecordedIds((line["client_id"], line["member_id"]) for line in recorded if line["kind"] == "member_id")
+    durable: list[Any] = []
+    topics = {str(k): int(v) for k, v in start.get("topics", {}).items()}
+    now = [int(start["ts_ms"])]
+
+    def new_driver(logs: MemoryLogStore | None) -> CoordinatorDriver:
+        broker = Broker(config, ids, host=str(start.get("host", "127.0.0.1")), port=int(start.get("port", 0)), logs=logs)
+        broker.topics.partitions.update(topics)
+        return CoordinatorDriver(broker, lambda: now[0], _NoTimers(), _ignore_reply, durable.extend,
+                                 event_log.emit, recorder)
+
+    driver: CoordinatorDriver | None = new_driver(None)
+    crashed_logs: MemoryLogStore | None = None
+    for n, line in enumerate(recorded[1:], 2):
+        kind = line.get("kind")
+        now[0] = int(line.get("ts_ms", now[0]))
+        try:
+            if kind == "request":
+                api = line["api"]
+                if api not in API:
+                    raise ReplayRefused(f"{trace_path(run_dir)}:{n}: unknown API {api!r}")
+                body = request_body(api, line["body"])
+                assert driver is not None, "a request while the coordinator was down"
+                token = None if line["conn"] == "internal" else (line["conn"], line["correlation_id"])
+                driver.handle(api, body, RequestContext(token, line.get("client_id", ""), line.get("client_host", "")))
+                result.requests += 1
+            elif kind == "timer":
+                assert driver is not None, "a timer while the coordinator was down"
+                driver.on_timer(timer_key(line["key"]))
+                result.timers += 1
+            elif kind == "crash":
+                assert driver is not None
+                logs = driver.broker.logs
+                assert isinstance(logs, MemoryLogStore)
+                recorder.crash(now[0])
+                crashed_logs = logs.recovered()
+                driver = None
+            elif kind == "restart":
+                recorder.restart(now[0])
+                driver = new_driver(crashed_logs)
+                driver.apply(driver.broker.restore(list(durable), now[0]) if durable else [])
+                result.restarts += 1
+            elif kind == "member_id":
+                result.member_ids += 1
+            elif kind == "response":
+                result.responses += 1
+        except (KeyError, TypeError, ValueError, ProtocolError) as exc:
+            if isinstance(exc, ReplayRefused):
+                raise
+            raise ReplayRefused(f"{trace_path(run_dir)}:{n}: a {kind} line that cannot be read: {exc!r}") from None
+    event_log.close()
+    result.difference = _first_difference("trace line", recorded, _normalised(replayed))
+    if result.difference is None:
+        _compare_events(run_dir, event_text.getvalue(), result)
+    return result
+
+
+def _compare_events(run_dir: Path, replayed_text: str, result: ReplayResult) -> None:
+    path = run_dir / "coordinator.jsonl"
+    replayed = [json.loads(t) for t in replayed_text.splitlines() if t.strip()]
+    result.events = len(replayed)
+    if not path.exists():
+        result.events_compared = False
+        result.notes.append(f"{path.name} is missing: the answers were compared, the event-log lines were not")
+        return
+    recorded = []
+    with open(path, encoding="utf-8") as f:
+        for text in f:
+            if text.strip() and text.endswith("\n"):
+                line = json.loads(text)
+                if line.get("event") not in SHELL_EVENT_NAMES:
+                    recorded.append(line)
+    result.difference = _first_difference("event-log line", recorded, replayed)
+
+
+def _first_difference(what: str, recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> Difference | None:
+    for i, (a, b) in enumerate(zip(recorded, replayed)):
+        if a != b:
+            return Difference(what, i + 1, a, b)
+    if len(recorded) != len(replayed):
+        i = min(len(recorded), len(replayed))
+        return Difference(what, i + 1, recorded[i] if i < len(recorded) else None,
+                          replayed[i] if i < len(replayed) else None)
+    return None
+
+
+def _normalised(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The replay's own lines as they read back from a file (tuples become lists)."""
+    return [json.loads(json.dumps(line)) for line in lines]
+
+
+def _ignore_reply(out: Reply) -> None:
+    pass
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
