@@ -515,6 +515,67 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Arguments and display; the story is grouplab/teach/explain.py's."""
+    import tempfile
+
+    from grouplab.replay import ReplayRefused
+    from grouplab.teach.catalog import Catalog, languages
+    from grouplab.teach.explain import Filter, markdown, mermaid, narrate_run, select, text_lines
+
+    if args.lang not in languages():
+        raise UsageError(f"--lang {args.lang!r}: choose one of {', '.join(languages())}")
+    c = Catalog(args.lang)
+    target = Path(args.target)
+    with tempfile.TemporaryDirectory(prefix="grouplab-explain-") as tmp:
+        if (target / "trace").is_dir() or (target.is_dir() and not target.suffix == ".toml"):
+            run_dir, label = target, str(target)
+        else:  # a scenario: run it on the simulator first, into a directory that goes afterwards
+            from grouplab.sim.runner import run_seed
+            from grouplab.sim.scenario import ScenarioError, load_scenario, resolve_scenario
+
+            try:
+                scenario = load_scenario(resolve_scenario(args.target))
+            except ScenarioError as exc:
+                raise UsageError(f"{args.target}: not a run directory, and {exc}") from None
+            run_dir, label = Path(tmp), f"{scenario.name}, seed {args.seed}"
+            run_seed(scenario, args.seed, run_dir)
+        try:
+            story = narrate_run(run_dir, args.lang)
+        except ReplayRefused as exc:
+            raise CliError(exc) from None
+    steps = select(story, Filter(args.from_s, args.to_s, args.generation))
+    title = c.t("title.run", group=story.group or "?", run=label)
+    if args.format == "markdown":
+        text = markdown(story, steps, c, title, show_all=args.all)
+    elif args.format == "mermaid":
+        text = mermaid(story, steps, c, show_all=args.all)
+    else:
+        text = ""
+    if text:
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+            err.print(f"wrote {args.out}")
+        else:
+            sys.stdout.write(text)
+        return 0
+    if not steps:
+        err.print(c.t("filtered.none"))
+        return 1
+
+    def wait() -> bool:
+        try:
+            answer = input(c.t("step.prompt") + " ")
+        except EOFError:
+            return True
+        return answer.strip().lower() != "q"
+
+    console.print(title, style="bold", markup=False, highlight=False)
+    for style, line in text_lines(story, steps, c, show_all=args.all, on_step=wait if args.step else None):
+        console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
 def _excerpt(line: dict[str, Any] | None, limit: int = 400) -> str:
     if line is None:
         return "(nothing)"
@@ -1082,6 +1143,22 @@ def build_parser() -> argparse.ArgumentParser:
                         "and check that it answers the same (docs/events.md §7)")
     rp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate/coordinator --run-dir)")
 
+    ex = sub.add_parser("explain", help="tell a run message by message: who sent what, what the coordinator "
+                        "decided and why (docs/explain.md)")
+    ex.add_argument("target", metavar="RUN_DIR|SCENARIO",
+                    help="a run directory (run/simulate/coordinator --run-dir), or a scenario or lesson to simulate")
+    ex.add_argument("--seed", type=int, default=1, help="the seed to simulate a SCENARIO with")
+    ex.add_argument("--lang", default="en", help="language of the explanations: en or zh")
+    ex.add_argument("--format", choices=["text", "markdown", "mermaid"], default="text",
+                    help="text for the terminal, markdown for a page to hand out, mermaid for a sequence diagram")
+    ex.add_argument("--out", metavar="FILE", help="write markdown or mermaid here instead of stdout")
+    ex.add_argument("--step", action="store_true", help="wait for Enter after each step")
+    ex.add_argument("--from", dest="from_s", type=float, metavar="S", help="start S seconds into the run")
+    ex.add_argument("--to", dest="to_s", type=float, metavar="S", help="stop S seconds into the run")
+    ex.add_argument("--generation", type=int, metavar="N",
+                    help="only the rebalance that formed generation N and that generation's life")
+    ex.add_argument("--all", action="store_true", help="also tell routine messages (heartbeats, commits) one by one")
+
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
@@ -1125,6 +1202,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_analyze(args)
         if args.command == "replay":
             return cmd_replay(args)
+        if args.command == "explain":
+            return cmd_explain(args)
         return _run_async(_ASYNC[args.command], args)
     except KeyboardInterrupt:
         fail(args.command, "interrupted")
