@@ -242,10 +242,15 @@ def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
 
 async def cmd_coordinator(args: argparse.Namespace) -> int:
     from coordinator.server import CoordinatorServer
-    from grouplab.eventlog import run_dir_log, stderr_log
+    from grouplab.eventlog import EventLog, run_dir_log, stderr_log
+    from grouplab.readable import CoordinatorView
     from grouplab.tracefile import TraceFile, trace_path
 
-    events = run_dir_log(args.run_dir, "coordinator") if args.run_dir else stderr_log("coordinator")
+    check_lang(args.lang)
+    events = (run_dir_log(args.run_dir, "coordinator") if args.run_dir
+              else stderr_log("coordinator") if args.log_json else EventLog("coordinator"))
+    if not args.log_json:  # a person at a terminal: each decision and rebalance in words
+        events.listeners.append(CoordinatorView(err, args.lang))
     trace = TraceFile(trace_path(args.run_dir)) if args.run_dir else None
     server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir,
                                trace=trace)
@@ -283,6 +288,9 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
     from consumer.app import SimulatedConsumerApp
     from grouplab.admin import parse_bootstrap
     from grouplab.eventlog import EventLog, run_dir_log, stderr_log
+    from grouplab.readable import ConsumerView
+
+    check_lang(args.lang)
 
     host, port = parse_bootstrap(args.bootstrap_server)
     config = ConsumerConfig(group_id=args.group, topics=parse_list(args.topics), client_id=args.client_id,
@@ -291,18 +299,7 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
     events: EventLog = run_dir_log(args.run_dir, args.client_id) if args.run_dir else (
         stderr_log(args.client_id) if args.log_json else EventLog(args.client_id))
 
-    def show(_node: str, ev: Any) -> None:
-        f = ev.fields
-        if ev.event == "partitions_assigned":
-            owned = [TopicPartition(t, p) for t, p in f["owned"]]
-            console.print(f"generation {f['generation_id']} · member {f['member_id']} · owns {format_partitions(owned)}")
-        elif ev.event == "partitions_revoked":
-            revoked = [TopicPartition(t, p) for t, p in f["partitions"]]
-            console.print(f"[yellow]revoked {format_partitions(revoked)}[/] ({f.get('reason')})")
-        elif ev.event == "fatal_error":
-            console.print(f"[red]fatal: {f['error']}[/] {f.get('message') or ''}")
-
-    events.listeners.append(show)
+    events.listeners.append(ConsumerView(console, args.lang))
     app = SimulatedConsumerApp(config, host, port, events=events)
     try:
         await app.start()
@@ -515,16 +512,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1
 
 
+def check_lang(lang: str) -> None:
+    from grouplab.teach.catalog import languages
+
+    if lang not in languages():
+        raise UsageError(f"--lang {lang!r}: choose one of {', '.join(languages())}")
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     """Arguments and display; the story is grouplab/teach/explain.py's."""
     import tempfile
 
     from grouplab.replay import ReplayRefused
-    from grouplab.teach.catalog import Catalog, languages
+    from grouplab.teach.catalog import Catalog
     from grouplab.teach.explain import Filter, markdown, mermaid, narrate_run, select, text_lines
 
-    if args.lang not in languages():
-        raise UsageError(f"--lang {args.lang!r}: choose one of {', '.join(languages())}")
+    check_lang(args.lang)
     c = Catalog(args.lang)
     target = Path(args.target)
     with tempfile.TemporaryDirectory(prefix="grouplab-explain-") as tmp:
@@ -1065,8 +1068,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("coordinator", help="run the coordinator server alone")
     c.add_argument("--host", default="127.0.0.1", help="address to listen on")
     c.add_argument("--port", type=port_number, default=9092, help="port to listen on (0: any free port)")
-    c.add_argument("--run-dir", help="write the event log to RUN_DIR/coordinator.jsonl instead of stderr, and the "
-                   "message trace to RUN_DIR/trace/coordinator.jsonl (grouplab replay)")
+    c.add_argument("--run-dir", help="write the JSON event log to RUN_DIR/coordinator.jsonl and the message trace "
+                   "to RUN_DIR/trace/coordinator.jsonl (grouplab replay, explain)")
+    c.add_argument("--log-json", action="store_true",
+                   help="print the JSON event log to stderr instead of the human view of each rebalance")
+    c.add_argument("--lang", default="en", help="language of the human view: en or zh")
     c.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log and the "
                                       "partition logs in DIR/logs/: a restarted coordinator recovers its groups, topics "
                                       "and records (without it nothing is kept)")
@@ -1081,6 +1087,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--group-instance-id", help="static membership (group.instance.id)")
     k.add_argument("--run-dir", help="write the event log to RUN_DIR/<client-id>.jsonl")
     k.add_argument("--log-json", action="store_true", help="also print the JSON event log to stderr")
+    k.add_argument("--lang", default="en", help="language of the consumer's explanations: en or zh")
     k.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE",
                    help="consumer config override with Kafka's name (repeatable)")
 
