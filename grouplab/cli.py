@@ -150,9 +150,22 @@ async def cmd_run(args: argparse.Namespace) -> int:
             await asyncio.sleep(args.hold)
         if not args.forever:
             victim = cluster.apps[0]
-            how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
-            console.print(f"[yellow]stopping {victim.client.config.client_id} ({how})…[/]")
-            await cluster.stop_consumer(victim, leave=not args.crash)
+            name = victim.client.config.client_id
+            if args.crash and delivery is not None:
+                # Where a crash shows what the mode costs: between processing and committing (a
+                # duplicate at-least-once, an aborted transaction exactly-once), or between
+                # committing and processing (a loss at-most-once).
+                point = "committed" if delivery.mode.value == "at-most-once" else "processed"
+                console.print(f"[yellow]crashing {name} right after it {point} a batch "
+                              f"({'before processing what it committed' if point == 'committed' else 'before committing it'}"
+                              f"; no LeaveGroup)…[/]")
+                if not await cluster.crash_consumer_at(victim, point, min(args.timeout, 5.0)):
+                    console.print(f"[yellow]{name} had no batch left to crash on within 5 s (its input was all "
+                                  "done: raise --records): crashed where it was[/]")
+            else:
+                how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
+                console.print(f"[yellow]stopping {name} ({how})…[/]")
+                await cluster.stop_consumer(victim, leave=not args.crash)
             await cluster.wait_stable(args.timeout)
             await asyncio.sleep(args.hold)
             console.print("[green]adding a consumer…[/]")
