@@ -435,7 +435,7 @@ class GroupLog:
     def _lock(self) -> None:
         if self._lock_fd is not None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.path.parent)
         self._lock_fd = lock_directory(self.path.parent, "another coordinator")
 
     def __enter__(self) -> "GroupLog":
@@ -450,6 +450,19 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def make_dirs(path: Path) -> None:
+    """Create `path` and its missing parents, syncing the parent of each one created: POSIX keeps
+    a new name through a machine crash only once its directory is synced, so without this a crash
+    could take a new directory, and every synced file in it, away."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(exist_ok=True)
+        _fsync_dir(directory.parent)
 
 
 def _fsync_dir(path: Path) -> None:
