@@ -108,7 +108,7 @@ class ProducerClient(asyncio.Protocol):
             cid, raw = read_response(frame)
             api = self._apis.pop(cid, None)
             if api is not None:
-                body = schema.decode(API[api].response, raw, "body")
+                body: Any = schema.decode(API[api].response, raw, "body")
                 self._carry(self.machine.on_response(cid, body, wall_clock_ms()))
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -192,9 +192,9 @@ async def commit_loop(host: str, port: int, ledger: Ledger, group: str, partitio
                 offset += 1
 
 
-async def read_partition(admin: AdminClient, tp: TopicPartition) -> tuple[dict[int, bytes], str | None]:
-    """Every record of a partition from offset 0, or what stopped the read."""
-    records: dict[int, bytes] = {}
+async def read_partition(admin: AdminClient, tp: TopicPartition) -> tuple[dict[int, bytes | None], str | None]:
+    """Every record of a partition from offset 0, and what stopped the read early, if anything."""
+    records: dict[int, bytes | None] = {}
     offset = 0
     while True:
         try:

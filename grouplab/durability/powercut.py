@@ -95,12 +95,14 @@ class SyncTracker:
                 self.note(fd if isinstance(fd, int) else fd.fileno())
             return synced
 
-        os.fsync, os.fdatasync = wrap(real_fsync), wrap(real_fdatasync)
+        setattr(os, "fsync", wrap(real_fsync))  # setattr: the wrappers take what the originals take
+        setattr(os, "fdatasync", wrap(real_fdatasync))
         return self
 
     def uninstall(self) -> None:
         if self._saved is not None:
-            os.fsync, os.fdatasync = self._saved
+            setattr(os, "fsync", self._saved[0])
+            setattr(os, "fdatasync", self._saved[1])
             self._saved = None
         if self._journal_fd is not None:
             os.close(self._journal_fd)
@@ -124,9 +126,9 @@ class SyncTracker:
                     continue
                 tracker.syncs += 1
                 if "dir" in line:
-                    tracker.dirs[tuple(line["dir"])] = {n: tuple(k) for n, k in line["names"].items()}  # type: ignore[index,misc]
+                    tracker.dirs[_key(line["dir"])] = {n: _key(k) for n, k in line["names"].items()}
                 else:
-                    tracker.files[tuple(line["file"])] = line["size"]  # type: ignore[index]
+                    tracker.files[_key(line["file"])] = line["size"]
         return tracker
 
     # ------------------------------------------------------------------ the cut
@@ -180,6 +182,10 @@ class _OpenDir:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def _key(pair: list[int]) -> FileKey:
+    return pair[0], pair[1]
 
 
 def _names(dir_fd: int) -> dict[str, FileKey]:

@@ -70,7 +70,7 @@ class CoordinatorProcess:
             *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE, env={**os.environ, "COLUMNS": "1000", "PYTHONPATH": path})
         assert proc.stderr is not None
-        said = []
+        said: list[str] = []
         deadline = time.monotonic() + timeout_s
         while True:
             line = (await asyncio.wait_for(proc.stderr.readline(), max(0.1, deadline - time.monotonic()))).decode()
@@ -177,14 +177,18 @@ class Cost:
 
 async def measure_cost(profile: Profile, workdir: Path, produce_s: float = 3.0, partitions: int = 8,
                        commits: int = 1000) -> Cost:
-    """Produce for `produce_s` seconds (one idempotent producer, a batch in flight per partition),
-    then `commits` sequential one-partition OffsetCommits, on a fresh coordinator process."""
+    """On a fresh coordinator process: `commits` sequential one-partition OffsetCommits with nothing
+    else going on, then `produce_s` seconds of producing (one idempotent producer, a batch in flight
+    per partition). Commits first: on ext4 a sync also writes out other files' unsynced data, so
+    commits right after the produce phase would pay for its page cache too."""
     proc = CoordinatorProcess(workdir / "data", profile.overrides, workdir / "run")
     port = await proc.start()
     try:
         tps = [TopicPartition(TOPIC, p) for p in range(partitions)]
         async with AdminClient(HOST, port) as admin:
             await admin.create_topics({TOPIC: partitions})
+        commit_ledger = Ledger()
+        await commit_loop(HOST, port, commit_ledger, "cost", tps[:1], count=commits)
         ledger = Ledger()
         producer = ProducerClient(ledger, tps)
         started = time.perf_counter()
@@ -192,8 +196,6 @@ async def measure_cost(profile: Profile, workdir: Path, produce_s: float = 3.0, 
         await asyncio.sleep(produce_s)
         records, seconds = ledger.record_count(), time.perf_counter() - started
         producer.close()
-        commit_ledger = Ledger()
-        await commit_loop(HOST, port, commit_ledger, "cost", tps[:1], count=commits)
         return Cost(records, seconds, ledger.batch_ms, commit_ledger.commit_ms)
     finally:
         await proc.kill()
