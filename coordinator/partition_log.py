@@ -665,20 +665,25 @@ class _FileStorage(_Storage):
         fd = self._wfd
         if fd is None:
             fd = self._wfd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if self.last_flush_ms is None:
+            self.last_flush_ms = now_ms
+        unflushed = self.unflushed_messages + info.record_count
         try:
             _write_all(fd, frame)
+            if unflushed >= self.flush_messages or now_ms - self.last_flush_ms >= self.flush_ms:
+                os.fsync(fd)
+                self.flushes += 1
+                unflushed, self.last_flush_ms = 0, now_ms
         except OSError:
+            # No half batch in the middle of the log, and no batch answered with an error left in
+            # the file (a failed sync included): a retry takes the same offset.
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, seg.size)  # no half batch in the middle of the log
+                os.ftruncate(fd, seg.size)
             raise
         seg.index(info.base_offset, seg.size, len(frame), self.index_interval)
         seg.size += len(frame)
         seg.end_offset = info.base_offset + info.record_count
-        self.unflushed_messages += info.record_count
-        if self.last_flush_ms is None:
-            self.last_flush_ms = now_ms
-        if self.unflushed_messages >= self.flush_messages or now_ms - self.last_flush_ms >= self.flush_ms:
-            self._flush(now_ms)
+        self.unflushed_messages = unflushed
 
     def _roll(self, base_offset: int) -> _Segment:
         if self._wfd is not None:
