@@ -158,7 +158,7 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown profile {unknown[0]!r}; known: {', '.join(PROFILES)}")
     work = Path(tempfile.mkdtemp(prefix="bench-durability-", dir=args.dir))
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     try:
         results = asyncio.run(run(args, work))
     finally:
@@ -173,7 +173,9 @@ def main() -> None:
         header = (
             f"\n## Durability: what an acknowledged write survives ({utc_stamp()})\n\n"
             f"`scripts/bench_durability.py{' ' + argv if argv else ''}` on {os.cpu_count()} cores, Python "
-            f"{platform.python_version()}, {platform.system()} {platform.release()}; took {minutes:.1f} min. "
+            f"{platform.python_version()}, {platform.system()} {platform.release()}; took {minutes:.1f} min; load "
+            f"average {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end (other jobs share the "
+            f"machine: the costs are this run's, not a promise). "
             f"{args.rounds} rounds per profile, each a fresh coordinator process with a data directory under "
             f"load (one idempotent producer on 4 partitions, batches of 20 × 100 B, acks=-1; two committers, "
             f"4 partitions per OffsetCommit), stopped at a random moment {lo:g}–{hi:g} s into the load. "
