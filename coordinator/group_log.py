@@ -416,7 +416,13 @@ class GroupLog:
         if self._fd is None:
             self._lock()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        _write_all(self._fd, b"".join(encode_frame(r) for r in records))
+        end = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            _write_all(self._fd, b"".join(encode_frame(r) for r in records))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, end)  # a frame cut short here would hide every later one
+            raise
         if self.fsync:
             os.fsync(self._fd)
         self.appended += len(records)
