@@ -16,13 +16,13 @@ the last), and stops it (SIGSTOP) at a random moment of the crash window. Then:
 A fresh coordinator on each directory is asked for every acknowledged record (at the offset it was
 acknowledged with) and every group's committed offsets (a commit is lost if the committed offset
 went below the last acknowledged one; later commits may win). Then, per profile, a cost run on a
-fresh process: --commits sequential one-partition OffsetCommits with nothing else going on, then
-produce for --produce-seconds (throughput, and each batch's send-to-acknowledgement time). The
+fresh process (--cost-runs of them, the profiles in turn): --commits sequential one-partition
+OffsetCommits with nothing else going on, then produce for --produce-seconds (throughput, and each batch's send-to-acknowledgement time). The
 crash rounds' own OffsetCommit round trips give the commit latency while records are produced.
 
     scripts/bench_durability.py [--rounds 30] [--profiles defaults,fsync-never,flush-messages-1,flush-ms-1000]
                                 [--crash-window 0.05-2.0] [--produce-seconds 3] [--commits 1000]
-                                [--seed 1] [--torn] [--no-write]
+                                [--cost-runs 3] [--seed 1] [--torn] [--no-write]
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import os
 import platform
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -62,7 +63,7 @@ class Tally:
     commit_ms: list[float] = field(default_factory=list)  # OffsetCommit round trips while the producer ran
 
 
-async def run_profile(profile: Profile, args: argparse.Namespace, work: Path, rng: random.Random) -> tuple[Tally, Cost]:
+async def crash_rounds(profile: Profile, args: argparse.Namespace, work: Path, rng: random.Random) -> Tally:
     tally = Tally()
     for i in range(args.rounds):
         workdir = work / profile.name / f"round-{i}"
@@ -83,37 +84,55 @@ async def run_profile(profile: Profile, args: argparse.Namespace, work: Path, rn
               f"{r.ledger.commit_requests} commits acknowledged; lost after kill -9 {r.killed.records_lost} / "
               f"{r.killed.commits_lost}, after the power cut {r.powercut.records_lost} / {r.powercut.commits_lost}",
               flush=True)
-    cost_dir = work / profile.name / "cost"
-    cost_dir.mkdir(parents=True)
-    cost = await measure_cost(profile, cost_dir, args.produce_seconds, commits=args.commits)
-    print(f"  cost: {cost.records_per_s:,.0f} records/s; batch p50 {percentile(cost.batch_ms, 0.5):.2f} ms; "
-          f"commit p50 {percentile(cost.commit_ms, 0.5):.2f} ms", flush=True)
-    return tally, cost
+    return tally
+
+
+async def costs(profiles: list[Profile], args: argparse.Namespace, work: Path) -> dict[str, list[Cost]]:
+    """--cost-runs runs per profile, the profiles taken in turn so that a busy spell of the
+    machine does not fall on one profile only."""
+    runs: dict[str, list[Cost]] = {p.name: [] for p in profiles}
+    for i in range(args.cost_runs):
+        for profile in profiles:
+            cost_dir = work / profile.name / f"cost-{i}"
+            cost_dir.mkdir(parents=True)
+            cost = await measure_cost(profile, cost_dir, args.produce_seconds, commits=args.commits)
+            shutil.rmtree(cost_dir, ignore_errors=True)
+            runs[profile.name].append(cost)
+            print(f"  cost run {i + 1} of {profile.name}: {cost.records_per_s:,.0f} records/s; batch p50 "
+                  f"{percentile(cost.batch_ms, 0.5):.2f} ms; commit p50 {percentile(cost.commit_ms, 0.5):.2f} ms",
+                  flush=True)
+    return runs
 
 
 def lost(n: int, of: int) -> str:
     return f"**{n:,}** of {of:,}" if n else f"0 of {of:,}"
 
 
-def tables(results: list[tuple[Profile, Tally, Cost]]) -> str:
-    survive = ["| profile | settings | kill -9: records lost | kill -9: commits lost | power cut (model): records "
-               "lost | power cut (model): commits lost | power cut: rounds with a loss |",
-               "|---|---|---:|---:|---:|---:|---:|"]
+def tables(results: list[tuple[Profile, Tally, list[Cost]]]) -> str:
+    survive = ["| profile | settings | acknowledged: records, OffsetCommits | kill -9: records lost | kill -9: "
+               "commits lost | power cut (model): records lost | power cut (model): commits lost | power cut: rounds "
+               "with a loss |",
+               "|---|---|---:|---:|---:|---:|---:|---:|"]
     for p, t, _ in results:
         settings = ", ".join(f"`{o}`" for o in p.overrides) or "none (the defaults)"
         extra = f"; {t.unmodelled} names unmodelled" if t.unmodelled else ""
         phantom = t.killed.commits_phantom + t.powercut.commits_phantom
         extra += f"; {phantom} commits above anything sent" if phantom else ""
-        survive.append(f"| {p.name} | {settings}{extra} | {lost(t.killed.records_lost, t.killed.records_checked)} | "
+        survive.append(f"| {p.name} | {settings}{extra} | {t.records:,}, {t.commit_requests:,} | "
+                       f"{lost(t.killed.records_lost, t.killed.records_checked)} | "
                        f"{lost(t.killed.commits_lost, t.killed.commit_keys_checked)} | "
                        f"{lost(t.powercut.records_lost, t.powercut.records_checked)} | "
                        f"{lost(t.powercut.commits_lost, t.powercut.commit_keys_checked)} | "
                        f"{t.powercut_rounds_with_loss} of {t.rounds} |")
-    cost = ["| profile | produce records/s | produce batch acknowledged p50 / p99 ms | OffsetCommit alone p50 / p99 "
-            "ms | OffsetCommit while producing p50 / p99 ms |",
+    cost = ["| profile | produce records/s: median (range) | produce batch acknowledged p50 / p99 ms | OffsetCommit "
+            "alone p50 / p99 ms | OffsetCommit while producing p50 / p99 ms |",
             "|---|---:|---:|---:|---:|"]
-    for p, t, c in results:
-        cost.append(f"| {p.name} | {c.records_per_s:,.0f} | {ms(c.batch_ms)} | {ms(c.commit_ms)} | {ms(t.commit_ms)} |")
+    for p, t, runs in results:
+        rates = sorted(c.records_per_s for c in runs)
+        batch = [v for c in runs for v in c.batch_ms]
+        commit = [v for c in runs for v in c.commit_ms]
+        cost.append(f"| {p.name} | {statistics.median(rates):,.0f} ({rates[0]:,.0f}–{rates[-1]:,.0f}) | {ms(batch)} | "
+                    f"{ms(commit)} | {ms(t.commit_ms)} |")
     return "\n".join(survive) + "\n\n" + "\n".join(cost)
 
 
@@ -129,15 +148,15 @@ def window(text: str) -> tuple[float, float]:
     return low, high
 
 
-async def run(args: argparse.Namespace, work: Path) -> list[tuple[Profile, Tally, Cost]]:
+async def run(args: argparse.Namespace, work: Path) -> list[tuple[Profile, Tally, list[Cost]]]:
     rng = random.Random(args.seed)
-    results = []
-    for name in args.profiles:
-        profile = PROFILES[name]
-        print(f"{name}: {profile.what}", flush=True)
-        tally, cost = await run_profile(profile, args, work, rng)
-        results.append((profile, tally, cost))
-    return results
+    profiles = [PROFILES[name] for name in args.profiles]
+    tallies = []
+    for profile in profiles:
+        print(f"{profile.name}: {profile.what}", flush=True)
+        tallies.append(await crash_rounds(profile, args, work, rng))
+    runs = await costs(profiles, args, work)
+    return [(p, t, runs[p.name]) for p, t in zip(profiles, tallies)]
 
 
 def main() -> None:
@@ -147,7 +166,8 @@ def main() -> None:
     ap.add_argument("--crash-window", type=window, default=(0.05, 2.0),
                     help="seconds after the load starts within which the crash falls, uniformly (LOW-HIGH)")
     ap.add_argument("--produce-seconds", type=float, default=3.0, help="length of the cost run's produce phase")
-    ap.add_argument("--commits", type=int, default=1000, help="sequential OffsetCommits in the cost run")
+    ap.add_argument("--commits", type=int, default=1000, help="sequential OffsetCommits in a cost run")
+    ap.add_argument("--cost-runs", type=int, default=3, help="cost runs per profile")
     ap.add_argument("--seed", type=int, default=1, help="seeds the crash moments")
     ap.add_argument("--torn", action="store_true", help="the power cut keeps a random part of each unsynced tail")
     ap.add_argument("--dir", help="where to put the data (default: a temporary directory)")
@@ -184,10 +204,11 @@ def main() -> None:
             f"directory's names at its last fsync{'; a random part of each unsynced tail kept' if args.torn else ''}), "
             f"then a restart on the copy — a model, not a real power cut (docs/durability.md). Records: every "
             f"acknowledged record checked at its offset; commits: every (group, partition)'s last acknowledged "
-            f"offset checked, lost if the committed offset is below it. Cost: a fresh process, "
-            f"{args.commits:,} sequential one-partition OffsetCommits with nothing else going on, then one "
-            f"idempotent producer on 8 partitions for {args.produce_seconds:g} s (one batch in flight per "
-            f"partition); *while producing*: the round trips of the crash rounds' 4-partition OffsetCommits.\n\n")
+            f"offset checked, lost if the committed offset is below it. Cost: {args.cost_runs} runs per profile, the "
+            f"profiles in turn, each a fresh process: {args.commits:,} sequential one-partition OffsetCommits with "
+            f"nothing else going on, then one idempotent producer on 8 partitions for {args.produce_seconds:g} s "
+            f"(one batch in flight per partition); percentiles over all runs' samples; *while producing*: the round "
+            f"trips of the crash rounds' 4-partition OffsetCommits.\n\n")
         append_to_benchmarks(header + text)
 
 
