@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Awaitable, Callable
 
 import pytest
 
@@ -17,6 +18,7 @@ from grouplab.admin import AdminClient
 from grouplab.durability.load import Ledger, Losses, commit_loop, verify
 from grouplab.durability.powercut import SyncTracker
 from grouplab.durability.rounds import PROFILES, crash_round
+from protocol.errors import ErrorCode
 from protocol.types import TopicPartition
 
 HOST = "127.0.0.1"
@@ -77,8 +79,10 @@ def test_the_model_reads_back_a_journal_and_flags_what_it_cannot_rebuild(tmp_pat
 # ============================================================================ a modelled cut, in process
 
 
-async def acknowledge_then_cut(tmp_path: Path, overrides: list[str], torn: random.Random | None = None) -> Losses:
-    """Produce and commit until acknowledged, cut the power (model), restart on what the cut left."""
+async def acknowledge_then_cut(tmp_path: Path, overrides: list[str], torn: random.Random | None = None,
+                               after: Callable[[AdminClient, int], Awaitable[None]] | None = None) -> Losses:
+    """Produce and commit until acknowledged, cut the power (model), restart on what the cut left
+    (and run `after` with a client of the restarted coordinator and the producer id)."""
     cfg = BrokerConfig().with_overrides(overrides)
     data, ledger = tmp_path / "data", Ledger()
     with SyncTracker() as tracker:
@@ -102,6 +106,9 @@ async def acknowledge_then_cut(tmp_path: Path, overrides: list[str], torn: rando
     srv = await CoordinatorServer(cfg, port=0, data_dir=tmp_path / "cut").start()
     try:
         losses = await verify(HOST, srv.port, ledger)
+        if after is not None:
+            async with AdminClient(HOST, srv.port) as admin:
+                await after(admin, pid)
     finally:
         await srv.stop()
     assert (losses.records_checked, losses.commit_keys_checked, losses.commits_phantom) == (60, 2, 0)
@@ -119,7 +126,12 @@ async def test_with_log_flush_interval_messages_1_every_acknowledged_record_surv
 async def test_with_the_defaults_a_modelled_cut_loses_acknowledged_records_but_no_commit(tmp_path: Path) -> None:
     """Partition logs are never forced (Kafka's default): the model must lose them, or it proves
     nothing. The group log is synced per append (grouplab.log.fsync=always): commits stay."""
-    losses = await acknowledge_then_cut(tmp_path, [])
+    async def carry_on(admin: AdminClient, pid: int) -> None:
+        """The producer's next batch: the partition no longer knows the producer, so it is refused."""
+        part = await admin.produce("t", 0, [b"next"], producer_id=pid, producer_epoch=0, base_sequence=30)
+        assert part is not None and part.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+    losses = await acknowledge_then_cut(tmp_path, [], after=carry_on)
     assert losses.records_lost > 0
     assert losses.commits_lost == 0
 
