@@ -128,11 +128,15 @@ def tables(results: list[tuple[Profile, Tally, list[Cost]]]) -> str:
             "alone p50 / p99 ms | OffsetCommit while producing p50 / p99 ms |",
             "|---|---:|---:|---:|---:|"]
     for p, t, runs in results:
+        if not runs:
+            continue
         rates = sorted(c.records_per_s for c in runs)
         batch = [v for c in runs for v in c.batch_ms]
         commit = [v for c in runs for v in c.commit_ms]
         cost.append(f"| {p.name} | {statistics.median(rates):,.0f} ({rates[0]:,.0f}–{rates[-1]:,.0f}) | {ms(batch)} | "
                     f"{ms(commit)} | {ms(t.commit_ms)} |")
+    if not any(runs for _, _, runs in results):
+        return "\n".join(survive)
     return "\n".join(survive) + "\n\n" + "\n".join(cost)
 
 
@@ -167,7 +171,7 @@ def main() -> None:
                     help="seconds after the load starts within which the crash falls, uniformly (LOW-HIGH)")
     ap.add_argument("--produce-seconds", type=float, default=3.0, help="length of the cost run's produce phase")
     ap.add_argument("--commits", type=int, default=1000, help="sequential OffsetCommits in a cost run")
-    ap.add_argument("--cost-runs", type=int, default=3, help="cost runs per profile")
+    ap.add_argument("--cost-runs", type=int, default=3, help="cost runs per profile (0: none)")
     ap.add_argument("--seed", type=int, default=1, help="seeds the crash moments")
     ap.add_argument("--torn", action="store_true", help="the power cut keeps a random part of each unsynced tail")
     ap.add_argument("--dir", help="where to put the data (default: a temporary directory)")
@@ -201,14 +205,15 @@ def main() -> None:
             f"4 partitions per OffsetCommit), stopped at a random moment {lo:g}–{hi:g} s into the load. "
             f"*kill -9*: SIGKILL, then a restart on the same directory. *power cut (model)*: a copy of the "
             f"directory holding only what had been synced at that moment (each file's last fsync'd length, each "
-            f"directory's names at its last fsync{'; a random part of each unsynced tail kept' if args.torn else ''}), "
+            f"directory's names at its last fsync{'; torn: a random part of each unsynced tail kept as well, its end zeros half the time' if args.torn else ''}), "
             f"then a restart on the copy — a model, not a real power cut (docs/durability.md). Records: every "
             f"acknowledged record checked at its offset; commits: every (group, partition)'s last acknowledged "
-            f"offset checked, lost if the committed offset is below it. Cost: {args.cost_runs} runs per profile, the "
+            f"offset checked, lost if the committed offset is below it. " + (
+            f"Cost: {args.cost_runs} runs per profile, the "
             f"profiles in turn, each a fresh process: {args.commits:,} sequential one-partition OffsetCommits with "
             f"nothing else going on, then one idempotent producer on 8 partitions for {args.produce_seconds:g} s "
             f"(one batch in flight per partition); percentiles over all runs' samples; *while producing*: the round "
-            f"trips of the crash rounds' 4-partition OffsetCommits.\n\n")
+            f"trips of the crash rounds' 4-partition OffsetCommits." if args.cost_runs else "No cost runs.") + "\n\n")
         append_to_benchmarks(header + text)
 
 
