@@ -463,7 +463,7 @@ def make_dirs(path: Path) -> None:
     a new name through a machine crash only once its directory is synced, so without this a crash
     could take a new directory, and every synced file in it, away."""
     missing = []
-    while not path.is_dir():
+    while not path.exists():
         missing.append(path)
         path = path.parent
     for directory in reversed(missing):
