@@ -158,16 +158,15 @@ async def test_a_crash_round_keeps_every_acknowledged_record_and_commit_after_ki
         assert (losses.records_lost, losses.commits_lost, losses.commits_phantom, losses.errors) == (0, 0, 0, [])
 
 
-# ============================================================================ a known limitation
+# ============================================================================ a marker lost in a power cut
 
 
-@pytest.mark.xfail(strict=True, reason="docs/durability.md: a power cut can lose a commit marker whose transaction "
-                                       "the group log records as complete; nothing writes it again")
 async def test_a_transaction_committed_before_a_modelled_cut_is_readable_committed_after_it(tmp_path: Path) -> None:
     """log.flush.interval.messages=2: the transaction's 2-record batch is synced, its commit marker
     (1 record) is not, while the group log (fsync=always) records the transaction CompleteCommit.
-    After the cut the partition holds the batch as an open transaction that no one will end, and
-    read_committed stops at it."""
+    After the cut the partition holds the batch as an open transaction; the restart sweep sees that
+    its transactional id completed it and writes the commit marker again, so read_committed readers
+    get the records (before the sweep, they stopped there for good)."""
     cfg = BrokerConfig().with_overrides(["log.flush.interval.messages=2"])
     with SyncTracker() as tracker:
         srv = await CoordinatorServer(cfg, port=0, data_dir=tmp_path / "data").start()
@@ -189,7 +188,7 @@ async def test_a_transaction_committed_before_a_modelled_cut_is_readable_committ
     srv = await CoordinatorServer(cfg, port=0, data_dir=tmp_path / "cut").start()
     try:
         async with AdminClient(HOST, srv.port) as admin:
-            assert (await admin.list_offsets("t", 0)).offset == 2  # the batch survived, its marker did not
+            assert (await admin.list_offsets("t", 0)).offset == 3  # the batch survived, its marker was written again
             committed = await admin.fetch("t", 0, 0, isolation_level=1)
             assert [r.value for r in committed.records] == [b"a", b"b"]
     finally:
