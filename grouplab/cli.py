@@ -99,6 +99,7 @@ def check_assignors(names: list[str]) -> list[str]:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
+    from coordinator.server import DataDirError
     from grouplab.cluster import LocalCluster
     from grouplab.display import RebalanceView, summary_table
 
@@ -129,6 +130,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
                            faults=args.faults, fault_seed=args.fault_seed, delivery=delivery)
     try:
         await cluster.start()
+    except DataDirError as exc:
+        await cluster.close()
+        raise CliError(exc) from None
     except OSError as exc:
         await cluster.close()
         raise CliError(listen_error(cluster.host, args.port, exc)) from None
@@ -254,7 +258,7 @@ def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
 
 
 async def cmd_coordinator(args: argparse.Namespace) -> int:
-    from coordinator.server import CoordinatorServer
+    from coordinator.server import CoordinatorServer, DataDirError
     from grouplab.eventlog import EventLog, run_dir_log, stderr_log
     from grouplab.readable import CoordinatorView
     from grouplab.tracefile import TraceFile, trace_path
@@ -275,6 +279,9 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
 
     try:
         await server.start()
+    except DataDirError as exc:
+        close_logs()
+        raise CliError(exc) from None
     except OSError as exc:
         close_logs()
         raise CliError(listen_error(args.host, args.port, exc)) from None
