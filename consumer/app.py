@@ -93,6 +93,24 @@ class SimulatedConsumerApp:
                 for tp in self.client.assignment:
                     self.stats.processed[tp] += self.records_per_poll
 
+    async def crash_at(self, point: str, timeout_s: float) -> bool:
+        """Crash at a delivery app's `point` ("processed": after processing a batch, before its
+        commit; "committed": after a commit, before processing what it covers), where a crash
+        shows what the delivery mode costs. True if it crashed there within `timeout_s`; else it
+        is crashed now, wherever it is."""
+        machine = self.client.machine
+        if not isinstance(machine, DeliveryApp):
+            raise TypeError("crash_at needs a consumer running a delivery app")
+        machine.crash_at = point
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not self.crashed and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        if not self.crashed:
+            machine.crash_at = None
+            await self.stop(leave=False)
+            return False
+        return True
+
     async def stop(self, leave: bool = True) -> None:
         """`leave=True`: a clean shutdown with LeaveGroup; `leave=False`: a crash."""
         if self._task is not None:

@@ -152,6 +152,9 @@ class Broker:
                 out += self.txn.restore(record, now_ms)
         for group_id, group_offsets in offsets.items():  # after the groups, into them (or a simple consumer's, Empty)
             out += self.group(group_id).restore_offsets(group_offsets, now_ms)
+        out += self.txn.end_dangling(
+            ((TopicPartition(t, p), pid) for (t, p), log in sorted(self.logs.logs().items()) for pid in log.open_txns),
+            now_ms)
         return out
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Output]:

@@ -416,7 +416,13 @@ class GroupLog:
         if self._fd is None:
             self._lock()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        _write_all(self._fd, b"".join(encode_frame(r) for r in records))
+        end = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            _write_all(self._fd, b"".join(encode_frame(r) for r in records))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, end)  # a frame cut short here would hide every later one
+            raise
         if self.fsync:
             os.fsync(self._fd)
         self.appended += len(records)
@@ -435,7 +441,7 @@ class GroupLog:
     def _lock(self) -> None:
         if self._lock_fd is not None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.path.parent)
         self._lock_fd = lock_directory(self.path.parent, "another coordinator")
 
     def __enter__(self) -> "GroupLog":
@@ -450,6 +456,19 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def make_dirs(path: Path) -> None:
+    """Create `path` and its missing parents, syncing the parent of each one created: POSIX keeps
+    a new name through a machine crash only once its directory is synced, so without this a crash
+    could take a new directory, and every synced file in it, away."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(exist_ok=True)
+        _fsync_dir(directory.parent)
 
 
 def _fsync_dir(path: Path) -> None:

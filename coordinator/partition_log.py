@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 import msgpack
 
-from coordinator.group_log import _fsync_dir, _write_all, lock_directory
+from coordinator.group_log import _fsync_dir, _write_all, lock_directory, make_dirs
 from protocol.errors import ErrorCode
 from protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchedRecord, RecordBatch, RecordHeader
 
@@ -675,7 +675,7 @@ class _FileStorage(_Storage):
             # Cut back to the previous end, also when only the sync failed: the caller applies
             # nothing, so a batch left in the file would sit under offsets handed out again.
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, seg.size)  # no half batch in the middle of the log
+                os.ftruncate(fd, seg.size)
             raise
         seg.index(info.base_offset, seg.size, len(frame), self.index_interval)
         seg.size += len(frame)
@@ -697,7 +697,7 @@ class _FileStorage(_Storage):
             self.unflushed_messages = 0
         if self.segments:
             self.segments[-1].close()  # its cached read descriptor: no longer the active segment
-        self.dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.dir)  # its name in logs/ synced, as the segment's name in it below
         seg = _Segment(base_offset, self.dir / segment_name(base_offset))
         self._wfd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         _fsync_dir(self.dir)
@@ -858,7 +858,7 @@ class FileLogStore(LogStore):
         self.index_interval_bytes = _config_value(config, "log_index_interval_bytes", 4096)
         self.flush_messages = _config_value(config, "log_flush_interval_messages", INT64_MAX)
         self.flush_ms = _config_value(config, "log_flush_interval_ms", INT64_MAX)
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.root)
         self._lock_fd: int | None = None
         self._lock()
         self._block_end = 0

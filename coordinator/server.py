@@ -56,6 +56,11 @@ class _ReplyTo:
         return hash((id(self.conn), self.correlation_id))
 
 
+class DataDirError(Exception):
+    """The data directory cannot be opened or recovered (not a directory, no permission, a full
+    disk): said as such, not as a failure to listen."""
+
+
 def _conn_of(token: _ReplyTo) -> tuple[str, int]:
     return token.conn.peer, token.correlation_id
 
@@ -145,7 +150,11 @@ class CoordinatorServer:
         driver = self.driver = CoordinatorDriver(
             self.broker, self.clock, TimerTable(loop_schedule(self._loop), self.clock, self._fire), self._reply,
             self._persist, self._emit, self.trace)  # reads self.events when an event comes
-        restored = self._recover() if self.data_dir is not None else []
+        try:
+            restored = self._recover() if self.data_dir is not None else []
+        except OSError as exc:
+            driver.timers.cancel_all()
+            raise DataDirError(f"cannot use the data directory {self.data_dir}: {exc.strerror or exc}") from exc
         try:
             self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port, backlog=4096)
         except BaseException:

@@ -28,7 +28,7 @@ leaders. Time comes as `now_ms`; timers and replies are outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Concatenate
+from typing import Any, Callable, Concatenate, Iterable
 
 from coordinator.group_log import TxnRecord
 from protocol import events
@@ -304,6 +304,30 @@ class TransactionCoordinator(StepOutputs):
             # marker already (or never had a record of this transaction): none is written twice.
             txn.end_reason = "the coordinator restarted while its markers were pending"
             txn.unmarked = {tp for tp in txn.partitions if self.txn_open(tp, txn.producer_id)}
+            if self._write_markers(txn):
+                self._persist(txn)
+        return self._end()
+
+    def end_dangling(self, open_txns: Iterable[tuple[TopicPartition, int]], now_ms: int) -> list[Output]:
+        """The restart sweep's second half, after every record is restored: a partition log that
+        holds an open transaction of a producer whose transactional id has *completed* it lost that
+        marker (it was appended but not synced before a power cut, docs/durability.md), and nothing
+        else would ever end it: read_committed readers would stop there for good. The outcome is
+        the durable one; the transaction goes back to Prepare* for those partitions only and its
+        markers are written (or retried) as any others. Its offsets were published already."""
+        self._begin(now_ms)
+        dangling: dict[str, set[TopicPartition]] = {}
+        for tp, producer_id in open_txns:
+            txn = self.owner(producer_id)
+            if txn is not None and txn.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+                dangling.setdefault(txn.transactional_id, set()).add(tp)
+        for tid, partitions in sorted(dangling.items()):
+            txn = self.txns[tid]
+            commit = txn.state is TxnState.COMPLETE_COMMIT
+            txn.state = PREPARE[commit]
+            txn.partitions, txn.unmarked, txn.groups = set(partitions), set(partitions), set()
+            txn.end_reason = "its marker was not on disk after the restart (lost before it was synced): written again"
+            self._persist(txn)
             if self._write_markers(txn):
                 self._persist(txn)
         return self._end()

@@ -102,6 +102,7 @@ def check_assignors(names: list[str]) -> list[str]:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
+    from coordinator.server import DataDirError
     from grouplab.cluster import LocalCluster
     from grouplab.display import RebalanceView, summary_table
 
@@ -132,6 +133,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
                            faults=args.faults, fault_seed=args.fault_seed, delivery=delivery)
     try:
         await cluster.start()
+    except DataDirError as exc:
+        await cluster.close()
+        raise CliError(exc) from None
     except OSError as exc:
         await cluster.close()
         raise CliError(listen_error(cluster.host, args.port, exc)) from None
@@ -153,9 +157,22 @@ async def cmd_run(args: argparse.Namespace) -> int:
             await asyncio.sleep(args.hold)
         if not args.forever:
             victim = cluster.apps[0]
-            how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
-            console.print(f"[yellow]stopping {victim.client.config.client_id} ({how})…[/]")
-            await cluster.stop_consumer(victim, leave=not args.crash)
+            name = victim.client.config.client_id
+            if args.crash and delivery is not None:
+                # Where a crash shows what the mode costs: between processing and committing (a
+                # duplicate at-least-once, an aborted transaction exactly-once), or between
+                # committing and processing (a loss at-most-once).
+                point = "committed" if delivery.mode.value == "at-most-once" else "processed"
+                console.print(f"[yellow]crashing {name} right after it {point} a batch "
+                              f"({'before processing what it committed' if point == 'committed' else 'before committing it'}"
+                              f"; no LeaveGroup)…[/]")
+                if not await cluster.crash_consumer_at(victim, point, min(args.timeout, 5.0)):
+                    console.print(f"[yellow]{name} had no batch left to crash on within 5 s (its input was all "
+                                  "done: raise --records): crashed where it was[/]")
+            else:
+                how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
+                console.print(f"[yellow]stopping {name} ({how})…[/]")
+                await cluster.stop_consumer(victim, leave=not args.crash)
             await cluster.wait_stable(args.timeout)
             await asyncio.sleep(args.hold)
             console.print("[green]adding a consumer…[/]")
@@ -244,11 +261,16 @@ def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
 
 
 async def cmd_coordinator(args: argparse.Namespace) -> int:
-    from coordinator.server import CoordinatorServer
-    from grouplab.eventlog import run_dir_log, stderr_log
+    from coordinator.server import CoordinatorServer, DataDirError
+    from grouplab.eventlog import EventLog, run_dir_log, stderr_log
+    from grouplab.readable import CoordinatorView
     from grouplab.tracefile import TraceFile, trace_path
 
-    events = run_dir_log(args.run_dir, "coordinator") if args.run_dir else stderr_log("coordinator")
+    check_lang(args.lang)
+    events = (run_dir_log(args.run_dir, "coordinator") if args.run_dir
+              else stderr_log("coordinator") if args.log_json else EventLog("coordinator"))
+    if not args.log_json:  # a person at a terminal: each decision and rebalance in words
+        events.listeners.append(CoordinatorView(err, args.lang))
     trace = TraceFile(trace_path(args.run_dir)) if args.run_dir else None
     server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir,
                                trace=trace)
@@ -260,6 +282,9 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
 
     try:
         await server.start()
+    except DataDirError as exc:
+        close_logs()
+        raise CliError(exc) from None
     except OSError as exc:
         close_logs()
         raise CliError(listen_error(args.host, args.port, exc)) from None
@@ -286,6 +311,9 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
     from consumer.app import SimulatedConsumerApp
     from grouplab.admin import parse_bootstrap
     from grouplab.eventlog import EventLog, run_dir_log, stderr_log
+    from grouplab.readable import ConsumerView
+
+    check_lang(args.lang)
 
     host, port = parse_bootstrap(args.bootstrap_server)
     config = ConsumerConfig(group_id=args.group, topics=parse_list(args.topics), client_id=args.client_id,
@@ -294,18 +322,7 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
     events: EventLog = run_dir_log(args.run_dir, args.client_id) if args.run_dir else (
         stderr_log(args.client_id) if args.log_json else EventLog(args.client_id))
 
-    def show(_node: str, ev: Any) -> None:
-        f = ev.fields
-        if ev.event == "partitions_assigned":
-            owned = [TopicPartition(t, p) for t, p in f["owned"]]
-            console.print(f"generation {f['generation_id']} · member {f['member_id']} · owns {format_partitions(owned)}")
-        elif ev.event == "partitions_revoked":
-            revoked = [TopicPartition(t, p) for t, p in f["partitions"]]
-            console.print(f"[yellow]revoked {format_partitions(revoked)}[/] ({f.get('reason')})")
-        elif ev.event == "fatal_error":
-            console.print(f"[red]fatal: {f['error']}[/] {f.get('message') or ''}")
-
-    events.listeners.append(show)
+    events.listeners.append(ConsumerView(console, args.lang))
     app = SimulatedConsumerApp(config, host, port, events=events)
     try:
         await app.start()
@@ -518,17 +535,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1
 
 
+def check_lang(lang: str) -> None:
+    from grouplab.teach.catalog import languages
+
+    if lang not in languages():
+        raise UsageError(f"--lang {lang!r}: choose one of {', '.join(languages())}")
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     """Arguments and display; the story is grouplab/teach/explain.py's (and a lesson's, lessons.py's)."""
     import tempfile
 
     from grouplab.replay import ReplayRefused
-    from grouplab.teach.catalog import Catalog, languages
+    from grouplab.teach.catalog import Catalog
     from grouplab.teach.explain import Filter, mermaid, narrate_run, select, text_lines
     from grouplab.teach.lessons import Told, comparison_text, markdown_page, tell
 
-    if args.lang not in languages():
-        raise UsageError(f"--lang {args.lang!r}: choose one of {', '.join(languages())}")
+    check_lang(args.lang)
     if args.lessons:
         return cmd_lessons(args)
     if not args.target:
@@ -623,11 +646,10 @@ def _lesson_or_scenario(target: str) -> Lesson:
 
 def cmd_lessons(args: argparse.Namespace) -> int:
     """The built-in lessons with their titles, in the chosen language."""
-    from grouplab.teach.catalog import Catalog, languages
+    from grouplab.teach.catalog import Catalog
     from grouplab.teach.lessons import find_lesson, lesson_names, load_lesson
 
-    if args.lang not in languages():
-        raise UsageError(f"--lang {args.lang!r}: choose one of {', '.join(languages())}")
+    check_lang(args.lang)
     c = Catalog(args.lang)
     names = lesson_names()
     width = max((len(n) for n in names), default=0)
@@ -1128,8 +1150,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("coordinator", help="run the coordinator server alone")
     c.add_argument("--host", default="127.0.0.1", help="address to listen on")
     c.add_argument("--port", type=port_number, default=9092, help="port to listen on (0: any free port)")
-    c.add_argument("--run-dir", help="write the event log to RUN_DIR/coordinator.jsonl instead of stderr, and the "
-                   "message trace to RUN_DIR/trace/coordinator.jsonl (grouplab replay)")
+    c.add_argument("--run-dir", help="write the JSON event log to RUN_DIR/coordinator.jsonl and the message trace "
+                   "to RUN_DIR/trace/coordinator.jsonl (grouplab replay, explain)")
+    c.add_argument("--log-json", action="store_true",
+                   help="print the JSON event log to stderr instead of the human view of each rebalance")
+    c.add_argument("--lang", default="en", help="language of the human view: en or zh")
     c.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log and the "
                                       "partition logs in DIR/logs/: a restarted coordinator recovers its groups, topics "
                                       "and records (without it nothing is kept)")
@@ -1144,6 +1169,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--group-instance-id", help="static membership (group.instance.id)")
     k.add_argument("--run-dir", help="write the event log to RUN_DIR/<client-id>.jsonl")
     k.add_argument("--log-json", action="store_true", help="also print the JSON event log to stderr")
+    k.add_argument("--lang", default="en", help="language of the consumer's explanations: en or zh")
     k.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE",
                    help="consumer config override with Kafka's name (repeatable)")
 

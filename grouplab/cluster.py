@@ -127,6 +127,14 @@ class LocalCluster:
         await app.stop(leave=leave)
         self._changed.set()
 
+    async def crash_consumer_at(self, app: SimulatedConsumerApp, point: str, timeout_s: float) -> bool:
+        """Crash a delivery consumer at `point` (SimulatedConsumerApp.crash_at); it is then stopped."""
+        crashed = await app.crash_at(point, timeout_s)
+        self.apps.remove(app)
+        self.stopped.append(app)
+        self._changed.set()
+        return crashed
+
     def group_state(self) -> Any:
         assert self.server is not None
         return self.server.broker.groups.get(self.group_id)

@@ -47,6 +47,13 @@ def test_port_in_use(busy_port: int) -> None:
 
 
 @pytest.mark.parametrize("command", ["coordinator", "run"])
+def test_a_data_dir_under_a_file_is_said_to_be_the_data_dir(command: str, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    one_line_error(grouplab(command, "--port", "0", "--data-dir", str(tmp_path / "file" / "data")), 1,
+                   "cannot use the data directory", "Not a directory")
+
+
+@pytest.mark.parametrize("command", ["coordinator", "run"])
 def test_port_out_of_range(command: str) -> None:
     one_line_error(grouplab(command, "--port", "99999"), 2, "--port", "0 to 65535")
 

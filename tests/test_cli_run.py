@@ -89,3 +89,22 @@ def test_assign_calculator_json() -> None:
         "c0": [["t0", 0], ["t0", 1], ["t1", 0], ["t1", 1]],
         "c1": [["t0", 2], ["t1", 2]],
     }
+
+
+def test_a_crash_shows_what_each_delivery_mode_costs() -> None:
+    """`run --delivery MODE --crash` crashes the first consumer where the mode's cost shows: right
+    after processing a batch and before committing it (at-least-once processes it again), or right
+    after committing and before processing (at-most-once loses it)."""
+    counts = {}
+    for mode in ("at-least-once", "at-most-once"):
+        proc = subprocess.run(grouplab("run", "--consumers", "3", "--topics", "in:3", "--delivery", mode,
+                                       "--records", "2000", "--processing-ms", "5", "--crash", *FAST),
+                              capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+        assert proc.returncode == 0, proc.stderr
+        assert "crashing consumer-1 right after it" in proc.stdout, proc.stdout
+        row = next(line for line in proc.stdout.splitlines() if line.startswith("│") and "held" in line)
+        produced, processed, lost, duplicated = (int(x) for x in row.strip("│ ").split("│")[:4])
+        counts[mode] = (produced, processed, lost, duplicated)
+    alo, amo = counts["at-least-once"], counts["at-most-once"]
+    assert alo[2] == 0 and alo[3] > 0 and alo[1] == alo[0] + alo[3]  # nothing lost, a batch twice
+    assert amo[3] == 0 and amo[2] > 0 and amo[1] == amo[0] - amo[2]  # nothing twice, a batch lost

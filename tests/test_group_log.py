@@ -206,6 +206,42 @@ def test_a_torn_write_on_disk_is_dropped_at_recovery_and_appends_continue(tmp_pa
     assert path.stat().st_size < size + len(encode_frame(stable_record(4)))
 
 
+@pytest.mark.parametrize("fails", ["write", "fsync"])
+def test_a_failed_append_leaves_no_torn_frame_so_later_records_replay(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch, fails: str):
+    """A write cut short (a full disk) is cut back off, so it is not a torn frame in the middle of
+    the log that would hide the records appended after it. A failed sync leaves its whole frame:
+    the coordinator carries on from memory as if it were written (docs/durability.md), so the
+    record is kept for as long as the OS keeps it."""
+    import coordinator.group_log as gl
+
+    log = GroupLog(tmp_path / LOG_FILE_NAME, fsync=True)
+    log.append(stable_record(1))
+    real_write, real_fsync = gl._write_all, os.fsync
+
+    def half_then_fail(fd: int, data: bytes) -> None:
+        os.write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    def fail(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    if fails == "write":
+        monkeypatch.setattr(gl, "_write_all", half_then_fail)
+    else:
+        monkeypatch.setattr(os, "fsync", fail)
+    with pytest.raises(OSError):
+        log.append(stable_record(2))
+    monkeypatch.setattr(gl, "_write_all", real_write)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    log.append(stable_record(3))
+    log.close()
+    with GroupLog(tmp_path / LOG_FILE_NAME) as again:
+        kept = [stable_record(1)] + ([stable_record(2)] if fails == "fsync" else []) + [stable_record(3)]
+        assert again.replay() == kept
+        assert again.stats.corrupt_records == 0 and again.stats.torn_tail_bytes == 0
+
+
 def test_compaction_keeps_only_the_latest_record_per_group_and_topic(tmp_path: Path):
     path = tmp_path / LOG_FILE_NAME
     with GroupLog(path) as log:

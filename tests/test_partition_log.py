@@ -356,6 +356,30 @@ def test_a_failed_sync_cuts_the_write_back_too_so_a_retry_is_not_written_twice(f
     assert again.last_stable_offset == again.log_end_offset == 2
 
 
+def test_a_failed_sync_takes_its_batch_back_so_a_retry_and_later_batches_survive_a_restart(files: Stores,
+                                                                                          monkeypatch) -> None:
+    """log.flush.interval.messages=1: the batch whose fsync fails is answered with an error, so it
+    must not stay in the file behind the log's back: a retry at the same offset would follow it,
+    and recovery would cut the log there, taking every later acknowledged batch with it."""
+    log = files.open(cfg(**{"log.flush.interval.messages": 1})).log("t", 0)
+    log.append(batch("a"), T0)
+    real = os.fsync
+
+    def fail(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fail)
+    with pytest.raises(OSError):
+        log.append(batch("b"), T0)
+    monkeypatch.setattr(os, "fsync", real)
+    assert log.log_end_offset == 1
+    assert log.append(batch("b"), T0).base_offset == 1  # the retry
+    assert log.append(batch("c"), T0).base_offset == 2
+    assert values(log) == [b"a", b"b", b"c"]
+    store2 = files.reopen(files.open_stores[-1])
+    assert values(store2.log("t", 0)) == [b"a", b"b", b"c"] and store2.recovery.truncated_bytes == 0
+
+
 # ============================================================================ flush policy
 
 
