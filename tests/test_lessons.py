@@ -37,7 +37,7 @@ RULES: dict[str, tuple[list[str], list[str]]] = {
     "crash-timeout": (["why.rebalance.session_timeout", "note.gap", "why.gap.crash"], ["session.timeout.ms"]),
     "leader-leaves": (["note.new_leader", "why.new_leader"], []),
     "protocol-vote": (["why.protocol_vote", "vote.tally.excluded"], ["roundrobin 2"]),
-    "eager-vs-cooperative": (["note.cooperative", "why.cooperative", "why.rejoin.cooperative", "req.owned", "req.gave_up",
+    "eager-vs-cooperative": (["note.cooperative", "why.cooperative", "why.member.cooperative_followup", "req.owned", "req.gave_up",
                               "compare.rebalances", "compare.revoked"], ["KIP-429"]),
     "static-restart": (["dec.static_member_replaced", "why.static_member_replaced", "why.gap.static_restart"],
                        ["KIP-345", "group.instance.id"]),

@@ -17,12 +17,15 @@ from typing import Any, Protocol
 from coordinator.trace import from_json
 from grouplab.replay import Step
 from grouplab.teach.catalog import Catalog
+from grouplab.teach.reasons import OWN_REASONS
 from protocol import events
 from protocol.consumer_protocol import decode_assignment, decode_subscription
 from protocol.errors import ProtocolError
 from protocol.messages import API
 from protocol.schema import decode
 from protocol.types import TopicPartition
+
+COOPERATIVE_FOLLOWUP = "why.member.cooperative_followup"
 
 # Faults after which a member's partitions have no consumer until they are handed out again.
 GAP_FAULTS = ("crash", "leave", "static_restart", "hang", "partition")
@@ -122,8 +125,8 @@ class Notes:
         the reason is one a lesson turns on."""
         if reason.startswith("partition count changed"):
             return self.who.c.t("why.rejoin.partitions")
-        if reason.startswith("partitions were revoked"):
-            return self.who.c.t("why.rejoin.cooperative")
+        if OWN_REASONS.get(reason) == COOPERATIVE_FOLLOWUP:  # the readable consumer's sentence (reasons.py)
+            return self.who.c.t(COOPERATIVE_FOLLOWUP)
         return None
 
     # ------------------------------------------------------------------ after a step
