@@ -161,6 +161,10 @@ def replay(run_dir: str | Path) -> ReplayResult:
                 driver = new_driver(crashed_logs)
                 driver.apply(driver.broker.restore(list(durable), now[0]) if durable else [])
                 result.restarts += 1
+            elif kind == "start":
+                raise ReplayRefused(f"{trace_path(run_dir)}:{n}: a second `start` line: this run's coordinator was "
+                                    "stopped and started again over sockets (grouplab ui's restart), and a replay "
+                                    "follows one coordinator's life from its start")
             elif kind == "member_id":
                 result.member_ids += 1
             elif kind == "response":

@@ -133,3 +133,15 @@ async def test_switch_assignor_restarts_the_member_under_its_name(recorder: Even
     await cluster.wait_stable(WAIT_S)  # range is the one protocol both support
     group = cluster.group_state()
     assert group.protocol_name == "range"
+
+
+async def test_a_restarted_coordinators_trace_is_refused_by_replay(recorder: EventRecorder, cleanup: Any,
+                                                                    tmp_path: Any) -> None:
+    from grouplab.replay import ReplayRefused, replay
+
+    cluster = await cluster_of(recorder, cleanup, members=1, run_dir=tmp_path)
+    await cluster.restart_coordinator()
+    await cluster.wait_stable(WAIT_S)
+    await cluster.close()
+    with pytest.raises(ReplayRefused, match="a second `start` line"):
+        replay(tmp_path)
