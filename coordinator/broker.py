@@ -25,6 +25,7 @@ from coordinator.partition_log import LogStore, MemoryLogStore
 from protocol import events
 from protocol.effects import LogEvent, Output, Reply
 from coordinator.topics import TopicStore
+from protocol.types import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.messages import (
     API,
@@ -111,6 +112,7 @@ class Broker:
             partition_exists=lambda tp: 0 <= tp.partition < self.topics.partitions.get(tp.topic, 0),
             persist=Persist,
             max_timeout_ms=self.config.transaction_max_timeout_ms,
+            txn_open=self._txn_open,
         )
         self._handlers: dict[str, Callable[[Any, RequestContext, int], list[Output]]] = {
             api: getattr(self, f"_on_{api}") for api in API}
@@ -248,6 +250,12 @@ class Broker:
         group = self._offsets_group(req.group_id)
         out = group.handle_txn_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions, precheck)
         return self._keep_if_created(group, out)
+
+    def _txn_open(self, tp: TopicPartition, producer_id: int) -> bool:
+        """Does the partition's log hold an open transaction of `producer_id` (one its marker
+        has not ended)? The restart sweep writes only those markers."""
+        log = self.logs.existing(tp.topic, tp.partition)
+        return log is not None and producer_id in log.open_txns
 
     def _complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool, now_ms: int) -> list[Output]:
         group = self.groups.get(group_id)

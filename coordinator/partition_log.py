@@ -665,9 +665,15 @@ class _FileStorage(_Storage):
         fd = self._wfd
         if fd is None:
             fd = self._wfd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        since = self.last_flush_ms if self.last_flush_ms is not None else now_ms
+        sync = self.unflushed_messages + info.record_count >= self.flush_messages or now_ms - since >= self.flush_ms
         try:
             _write_all(fd, frame)
+            if sync:
+                os.fsync(fd)
         except OSError:
+            # Cut back to the previous end, also when only the sync failed: the caller applies
+            # nothing, so a batch left in the file would sit under offsets handed out again.
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, seg.size)  # no half batch in the middle of the log
             raise
@@ -675,10 +681,11 @@ class _FileStorage(_Storage):
         seg.size += len(frame)
         seg.end_offset = info.base_offset + info.record_count
         self.unflushed_messages += info.record_count
-        if self.last_flush_ms is None:
+        self.last_flush_ms = since
+        if sync:
+            self.flushes += 1
+            self.unflushed_messages = 0
             self.last_flush_ms = now_ms
-        if self.unflushed_messages >= self.flush_messages or now_ms - self.last_flush_ms >= self.flush_ms:
-            self._flush(now_ms)
 
     def _roll(self, base_offset: int) -> _Segment:
         if self._wfd is not None:

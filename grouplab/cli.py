@@ -348,10 +348,15 @@ def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
 
 async def cmd_coordinator(args: argparse.Namespace) -> int:
     from coordinator.server import CoordinatorServer
-    from grouplab.eventlog import run_dir_log, stderr_log
+    from grouplab.eventlog import EventLog, run_dir_log, stderr_log
+    from grouplab.readable import CoordinatorView
     from grouplab.tracefile import TraceFile, trace_path
 
-    events = run_dir_log(args.run_dir, "coordinator") if args.run_dir else stderr_log("coordinator")
+    check_lang(args.lang)
+    events = (run_dir_log(args.run_dir, "coordinator") if args.run_dir
+              else stderr_log("coordinator") if args.log_json else EventLog("coordinator"))
+    if not args.log_json:  # a person at a terminal: each decision and rebalance in words
+        events.listeners.append(CoordinatorView(err, args.lang))
     trace = TraceFile(trace_path(args.run_dir)) if args.run_dir else None
     server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir,
                                trace=trace)
@@ -389,6 +394,9 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
     from consumer.app import SimulatedConsumerApp
     from grouplab.admin import parse_bootstrap
     from grouplab.eventlog import EventLog, run_dir_log, stderr_log
+    from grouplab.readable import ConsumerView
+
+    check_lang(args.lang)
 
     host, port = parse_bootstrap(args.bootstrap_server)
     config = ConsumerConfig(group_id=args.group, topics=parse_list(args.topics), client_id=args.client_id,
@@ -397,18 +405,7 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
     events: EventLog = run_dir_log(args.run_dir, args.client_id) if args.run_dir else (
         stderr_log(args.client_id) if args.log_json else EventLog(args.client_id))
 
-    def show(_node: str, ev: Any) -> None:
-        f = ev.fields
-        if ev.event == "partitions_assigned":
-            owned = [TopicPartition(t, p) for t, p in f["owned"]]
-            console.print(f"generation {f['generation_id']} · member {f['member_id']} · owns {format_partitions(owned)}")
-        elif ev.event == "partitions_revoked":
-            revoked = [TopicPartition(t, p) for t, p in f["partitions"]]
-            console.print(f"[yellow]revoked {format_partitions(revoked)}[/] ({f.get('reason')})")
-        elif ev.event == "fatal_error":
-            console.print(f"[red]fatal: {f['error']}[/] {f.get('message') or ''}")
-
-    events.listeners.append(show)
+    events.listeners.append(ConsumerView(console, args.lang))
     app = SimulatedConsumerApp(config, host, port, events=events)
     try:
         await app.start()
@@ -619,6 +616,73 @@ def cmd_replay(args: argparse.Namespace) -> int:
     console.print(f"  recorded: {_excerpt(diff.recorded)}", markup=False, highlight=False)
     console.print(f"  replayed: {_excerpt(diff.replayed)}", markup=False, highlight=False)
     return 1
+
+
+def check_lang(lang: str) -> None:
+    from grouplab.teach.catalog import languages
+
+    if lang not in languages():
+        raise UsageError(f"--lang {lang!r}: choose one of {', '.join(languages())}")
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Arguments and display; the story is grouplab/teach/explain.py's."""
+    import tempfile
+
+    from grouplab.replay import ReplayRefused
+    from grouplab.teach.catalog import Catalog
+    from grouplab.teach.explain import Filter, markdown, mermaid, narrate_run, select, text_lines
+
+    check_lang(args.lang)
+    c = Catalog(args.lang)
+    target = Path(args.target)
+    with tempfile.TemporaryDirectory(prefix="grouplab-explain-") as tmp:
+        if (target / "trace").is_dir() or (target.is_dir() and not target.suffix == ".toml"):
+            run_dir, label = target, str(target)
+        else:  # a scenario: run it on the simulator first, into a directory that goes afterwards
+            from grouplab.sim.runner import run_seed
+            from grouplab.sim.scenario import ScenarioError, load_scenario, resolve_scenario
+
+            try:
+                scenario = load_scenario(resolve_scenario(args.target))
+            except ScenarioError as exc:
+                raise UsageError(f"{args.target}: not a run directory, and {exc}") from None
+            run_dir, label = Path(tmp), f"{scenario.name}, seed {args.seed}"
+            run_seed(scenario, args.seed, run_dir)
+        try:
+            story = narrate_run(run_dir, args.lang)
+        except ReplayRefused as exc:
+            raise CliError(exc) from None
+    steps = select(story, Filter(args.from_s, args.to_s, args.generation))
+    title = c.t("title.run", group=story.group or "?", run=label)
+    if args.format == "markdown":
+        text = markdown(story, steps, c, title, show_all=args.all)
+    elif args.format == "mermaid":
+        text = mermaid(story, steps, c, show_all=args.all)
+    else:
+        text = ""
+    if text:
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+            err.print(f"wrote {args.out}")
+        else:
+            sys.stdout.write(text)
+        return 0
+    if not steps:
+        err.print(c.t("filtered.none"))
+        return 1
+
+    def wait() -> bool:
+        try:
+            answer = input(c.t("step.prompt") + " ")
+        except EOFError:
+            return True
+        return answer.strip().lower() != "q"
+
+    console.print(title, style="bold", markup=False, highlight=False)
+    for style, line in text_lines(story, steps, c, show_all=args.all, on_step=wait if args.step else None):
+        console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+    return 0
 
 
 def _excerpt(line: dict[str, Any] | None, limit: int = 400) -> str:
@@ -1129,8 +1193,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("coordinator", help="run the coordinator server alone")
     c.add_argument("--host", default="127.0.0.1", help="address to listen on")
     c.add_argument("--port", type=port_number, default=9092, help="port to listen on (0: any free port)")
-    c.add_argument("--run-dir", help="write the event log to RUN_DIR/coordinator.jsonl instead of stderr, and the "
-                   "message trace to RUN_DIR/trace/coordinator.jsonl (grouplab replay)")
+    c.add_argument("--run-dir", help="write the JSON event log to RUN_DIR/coordinator.jsonl and the message trace "
+                   "to RUN_DIR/trace/coordinator.jsonl (grouplab replay, explain)")
+    c.add_argument("--log-json", action="store_true",
+                   help="print the JSON event log to stderr instead of the human view of each rebalance")
+    c.add_argument("--lang", default="en", help="language of the human view: en or zh")
     c.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log and the "
                                       "partition logs in DIR/logs/: a restarted coordinator recovers its groups, topics "
                                       "and records (without it nothing is kept)")
@@ -1145,6 +1212,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--group-instance-id", help="static membership (group.instance.id)")
     k.add_argument("--run-dir", help="write the event log to RUN_DIR/<client-id>.jsonl")
     k.add_argument("--log-json", action="store_true", help="also print the JSON event log to stderr")
+    k.add_argument("--lang", default="en", help="language of the consumer's explanations: en or zh")
     k.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE",
                    help="consumer config override with Kafka's name (repeatable)")
 
@@ -1207,6 +1275,22 @@ def build_parser() -> argparse.ArgumentParser:
                         "and check that it answers the same (docs/events.md §7)")
     rp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate/coordinator --run-dir)")
 
+    ex = sub.add_parser("explain", help="tell a run message by message: who sent what, what the coordinator "
+                        "decided and why (docs/explain.md)")
+    ex.add_argument("target", metavar="RUN_DIR|SCENARIO",
+                    help="a run directory (run/simulate/coordinator --run-dir), or a scenario or lesson to simulate")
+    ex.add_argument("--seed", type=int, default=1, help="the seed to simulate a SCENARIO with")
+    ex.add_argument("--lang", default="en", help="language of the explanations: en or zh")
+    ex.add_argument("--format", choices=["text", "markdown", "mermaid"], default="text",
+                    help="text for the terminal, markdown for a page to hand out, mermaid for a sequence diagram")
+    ex.add_argument("--out", metavar="FILE", help="write markdown or mermaid here instead of stdout")
+    ex.add_argument("--step", action="store_true", help="wait for Enter after each step")
+    ex.add_argument("--from", dest="from_s", type=float, metavar="S", help="start S seconds into the run")
+    ex.add_argument("--to", dest="to_s", type=float, metavar="S", help="stop S seconds into the run")
+    ex.add_argument("--generation", type=int, metavar="N",
+                    help="only the rebalance that formed generation N and that generation's life")
+    ex.add_argument("--all", action="store_true", help="also tell routine messages (heartbeats, commits) one by one")
+
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
@@ -1250,6 +1334,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_analyze(args)
         if args.command == "replay":
             return cmd_replay(args)
+        if args.command == "explain":
+            return cmd_explain(args)
         return _run_async(_ASYNC[args.command], args)
     except KeyboardInterrupt:
         fail(args.command, "interrupted")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from grouplab.rebalances import Rebalance, RebalanceTracker
@@ -15,10 +16,12 @@ from protocol.types import TopicPartition, format_partitions
 
 
 def short_member(member_id: str, clients: dict[str, str] | None = None) -> str:
-    """`consumer-1-0f3a…`: the client id and the first characters of the UUID part."""
+    """`consumer-1-0f3a`: the client id and the first characters of the UUID part; a sequential id
+    (the simulator's `m-4-000012`) keeps its number, so a client's two member ids stay apart."""
     client = (clients or {}).get(member_id)
     if client and member_id.startswith(client + "-"):
-        return f"{client}-{member_id[len(client) + 1:][:4]}"
+        suffix = member_id[len(client) + 1:]
+        return f"{client}-{int(suffix)}" if suffix.isdigit() else f"{client}-{suffix[:4]}"
     return member_id if len(member_id) <= 24 else member_id[:24] + "…"
 
 
@@ -94,20 +97,21 @@ class RebalanceRecord:
 
 @dataclass
 class RebalanceView:
-    """Listens to the coordinator's events and prints each completed rebalance as it happens."""
+    """Listens to the coordinator's events and prints each completed rebalance as it happens: of
+    one group, or (group_id None, the coordinator's own view) of every group, named."""
 
     console: Console
-    group_id: str
+    group_id: str | None
     records: list[RebalanceRecord] = field(default_factory=list)
     rebalances: RebalanceTracker = field(default_factory=RebalanceTracker)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
         rebalance = self.rebalances.feed(node, ev)
-        if rebalance is not None and rebalance.group_id == self.group_id:
+        if rebalance is not None and self.group_id in (None, rebalance.group_id):
             self._show(rebalance)
 
     def _show(self, rebalance: Rebalance) -> None:
-        clients = self.rebalances.group(self.group_id).clients  # every member id seen so far
+        clients = self.rebalances.group(rebalance.group_id).clients  # every member id seen so far
         trigger = rebalance.trigger or "?"
         for member_id in clients:
             trigger = trigger.replace(member_id, short_member(member_id, clients))
@@ -115,7 +119,8 @@ class RebalanceView:
         self.records.append(record)
         moved_to = Counter(move.to_member for move in rebalance.moved)
         self.console.print(
-            f"\n[bold cyan]generation {record.generation_id}[/] · protocol [bold]{record.protocol}[/] · "
+            ("" if self.group_id is not None else f"\n[bold]{escape(rebalance.group_id)}[/]")
+            + f"\n[bold cyan]generation {record.generation_id}[/] · protocol [bold]{record.protocol}[/] · "
             f"leader {short_member(record.leader, rebalance.clients)} · {len(rebalance.members)} members · "
             f"rebalance took {record.duration_ms} ms · {record.moved} partitions moved · "
             f"{record.revoked} revoked (eager would revoke {record.eager_revoked})"

@@ -19,7 +19,7 @@ import json
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from coordinator.broker import Broker, RequestContext
 from coordinator.config import BrokerConfig, ConfigError
@@ -28,7 +28,7 @@ from coordinator.partition_log import MemoryLogStore
 from coordinator.trace import SHELL_EVENT_NAMES, TRACE_VERSION, TraceRecorder, request_body, timer_key
 from grouplab.eventlog import EventLog
 from grouplab.tracefile import TraceUnreadable, read_trace, trace_path
-from protocol.effects import ArmTimer, CancelTimer, Reply
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
 from protocol.errors import ProtocolError
 from protocol.messages import API
 
@@ -92,91 +92,133 @@ class _RecordedIds:
         return member_id if recorded_client == client_id else f"{client_id}-unrecorded"
 
 
-def replay(run_dir: str | Path) -> ReplayResult:
-    """Replay RUN_DIR's trace; raises ReplayRefused when it cannot be replayed at all."""
-    run_dir = Path(run_dir)
-    try:
-        recorded = list(read_trace(trace_path(run_dir)))
-    except TraceUnreadable as exc:
-        raise ReplayRefused(str(exc)) from None
-    if not recorded or recorded[0].get("kind") != "start":
-        raise ReplayRefused(f"{trace_path(run_dir)}: the trace does not begin with its `start` line")
-    start = recorded[0]
-    if start.get("version") != TRACE_VERSION:
-        raise ReplayRefused(f"{trace_path(run_dir)}: trace format version {start.get('version')!r}; "
-                            f"this grouplab reads version {TRACE_VERSION}")
-    if start.get("recovered"):
-        raise ReplayRefused(f"{run_dir}: this coordinator began from state an existing --data-dir handed it "
-                            "(groups, topics or partition logs of an earlier run), which the trace does not hold; "
-                            "only runs that started empty can be replayed")
-    try:
-        config = BrokerConfig().with_overrides(f"{k}={_text(v)}" for k, v in start["config"].items())
-    except (ConfigError, KeyError, AttributeError) as exc:
-        raise ReplayRefused(f"{trace_path(run_dir)}: the start line's config cannot be read: {exc}") from None
+@dataclass
+class Step:
+    """One input of the recorded run, replayed: the trace line that was the input (a request, a
+    timer, the simulator's crash or restart), what the Broker wrote for it (its answers and member
+    ids as trace lines, its event-log lines as LogEvents), and the Broker after it (None while the
+    coordinator is down). Read the Broker, never change it: the next step runs on it."""
 
+    index: int  # the input line's number in the trace file (1-based)
+    line: dict[str, Any]
+    written: list[dict[str, Any]]  # the replay's own trace lines for this step, the input's first
+    events: list[LogEvent]
+    broker: Broker | None
+
+
+class Replay:
+    """A run's trace, opened: its `start` line and config checked (ReplayRefused otherwise).
+    Iterating it replays the inputs one Step at a time."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = trace_path(self.run_dir)
+        try:
+            self.recorded = list(read_trace(self.path))
+        except TraceUnreadable as exc:
+            raise ReplayRefused(str(exc)) from None
+        if not self.recorded or self.recorded[0].get("kind") != "start":
+            raise ReplayRefused(f"{self.path}: the trace does not begin with its `start` line")
+        start = self.start = self.recorded[0]
+        if start.get("version") != TRACE_VERSION:
+            raise ReplayRefused(f"{self.path}: trace format version {start.get('version')!r}; "
+                                f"this grouplab reads version {TRACE_VERSION}")
+        if start.get("recovered"):
+            raise ReplayRefused(f"{self.run_dir}: this coordinator began from state an existing --data-dir handed it "
+                                "(groups, topics or partition logs of an earlier run), which the trace does not hold; "
+                                "only runs that started empty can be replayed")
+        try:
+            self.config = BrokerConfig().with_overrides(f"{k}={_text(v)}" for k, v in start["config"].items())
+        except (ConfigError, KeyError, AttributeError) as exc:
+            raise ReplayRefused(f"{self.path}: the start line's config cannot be read: {exc}") from None
+        self.written: list[dict[str, Any]] = [start]  # the replay's whole trace, as it goes
+
+    def __iter__(self) -> Iterator[Step]:
+        start, path = self.start, self.path
+        written = self.written
+        step_events: list[LogEvent] = []
+        recorder = TraceRecorder(written.append, _token_label)
+        ids = _RecordedIds((line["client_id"], line["member_id"]) for line in self.recorded if line["kind"] == "member_id")
+        durable: list[Any] = []
+        topics = {str(k): int(v) for k, v in start.get("topics", {}).items()}
+        now = [int(start["ts_ms"])]
+
+        def new_driver(logs: MemoryLogStore | None) -> CoordinatorDriver:
+            broker = Broker(self.config, ids, host=str(start.get("host", "127.0.0.1")), port=int(start.get("port", 0)),
+                            logs=logs)
+            broker.topics.partitions.update(topics)
+            return CoordinatorDriver(broker, lambda: now[0], _NoTimers(), _ignore_reply, durable.extend,
+                                     step_events.append, recorder)
+
+        driver: CoordinatorDriver | None = new_driver(None)
+        crashed_logs: MemoryLogStore | None = None
+        for n, line in enumerate(self.recorded[1:], 2):
+            kind = line.get("kind")
+            if kind == "start":
+                raise ReplayRefused(f"{path}:{n}: a second `start` line: this run's coordinator was stopped and "
+                                    "started again over sockets (grouplab ui's restart), and a replay follows one "
+                                    "coordinator's life from its start")
+            if kind not in _INPUTS:
+                continue
+            now[0] = int(line.get("ts_ms", now[0]))
+            first = len(written)
+            step_events.clear()
+            try:
+                if kind == "request":
+                    api = line["api"]
+                    if api not in API:
+                        raise ReplayRefused(f"{path}:{n}: unknown API {api!r}")
+                    body = request_body(api, line["body"])
+                    if driver is None:
+                        raise ReplayRefused(f"{path}:{n}: a request while the coordinator was down")
+                    token = None if line["conn"] == "internal" else (line["conn"], line["correlation_id"])
+                    driver.handle(api, body, RequestContext(token, line.get("client_id", ""), line.get("client_host", "")))
+                elif kind == "timer":
+                    if driver is None:
+                        raise ReplayRefused(f"{path}:{n}: a timer while the coordinator was down")
+                    driver.on_timer(timer_key(line["key"]))
+                elif kind == "crash":
+                    if driver is None or not isinstance(driver.broker.logs, MemoryLogStore):
+                        raise ReplayRefused(f"{path}:{n}: a crash while the coordinator was down")
+                    recorder.crash(now[0])
+                    crashed_logs = driver.broker.logs.recovered()
+                    driver = None
+                else:  # restart
+                    recorder.restart(now[0])
+                    driver = new_driver(crashed_logs)
+                    driver.apply(driver.broker.restore(list(durable), now[0]) if durable else [])
+            except (KeyError, TypeError, ValueError, ProtocolError) as exc:
+                if isinstance(exc, ReplayRefused):
+                    raise
+                raise ReplayRefused(f"{path}:{n}: a {kind} line that cannot be read: {exc!r}") from None
+            yield Step(n, line, written[first:], list(step_events), driver.broker if driver is not None else None)
+
+
+_INPUTS = frozenset({"request", "timer", "crash", "restart"})
+
+
+def replay(run_dir: str | Path) -> ReplayResult:
+    """Replay RUN_DIR's trace and compare; raises ReplayRefused when it cannot be replayed at all."""
+    run = Replay(run_dir)
     result = ReplayResult()
-    replayed: list[dict[str, Any]] = [start]
     event_text = io.StringIO()
     event_log = EventLog("coordinator", stream=event_text)
-    recorder = TraceRecorder(replayed.append, _token_label)
-    ids = _RecordedIds((line["client_id"], line["member_id"]) for line in recorded if line["kind"] == "member_id")
-    durable: list[Any] = []
-    topics = {str(k): int(v) for k, v in start.get("topics", {}).items()}
-    now = [int(start["ts_ms"])]
-
-    def new_driver(logs: MemoryLogStore | None) -> CoordinatorDriver:
-        broker = Broker(config, ids, host=str(start.get("host", "127.0.0.1")), port=int(start.get("port", 0)), logs=logs)
-        broker.topics.partitions.update(topics)
-        return CoordinatorDriver(broker, lambda: now[0], _NoTimers(), _ignore_reply, durable.extend,
-                                 event_log.emit, recorder)
-
-    driver: CoordinatorDriver | None = new_driver(None)
-    crashed_logs: MemoryLogStore | None = None
-    for n, line in enumerate(recorded[1:], 2):
-        kind = line.get("kind")
-        now[0] = int(line.get("ts_ms", now[0]))
-        try:
-            if kind == "request":
-                api = line["api"]
-                if api not in API:
-                    raise ReplayRefused(f"{trace_path(run_dir)}:{n}: unknown API {api!r}")
-                body = request_body(api, line["body"])
-                assert driver is not None, "a request while the coordinator was down"
-                token = None if line["conn"] == "internal" else (line["conn"], line["correlation_id"])
-                driver.handle(api, body, RequestContext(token, line.get("client_id", ""), line.get("client_host", "")))
-                result.requests += 1
-            elif kind == "timer":
-                assert driver is not None, "a timer while the coordinator was down"
-                driver.on_timer(timer_key(line["key"]))
-                result.timers += 1
-            elif kind == "crash":
-                assert driver is not None
-                logs = driver.broker.logs
-                assert isinstance(logs, MemoryLogStore)
-                recorder.crash(now[0])
-                crashed_logs = logs.recovered()
-                driver = None
-            elif kind == "restart":
-                recorder.restart(now[0])
-                driver = new_driver(crashed_logs)
-                driver.apply(driver.broker.restore(list(durable), now[0]) if durable else [])
-                result.restarts += 1
-            elif kind == "start":
-                raise ReplayRefused(f"{trace_path(run_dir)}:{n}: a second `start` line: this run's coordinator was "
-                                    "stopped and started again over sockets (grouplab ui's restart), and a replay "
-                                    "follows one coordinator's life from its start")
-            elif kind == "member_id":
-                result.member_ids += 1
-            elif kind == "response":
-                result.responses += 1
-        except (KeyError, TypeError, ValueError, ProtocolError) as exc:
-            if isinstance(exc, ReplayRefused):
-                raise
-            raise ReplayRefused(f"{trace_path(run_dir)}:{n}: a {kind} line that cannot be read: {exc!r}") from None
+    for step in run:
+        kind = step.line["kind"]
+        if kind == "request":
+            result.requests += 1
+        elif kind == "timer":
+            result.timers += 1
+        elif kind == "restart":
+            result.restarts += 1
+        for ev in step.events:
+            event_log.emit(ev)
     event_log.close()
-    result.difference = _first_difference("trace line", recorded, _normalised(replayed))
+    result.member_ids = sum(1 for line in run.recorded if line["kind"] == "member_id")
+    result.responses = sum(1 for line in run.recorded if line["kind"] == "response")
+    result.difference = _first_difference("trace line", run.recorded, _normalised(run.written))
     if result.difference is None:
-        _compare_events(run_dir, event_text.getvalue(), result)
+        _compare_events(run.run_dir, event_text.getvalue(), result)
     return result
 
 

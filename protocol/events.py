@@ -262,6 +262,16 @@ class TransactionAborted(TxnEvent):
     groups: list[str]
 
 
+@dataclass(slots=True)
+class MarkerWriteFailed(TxnEvent):
+    NAME = "marker_write_failed"
+    topic: str
+    partition: int
+    error: str
+    attempt: int
+    retry_backoff_ms: int
+
+
 # ----------------------------------------------------------------------------- coordinator: topics and partition logs (§4.2, §4.2a)
 
 

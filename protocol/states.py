@@ -42,8 +42,13 @@ class RemovalReason(Enum):
 
 
 class TxnState(Enum):
+    """Kafka's transaction states. PrepareCommit/PrepareAbort: the outcome is decided and durable,
+    some partition still lacks its marker (the coordinator retries it, docs/protocol.md §3.21)."""
+
     EMPTY = "Empty"
     ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
     COMPLETE_COMMIT = "CompleteCommit"
     COMPLETE_ABORT = "CompleteAbort"
 

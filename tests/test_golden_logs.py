@@ -18,27 +18,12 @@ import pytest
 
 from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import load_scenario
+from tests.golden_files import GOLDEN, UPDATE
+from tests.golden_files import compare as _compare
 
 ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = Path(__file__).resolve().parent / "golden"
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
 SEED = 3
-UPDATE = os.environ.get("GROUPLAB_UPDATE_GOLDEN") == "1"
-
-
-def _compare(actual: bytes, golden: Path) -> None:
-    if UPDATE:
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_bytes(actual)
-        return
-    assert golden.exists(), f"{golden} missing; regenerate with GROUPLAB_UPDATE_GOLDEN=1"
-    expected = golden.read_bytes()
-    if actual != expected:
-        a, e = actual.decode().splitlines(), expected.decode().splitlines()
-        first = next((i for i, (x, y) in enumerate(zip(a, e)) if x != y), min(len(a), len(e)))
-        pytest.fail(f"{golden.relative_to(ROOT)} differs first at line {first + 1}:\n"
-                    f"  golden: {e[first] if first < len(e) else '<end>'}\n"
-                    f"  actual: {a[first] if first < len(a) else '<end>'}")
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)

@@ -333,6 +333,29 @@ def test_a_failed_write_leaves_no_half_batch_and_changes_nothing(files: Stores, 
     assert values(store2.log("t", 0)) == [b"a", b"c"] and store2.recovery.truncated_bytes == 0
 
 
+def test_a_failed_sync_cuts_the_write_back_too_so_a_retry_is_not_written_twice(files: Stores, monkeypatch) -> None:
+    """With log.flush.interval.messages=1 the append's sync is part of the write: if it fails the
+    batch (here a marker, which the transaction coordinator retries) must leave the file, or the
+    retry would sit after it under the same offset and recovery would cut the log there."""
+    log = files.open(cfg(**{"log.flush.interval.messages": 1})).log("t", 0)
+    log.append(batch("a", pid=0, epoch=0, seq=0, txn=True), T0)
+    real = os.fsync
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(pl.os, "fsync", failing_fsync)
+    with pytest.raises(OSError):
+        log.append_marker(0, 0, True, T0)
+    monkeypatch.setattr(pl.os, "fsync", real)
+    assert (log.log_end_offset, log.last_stable_offset) == (1, 0)
+    assert log.append_marker(0, 0, True, T0) == 1 and log.last_stable_offset == 2
+    store2 = files.reopen(files.open_stores[-1], cfg(**{"log.flush.interval.messages": 1}))
+    again = store2.log("t", 0)
+    assert [b.base_offset for b in again.batches()] == [0, 1] and store2.recovery.truncated_bytes == 0
+    assert again.last_stable_offset == again.log_end_offset == 2
+
+
 # ============================================================================ flush policy
 
 

@@ -3,24 +3,40 @@ the partitions and groups of a transaction, markers and offsets at the end, time
 
 from __future__ import annotations
 
+import errno
 import itertools
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from coordinator import partition_log as pl
 from coordinator.broker import Broker, RequestContext
 from coordinator.config import BrokerConfig
-from coordinator.partition_log import INT16_MAX, INT32_MAX, INT64_MAX
-from coordinator.transactions import TransactionCoordinator, TxnState, timer_key
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
+from coordinator.group_log import TxnRecord
+from coordinator.partition_log import INT16_MAX, INT32_MAX, INT64_MAX, FileLogStore
+from coordinator.server import CoordinatorServer
+from coordinator.transactions import (
+    PREPARING,
+    TransactionCoordinator,
+    TxnState,
+    marker_backoff_ms,
+    marker_timer_key,
+    timer_key,
+)
+from grouplab.admin import AdminClient
+from protocol.effects import ArmTimer, CancelTimer, LogEvent, Persist, Reply
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
     EndTxnRequest,
+    FetchPartition,
+    FetchRequest,
+    FetchTopic,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProducePartitionData,
@@ -32,19 +48,32 @@ from protocol.messages import (
 from protocol.types import TopicPartition
 
 TP0, TP1 = TopicPartition("out", 0), TopicPartition("out", 1)
+OPEN = PREPARING | {TxnState.ONGOING}  # a transaction not ended yet
+HOST = "127.0.0.1"
 
 
 class Fixture:
+    """A coordinator whose markers go to a list, with a disk that refuses the markers of the
+    partitions in `failing`, and whose records are kept in `records`."""
+
     def __init__(self) -> None:
         ids = itertools.count(1000)
         self.markers: list[tuple] = []
         self.offsets: list[tuple] = []
+        self.records: list[TxnRecord] = []
+        self.failing: set[TopicPartition] = set()
         self.tc = TransactionCoordinator(
             allocate_producer_id=lambda: next(ids),
-            write_marker=lambda tp, pid, epoch, commit, now: self.markers.append((tp, pid, epoch, commit)),
+            write_marker=self.write_marker,
             complete_offsets=lambda group, pid, commit, now: self.offsets.append((group, pid, commit)),
             partition_exists=lambda tp: tp.topic == "out" and tp.partition < 2,
+            persist=lambda record: self.records.append(record),
         )
+
+    def write_marker(self, tp: TopicPartition, pid: int, epoch: int, commit: bool, now: int) -> None:
+        if tp in self.failing:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.markers.append((tp, pid, epoch, commit))
 
     def reply(self, outputs: list) -> object:
         replies = [o.body for o in outputs if isinstance(o, Reply)]
@@ -188,14 +217,165 @@ def test_epoch_exhaustion_allocates_a_new_producer_id(epochs: int) -> None:
     assert (pid, epoch) == ((1000, 32766) if epochs == 32765 else (1001, 0))
 
 
+# ============================================================================ a disk that refuses markers
+
+
+def events_of(outputs: list, name: str) -> list[dict]:
+    return [o.fields for o in outputs if isinstance(o, LogEvent) and o.event == name]
+
+
+def open_txn(f: Fixture, group: str | None = "g", now: int = 0) -> tuple[int, int]:
+    pid, epoch = f.init(now=now)
+    f.add(pid, epoch, TP0, TP1, now=now)
+    if group is not None:
+        assert f.reply(f.tc.add_offsets(AddOffsetsToTxnRequest("app", pid, epoch, group), "r", now)).error_code == 0
+    return pid, epoch
+
+
+def test_endtxn_is_answered_once_decided_and_the_marker_the_disk_refused_is_retried_until_written() -> None:
+    f = Fixture()
+    pid, epoch = open_txn(f)
+    f.failing = {TP1}
+    out = f.tc.end_txn(EndTxnRequest("app", pid, epoch, True), "r", 1000)
+    assert f.reply(out).error_code == 0
+    txn = f.tc.txns["app"]
+    assert txn.state is TxnState.PREPARE_COMMIT and txn.unmarked == {TP1}
+    assert f.markers == [(TP0, pid, epoch, True)] and f.offsets == [("g", pid, True)]  # offsets: once, now
+    assert f.records[-1].state == "PrepareCommit" and f.records[-1].partitions == [("out", 0), ("out", 1)]
+    [failed] = events_of(out, "marker_write_failed")
+    assert failed == {"transactional_id": "app", "producer_id": pid, "producer_epoch": epoch,
+                      "txn_state": "PrepareCommit", "topic": "out", "partition": 1,
+                      "error": "OSError(28, 'No space left on device')", "attempt": 1, "retry_backoff_ms": 100}
+    assert ArmTimer(marker_timer_key("app"), 1100) in out and CancelTimer(timer_key("app")) in out
+    assert not events_of(out, "transaction_committed")
+
+    # Meanwhile the producer is told to wait (51, retriable); nothing it sends changes anything.
+    before = (txn.state, set(txn.partitions), set(txn.groups), txn.producer_epoch, len(f.records))
+    assert f.end(pid, epoch, True) == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert f.end(pid, epoch, False) == ErrorCode.INVALID_TXN_STATE
+    assert {r.error_code for t in f.add(pid, epoch, TP0)[-1].body.results for r in t.results} == {
+        ErrorCode.CONCURRENT_TRANSACTIONS}
+    assert f.reply(f.tc.add_offsets(AddOffsetsToTxnRequest("app", pid, epoch, "h"), "r", 1001)).error_code == \
+        ErrorCode.CONCURRENT_TRANSACTIONS
+    init = f.reply(f.tc.init_producer_id(InitProducerIdRequest("app", 10_000), "r", 1001))
+    assert init.error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert f.tc.check_producer("app", pid, epoch) == ErrorCode.INVALID_TXN_STATE
+    assert f.tc.in_transaction(pid, epoch, TP1) == ErrorCode.INVALID_TXN_STATE
+    assert (txn.state, set(txn.partitions), set(txn.groups), txn.producer_epoch, len(f.records)) == before
+
+    # The retries back off (100 ms doubling to 1 s) while the disk still refuses ...
+    now = 1100
+    for attempt, backoff in [(2, 200), (3, 400), (4, 800), (5, 1000), (6, 1000)]:
+        out = f.tc.on_timer(marker_timer_key("app"), now)
+        failures = events_of(out, "marker_write_failed")
+        assert [(e["attempt"], e["retry_backoff_ms"]) for e in failures] == [(attempt, backoff)]
+        assert out[-1] == ArmTimer(marker_timer_key("app"), now + backoff)
+        now += backoff
+    assert [marker_backoff_ms(n) for n in (1, 2, 3, 4, 5, 40)] == [100, 200, 400, 800, 1000, 1000]
+    # ... and the one after the disk recovers completes the transaction, nothing written twice.
+    f.failing = set()
+    out = f.tc.on_timer(marker_timer_key("app"), now)
+    assert f.markers == [(TP0, pid, epoch, True), (TP1, pid, epoch, True)] and f.offsets == [("g", pid, True)]
+    [done] = events_of(out, "transaction_committed")
+    assert done["reason"] == "EndTxn" and done["partitions"] == [["out", 0], ["out", 1]] and done["groups"] == ["g"]
+    assert txn.state is TxnState.COMPLETE_COMMIT and f.records[-1].state == "CompleteCommit"
+    assert f.end(pid, epoch, True) == 0  # the producer's retry now succeeds
+    assert f.tc.on_timer(marker_timer_key("app"), now + 5000) == []  # a stale retry does nothing
+
+
+def test_an_abort_whose_markers_fail_fences_at_once_and_ends_later() -> None:
+    """The timeout abort: the producer is fenced when the abort is decided; the markers still
+    missing carry the bumped epoch (Kafka's markers after a timeout do too)."""
+    f = Fixture()
+    pid, epoch = f.init(timeout=1000)
+    f.add(pid, epoch, TP0, TP1, now=100)
+    f.failing = {TP0, TP1}
+    out = f.tc.on_timer(timer_key("app"), 1100)
+    assert not [o for o in out if isinstance(o, Reply)]
+    txn = f.tc.txns["app"]
+    assert txn.state is TxnState.PREPARE_ABORT and txn.producer_epoch == epoch + 1
+    assert len(events_of(out, "marker_write_failed")) == 2 and f.records[-1].state == "PrepareAbort"
+    assert f.end(pid, epoch, True) == ErrorCode.PRODUCER_FENCED
+    assert f.tc.check_producer("app", pid, epoch) == ErrorCode.PRODUCER_FENCED
+    f.failing = {TP1}
+    out = f.tc.on_timer(marker_timer_key("app"), 1200)
+    assert f.markers == [(TP0, pid, epoch + 1, False)] and txn.unmarked == {TP1}
+    f.failing = set()
+    out = f.tc.on_timer(marker_timer_key("app"), 1400)
+    [done] = events_of(out, "transaction_aborted")
+    assert done["reason"] == "transaction.timeout.ms (1000 ms) expired" and done["producer_epoch"] == epoch + 1
+    assert txn.state is TxnState.COMPLETE_ABORT and txn.producer_epoch == epoch + 1  # no second bump
+    assert f.init() == (pid, epoch + 2)
+
+
+def test_a_new_instance_waits_for_the_abort_of_the_old_ones_transaction() -> None:
+    f = Fixture()
+    pid, old = open_txn(f, group=None)
+    f.failing = {TP0}
+    out = f.tc.init_producer_id(InitProducerIdRequest("app", 10_000), "r", 50)
+    assert f.reply(out).error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    [bumped] = events_of(out, "producer_epoch_bumped")
+    assert (bumped["producer_epoch"], bumped["txn_state"]) == (old + 1, "PrepareAbort")  # the zombie is fenced now
+    assert f.end(pid, old, False) == ErrorCode.PRODUCER_FENCED
+    assert f.reply(f.tc.init_producer_id(InitProducerIdRequest("app", 10_000), "r", 60)).error_code == \
+        ErrorCode.CONCURRENT_TRANSACTIONS
+    f.failing = set()
+    f.tc.on_timer(marker_timer_key("app"), 150)
+    assert f.tc.txns["app"].state is TxnState.COMPLETE_ABORT
+    assert f.init() == (pid, old + 2)
+
+
+def test_a_transaction_restored_in_prepare_gets_only_the_markers_it_lacks() -> None:
+    """The restart sweep: the outcome was decided (and answered) before the restart; partitions
+    whose log no longer holds the transaction open have their marker already."""
+    f = Fixture()
+    pid, epoch = open_txn(f)
+    f.failing = {TP1}
+    assert f.end(pid, epoch, True) == 0
+    record = f.records[-1]
+    assert record.state == "PrepareCommit"
+    g = Fixture()
+    g.tc.txn_open = lambda tp, producer_id: tp == TP1 and producer_id == pid
+    out = g.tc.restore(record, 5000)
+    assert g.markers == [(TP1, pid, epoch, True)] and g.offsets == []  # offsets were done before
+    [done] = events_of(out, "transaction_committed")
+    assert done["reason"] == "the coordinator restarted while its markers were pending"
+    assert g.tc.txns["app"].state is TxnState.COMPLETE_COMMIT and g.records[-1].state == "CompleteCommit"
+    assert g.end(pid, epoch, True) == 0
+    # Restored while the disk still refuses: retried like any other.
+    h = Fixture()
+    h.failing = {TP1}
+    out = h.tc.restore(record, 5000)
+    assert [e["partition"] for e in events_of(out, "marker_write_failed")] == [1]
+    assert h.tc.txns["app"].state is TxnState.PREPARE_COMMIT and h.tc.txns["app"].unmarked == {TP1}
+    assert ArmTimer(marker_timer_key("app"), 5100) in out
+
+
+def test_an_ongoing_transaction_restored_with_a_failing_disk_is_aborted_later() -> None:
+    f = Fixture()
+    pid, epoch = open_txn(f, group=None)
+    g = Fixture()
+    g.failing = {TP0}
+    out = g.tc.restore(f.records[-1], 50)
+    txn = g.tc.txns["app"]
+    assert txn.state is TxnState.PREPARE_ABORT and txn.producer_epoch == epoch + 1
+    assert [e["reason"] for e in events_of(out, "producer_epoch_bumped")] == [
+        "its transaction was aborted at restart"]
+    assert g.records[-1].state == "PrepareAbort" and g.records[-1].producer_epoch == epoch + 1
+    g.failing = set()
+    g.tc.on_timer(marker_timer_key("app"), 150)
+    assert txn.state is TxnState.COMPLETE_ABORT
+    assert g.markers == [(TP1, pid, epoch, False), (TP0, pid, epoch + 1, False)]  # the retried one: bumped epoch
+
+
 # ============================================================================ through the Broker: nobody wedges a transaction
 
 T0 = 1_700_000_000_000
 PARTS = [("out", 0), ("out", 1), ("side", 0)]
 
 
-def txn_broker() -> Broker:
-    b = Broker(BrokerConfig())
+def txn_broker(logs: pl.LogStore | None = None) -> Broker:
+    b = Broker(BrokerConfig(), logs=logs)
     b.topics.partitions.update({"out": 2, "side": 1})
     return b
 
@@ -291,6 +471,156 @@ def test_a_marker_ends_the_transaction_even_if_the_partition_saw_a_newer_epoch()
     assert (init.error_code, init.producer_epoch) == (0, epoch + 2)
 
 
+# ---------------------------------------------------------------------------- over partition log files, on a failing disk
+
+
+@pytest.fixture
+def disk(monkeypatch) -> set[str]:
+    """The partition directories (`out-1`, ...) whose files refuse every write, as a full disk does."""
+    failing: set[str] = set()
+    real = pl._FileStorage.write
+
+    def write(storage: pl._FileStorage, info: pl.BatchInfo, frame: bytes, now_ms: int) -> None:
+        if storage.dir.name in failing:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(storage, info, frame, now_ms)
+
+    monkeypatch.setattr(pl._FileStorage, "write", write)
+    return failing
+
+
+def file_broker(tmp_path: Path) -> Broker:
+    b = Broker(BrokerConfig(), logs=FileLogStore(tmp_path / "logs", BrokerConfig()))
+    b.topics.partitions.update({"out": 2, "side": 1})
+    return b
+
+
+def lso_and_leo(b: Broker, p: int) -> tuple[int, int]:
+    log = b.logs.log("out", p)
+    return log.last_stable_offset, log.log_end_offset
+
+
+def test_endtxn_on_a_failing_disk_answers_none_and_the_lso_advances_once_the_disk_recovers(
+        tmp_path: Path, disk: set[str]) -> None:
+    b = file_broker(tmp_path)
+    pid, epoch = open_app_tx(b)
+    disk.add("out-1")
+    out = b.handle("EndTxn", EndTxnRequest("app-tx", pid, epoch, True), RequestContext("r"), T0 + 10)
+    assert only_reply(out).error_code == 0
+    assert [(e["topic"], e["partition"], e["txn_state"]) for e in events_of(out, "marker_write_failed")] == [
+        ("out", 1, "PrepareCommit")]
+    assert [o.record.state for o in out if isinstance(o, Persist) and isinstance(o.record, TxnRecord)] == ["PrepareCommit"]
+    assert lso_and_leo(b, 0) == (2, 2) and lso_and_leo(b, 1) == (0, 1)  # out-1's transaction still open
+    fetched = only_reply(b.handle("Fetch", FetchRequest([FetchTopic("out", [FetchPartition(1, 0, 1 << 20)])],
+                                                        isolation_level=1), RequestContext("r"), T0 + 20))
+    assert fetched.responses[0].partitions[0].records == []
+    added = only_reply(b.handle("AddPartitionsToTxn", AddPartitionsToTxnRequest(
+        "app-tx", pid, epoch, [AddPartitionsToTxnTopic("out", [0])]), RequestContext("r"), T0 + 20))
+    assert added.results[0].results[0].error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert only_reply(b.handle("EndTxn", EndTxnRequest("app-tx", pid, epoch, True), RequestContext("r"),
+                               T0 + 20)).error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    out = b.on_timer(marker_timer_key("app-tx"), T0 + 110)
+    assert [e["attempt"] for e in events_of(out, "marker_write_failed")] == [2] and lso_and_leo(b, 1) == (0, 1)
+    disk.clear()
+    out = b.on_timer(marker_timer_key("app-tx"), T0 + 310)
+    assert events_of(out, "transaction_committed") and b.txn.txns["app-tx"].state is TxnState.COMPLETE_COMMIT
+    assert lso_and_leo(b, 0) == lso_and_leo(b, 1) == (2, 2)
+    assert [info.flags & pl.FLAG_CONTROL for info in b.logs.log("out", 1).batches()] == [0, pl.FLAG_CONTROL]
+    fetched = only_reply(b.handle("Fetch", FetchRequest([FetchTopic("out", [FetchPartition(1, 0, 1 << 20)])],
+                                                        isolation_level=1), RequestContext("r"), T0 + 320))
+    assert [r.value for r in fetched.responses[0].partitions[0].records] == [b"t"]
+    assert only_reply(b.handle("EndTxn", EndTxnRequest("app-tx", pid, epoch, True), RequestContext("r"),
+                               T0 + 330)).error_code == 0
+    b.logs.close()
+
+
+def test_the_timeout_abort_on_a_failing_disk_ends_the_transaction_once_the_disk_recovers(
+        tmp_path: Path, disk: set[str]) -> None:
+    b = file_broker(tmp_path)
+    pid, epoch = open_app_tx(b)
+    disk.update({"out-0", "out-1"})
+    out = b.on_timer(timer_key("app-tx"), T0 + 60_000)
+    assert not [o for o in out if isinstance(o, Reply)] and len(events_of(out, "marker_write_failed")) == 2
+    assert b.txn.txns["app-tx"].state is TxnState.PREPARE_ABORT
+    assert produce_one(b, ("out", 0), RecordBatch([Record(b"z")], pid, epoch, 1, True), T0 + 60_001)[0] == \
+        ErrorCode.PRODUCER_FENCED  # fenced while the abort is still pending
+    disk.clear()
+    b.on_timer(marker_timer_key("app-tx"), T0 + 60_100)
+    assert b.txn.txns["app-tx"].state is TxnState.COMPLETE_ABORT
+    assert lso_and_leo(b, 0) == lso_and_leo(b, 1) == (2, 2)
+    for p in (0, 1):
+        assert b.logs.log("out", p).aborted_transactions() == [(pid, 0, 1)]
+    b.logs.close()
+
+
+async def test_a_restart_with_markers_pending_writes_only_the_missing_ones(
+        tmp_path: Path, disk: set[str], recorder, cleanup) -> None:
+    """Over a real --data-dir: EndTxn(commit) is answered while out-1 refuses its marker; the
+    coordinator stops with the transaction PrepareCommit; the restarted one finds the record, sees
+    out-0's marker in its log and writes out-1's alone."""
+    data = tmp_path / "data"
+    first = await CoordinatorServer(BrokerConfig(), HOST, 0, events=recorder.log("coordinator"), data_dir=data).start()
+    async with AdminClient(HOST, first.port) as admin:
+        await admin.create_topics({"out": 2})
+        init = await admin.request("InitProducerId", InitProducerIdRequest("app-tx", 60_000))
+        pid, epoch = init.producer_id, init.producer_epoch
+        await admin.request("AddPartitionsToTxn", AddPartitionsToTxnRequest(
+            "app-tx", pid, epoch, [AddPartitionsToTxnTopic("out", [0, 1])]))
+        for p in (0, 1):
+            r = await admin.produce("out", p, [b"v"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                                    is_transactional=True, transactional_id="app-tx")
+            assert r is not None and r.error_code == 0
+        disk.add("out-1")
+        end = await admin.request("EndTxn", EndTxnRequest("app-tx", pid, epoch, True))
+        assert end.error_code == 0
+        assert (await admin.list_offsets("out", 1, isolation_level=1)).offset == 0  # still open
+    assert recorder.events("marker_write_failed", partition=1)
+    await first.stop()
+    disk.clear()
+    second = await CoordinatorServer(BrokerConfig(), HOST, 0, events=recorder.log("coordinator"), data_dir=data).start()
+    cleanup.push_async_callback(second.stop)
+    [done] = recorder.events("transaction_committed", reason="the coordinator restarted while its markers were pending")
+    assert done.fields["partitions"] == [["out", 0], ["out", 1]]
+    async with AdminClient(HOST, second.port) as admin:
+        for p in (0, 1):
+            assert (await admin.list_offsets("out", p, isolation_level=1)).offset == 2
+            assert [r.value for r in (await admin.fetch("out", p, 0, isolation_level=1)).records] == [b"v"]
+        again = await admin.request("EndTxn", EndTxnRequest("app-tx", pid, epoch, True))
+        assert again.error_code == 0
+    for p in (0, 1):  # one marker each: out-0's was not written again
+        assert [info.flags & pl.FLAG_CONTROL for info in second.broker.logs.log("out", p).batches()] == [
+            0, pl.FLAG_CONTROL]
+
+
+class FlakyDisk(pl.MemoryLogStore):
+    """Memory logs on a disk that refuses every write to the partitions in `failing`."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        super().__init__(config)
+        self.failing: set[tuple[str, int]] = set()
+
+    def _new_storage(self, topic: str, partition: int) -> pl._Storage:
+        return _FlakyStorage(self, (topic, partition))
+
+    def recovered(self) -> "FlakyDisk":
+        """What a restarted coordinator finds: the same batches on the same (failing) disk."""
+        plain = super().recovered()
+        new = FlakyDisk(self.config)
+        new.failing, new._logs, new._next_producer_id = self.failing, plain._logs, plain._next_producer_id
+        return new
+
+
+class _FlakyStorage(pl._MemoryStorage):
+    def __init__(self, disk: FlakyDisk, key: tuple[str, int]) -> None:
+        super().__init__()
+        self.disk, self.key = disk, key
+
+    def write(self, info: pl.BatchInfo, frame: bytes, now_ms: int) -> None:
+        if self.key in self.disk.failing:
+            raise OSError(errno.EIO, "Input/output error")
+        super().write(info, frame, now_ms)
+
+
 TIDS = ["app-tx", "b-tx"]
 pids = st.one_of(st.integers(0, 6), st.sampled_from([-1, -2, INT64_MAX, 2**63]), st.integers(-2**64, 2**64))
 epochs = st.one_of(st.integers(0, 6), st.sampled_from([-1, INT16_MAX, INT16_MAX + 1]), st.integers(-2**16, 2**16))
@@ -312,30 +642,39 @@ def error_codes(body: object) -> list[int]:
 
 class TxnMachine(RuleBasedStateMachine):
     """Honest transactional producers (their epochs and sequences as the coordinator answered them)
-    interleaved with forged requests from anyone, timeouts included. After every step: no answer is
-    UNKNOWN_SERVER_ERROR, a refused forged request changed nothing, and no partition holds an open
-    transaction the coordinator considers ended (its markers were written). At the end, with every
-    transaction ended by timeouts, every partition's last stable offset is its log end offset."""
+    interleaved with forged requests from anyone, timeouts included, on a disk that fails and
+    recovers partition by partition. After every step: no answer is UNKNOWN_SERVER_ERROR (but a
+    Produce to a partition whose disk fails), a refused request changed nothing, no partition holds
+    an open transaction the coordinator considers ended (or has a marker pending for), and a
+    transaction with markers pending has their retry armed. At the end, with the disk working and
+    every transaction ended by timeouts and retries, every partition's last stable offset is its
+    log end offset."""
 
     @initialize()
     def setup(self) -> None:
-        self.b = txn_broker()
+        self.disk = FlakyDisk(BrokerConfig())
+        self.b = txn_broker(self.disk)
         self.now = T0
         self.timers: dict[tuple, int] = {}
         self.producer: dict[str, tuple[int, int]] = {}  # tid -> (pid, epoch) as last answered
         self.seq: dict[tuple[int, int, tuple[str, int]], int] = {}  # (pid, epoch, tp) -> next sequence
         self.idempotent: list[int] = []
+        self.hijacked: set[int] = set()  # idempotent ids a forged batch was accepted with: their sequences moved
+        self.records: list = []  # everything persisted, in order: the group log
 
     def run(self, api: str, body: object) -> object:
         out = self.b.handle(api, body, RequestContext("r"), self.now)
         self.absorb(out)
         reply = only_reply(out)
-        assert ErrorCode.UNKNOWN_SERVER_ERROR not in error_codes(reply), (api, body, reply)
+        if not (api == "Produce" and self.disk.failing):  # a Produce the disk refused answers -1 (§3.11)
+            assert ErrorCode.UNKNOWN_SERVER_ERROR not in error_codes(reply), (api, body, reply)
         return reply
 
     def absorb(self, out: list) -> None:
         for o in out:
-            if isinstance(o, ArmTimer):
+            if isinstance(o, Persist):
+                self.records.append(o.record)
+            elif isinstance(o, ArmTimer):
                 self.timers[o.key] = o.deadline_ms
             elif isinstance(o, CancelTimer):
                 self.timers.pop(o.key, None)
@@ -359,7 +698,11 @@ class TxnMachine(RuleBasedStateMachine):
     @rule(tid=st.sampled_from(TIDS), timeout=st.sampled_from([50, 1_000, 60_000]))
     def init(self, tid: str, timeout: int) -> None:
         r = self.run("InitProducerId", InitProducerIdRequest(tid, timeout))
-        assert isinstance(r, InitProducerIdResponse) and r.error_code == 0
+        assert isinstance(r, InitProducerIdResponse)
+        if r.error_code == ErrorCode.CONCURRENT_TRANSACTIONS:  # an abort's markers are pending: later
+            assert self.b.txn.txns[tid].state in PREPARING
+            return
+        assert r.error_code == 0
         self.producer[tid] = (r.producer_id, r.producer_epoch)
 
     @rule()
@@ -407,8 +750,10 @@ class TxnMachine(RuleBasedStateMachine):
             pid = self.idempotent[-1]
             seq = self.seq.get((pid, 0, tp), 0)
             code, _ = self.produce(tp, RecordBatch([Record(b"i")] * n, pid, 0, seq))
-            assert code == 0
-            self.seq[(pid, 0, tp)] = seq + n
+            refused_by_disk = code == ErrorCode.UNKNOWN_SERVER_ERROR and tp in self.disk.failing
+            assert code == 0 or pid in self.hijacked or refused_by_disk
+            if code == 0:
+                self.seq[(pid, 0, tp)] = seq + n
 
     @rule(tid=st.sampled_from(TIDS), commit=st.booleans())
     def end_txn(self, tid: str, commit: bool) -> None:
@@ -419,6 +764,25 @@ class TxnMachine(RuleBasedStateMachine):
     @rule(ms=st.sampled_from([1, 30, 100, 2_000, 70_000]))
     def tick(self, ms: int) -> None:
         self.advance(ms)
+
+    # ---------------------------------------------------------------- the disk
+
+    @rule(tps=st.sets(st.sampled_from(PARTS), min_size=1))
+    def disk_fails(self, tps: set) -> None:
+        self.disk.failing |= tps
+
+    @rule()
+    def disk_recovers(self) -> None:
+        self.disk.failing.clear()
+
+    @rule()
+    def coordinator_restarts(self) -> None:
+        """A new coordinator over the same partition logs and group log; the old one's timers die
+        with it. Transactions found Ongoing are aborted, those in Prepare* get their missing markers."""
+        self.disk = self.disk.recovered()
+        self.b = txn_broker(self.disk)
+        self.timers = {}
+        self.absorb(self.b.restore(list(self.records), self.now))
 
     # ---------------------------------------------------------------- forged requests
 
@@ -442,6 +806,7 @@ class TxnMachine(RuleBasedStateMachine):
             assert self.b.txn.in_transaction(pid, epoch, TopicPartition(*tp)) is None
         elif pid >= 0:
             assert owner_of(self.b, pid) is None
+            self.hijacked.add(pid)
 
     @rule(tid=st.sampled_from(TIDS + ["nobody"]), pid=pids, epoch=epochs, commit=st.booleans(),
           steal=st.booleans(), epoch_delta=st.integers(-2, 2))
@@ -460,17 +825,23 @@ class TxnMachine(RuleBasedStateMachine):
         if not hasattr(self, "b"):
             return
         for (topic, partition), log in self.b.logs.logs().items():
+            tp = TopicPartition(topic, partition)
             for pid in log.open_txns:
                 owner = owner_of(self.b, pid)
-                assert owner is not None and owner.state is TxnState.ONGOING, (topic, partition, pid)
-                assert TopicPartition(topic, partition) in owner.partitions
-            if all(t.state is not TxnState.ONGOING for t in self.b.txn.txns.values()):
+                assert owner is not None, (topic, partition, pid)
+                assert owner.state is TxnState.ONGOING or (owner.state in PREPARING and tp in owner.unmarked), (
+                    topic, partition, pid, owner.state)
+                assert tp in owner.partitions
+            if all(t.state not in OPEN for t in self.b.txn.txns.values()):
                 assert log.last_stable_offset == log.log_end_offset, (topic, partition)
+        for tid, t in self.b.txn.txns.items():  # nothing waits for ever: pending markers have their retry
+            assert (t.state in PREPARING) == (marker_timer_key(tid) in self.timers), (tid, t.state)
 
     def teardown(self) -> None:
         if hasattr(self, "b"):
+            self.disk.failing.clear()
             self.advance(self.b.config.transaction_max_timeout_ms + 1)  # every open transaction times out
-            assert all(t.state is not TxnState.ONGOING for t in self.b.txn.txns.values())
+            assert all(t.state not in OPEN for t in self.b.txn.txns.values())
             for key, log in self.b.logs.logs().items():
                 assert log.last_stable_offset == log.log_end_offset, key
 

@@ -1,0 +1,166 @@
+"""Human views of the event log for a terminal: what `grouplab coordinator` and `grouplab consumer`
+print while they run (the JSON lines go to `--run-dir` or, with `--log-json`, to stderr).
+
+The coordinator's view is one line per decision a person wants to see (a member joins, a rebalance
+starts and why, a member is removed and why, a commit is refused) and, when a group is stable again,
+the rebalance's table (grouplab/display.py's, one per group). The consumer's view says what it owns
+and, each time it joins again, why: the reason the member machine logged, in the same words
+`explain` uses (grouplab/teach/reasons.py). Both are listeners on an EventLog: (node, LogEvent).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.text import Text
+
+from grouplab.display import RebalanceView, short_member
+from grouplab.teach.catalog import Catalog
+from grouplab.teach.reasons import why_rejoin
+from protocol import events
+from protocol.effects import LogEvent
+from protocol.types import TopicPartition, format_partitions
+
+WALL_CLOCK_MS = 10**12  # ts_ms beyond this is epoch time (a real run); below, virtual time from 0
+
+
+def clock_text(ts_ms: int) -> str:
+    """Local time of day for a real run, seconds from the start for a simulated one."""
+    if ts_ms >= WALL_CLOCK_MS:
+        return datetime.datetime.fromtimestamp(ts_ms / 1000).strftime("%H:%M:%S.%f")[:-3]
+    return f"+{ts_ms / 1000:.3f} s"
+
+
+def _pairs(value: list[list[object]]) -> str:
+    return format_partitions([TopicPartition(str(t), int(str(p))) for t, p in value])
+
+
+@dataclass
+class CoordinatorView:
+    """`grouplab coordinator`'s terminal: decisions as lines, rebalances as tables, each rule's
+    why once (the first time the run shows it), in the catalogue's language."""
+
+    console: Console
+    lang: str = "en"
+    rebalances: RebalanceView = field(init=False)
+    clients: dict[str, str] = field(default_factory=dict)
+    told: set[str] = field(default_factory=set)
+    session_ms: dict[str, str] = field(default_factory=dict)  # member -> its session timeout, once removed for it
+
+    def __post_init__(self) -> None:
+        self.c = Catalog(self.lang)
+        self.rebalances = RebalanceView(self.console, None)
+
+    def __call__(self, node: str, ev: LogEvent) -> None:
+        if node != "coordinator":
+            return
+        p = ev.payload
+        c = self.c
+        line: str | None = None
+        why: str | None = None
+        rule = ""  # the why's catalogue key: each rule is told once, for whichever member shows it first
+        style = ""
+        if isinstance(p, events.MemberJoined):
+            self.clients[p.member_id] = p.client_id
+            fields = dict(group=p.group_id, member=self._name(p.member_id), protocols=", ".join(p.protocols))
+            line = (c.t("view.joined.static", instance=p.group_instance_id, **fields) if p.group_instance_id
+                    else c.t("view.joined", **fields))
+        elif isinstance(p, events.RebalanceStarted):
+            line = c.t("view.rebalance", group=p.group_id, generation=p.generation_id, trigger=self._short(p.trigger))
+            subject = self._subject(p)
+            rule = f"why.rebalance.{p.cause.value}"
+            why, style = c.t(rule, subject=subject,
+                             session_ms=self.session_ms.get(subject, "?"), rebalance_ms="?"), "bold yellow"
+        elif isinstance(p, events.MemberRemoved):
+            line = c.t("view.removed", group=p.group_id, member=self._name(p.member_id), reason=p.reason.value,
+                       detail=p.detail)
+            style = "yellow"
+            ms = re.search(r"(\d+) ms", p.detail)  # "no heartbeat for 10000 ms" (coordinator/group.py)
+            if ms:
+                self.session_ms[self._name(p.member_id)] = ms.group(1)
+        elif isinstance(p, events.StaticMemberReplaced):
+            self.clients[p.member_id] = self.clients.get(p.old_member_id, p.group_instance_id)
+            line = c.t("view.replaced", group=p.group_id, instance=p.group_instance_id, member=self._name(p.member_id),
+                       old=self._name(p.old_member_id))
+            rule = "why.static_member_replaced"
+            why = c.t(rule)
+        elif isinstance(p, events.JoinRejected):
+            line, style = c.t("view.refused", group=p.group_id, member=self._name(p.member_id), error=p.error,
+                              reason=p.reason), "red"
+        elif isinstance(p, events.OffsetCommitRejected):
+            line = c.t("view.commit_refused", group=p.group_id, member=self._name(p.member_id),
+                       partitions=_pairs(p.partitions), error=p.error, request_generation=p.request_generation_id,
+                       generation=p.generation_id)
+            rule = f"why.OffsetCommit.{p.error}"
+            why, style = (c.t(rule, request_generation=p.request_generation_id) if c.has(rule) else None), "red"
+        elif isinstance(p, events.GroupLoaded):
+            line = c.t("view.loaded", group=p.group_id, generation=p.generation_id, count=len(p.members))
+        elif isinstance(p, events.TopicCreated):
+            line = c.t("view.topic.auto" if p.auto else "view.topic", topic=p.topic, count=p.partition_count)
+        elif isinstance(p, events.TransactionAborted):
+            line, style = c.t("view.txn_aborted", tid=p.transactional_id, reason=p.reason), "yellow"
+        elif isinstance(p, events.BadRequest):
+            line, style = c.t("view.bad_request", peer=p.peer, error=p.error), "red"
+        elif isinstance(p, (events.InternalError, events.LogWriteFailed, events.PartitionWriteFailed,
+                            events.PartitionFlushFailed, events.MarkerWriteFailed)):
+            line, style = c.t("view.failure", what=p.NAME, error=p.error), "bold red"
+        elif isinstance(p, events.GroupStable):
+            self.rebalances(node, ev)
+            return
+        else:
+            self.rebalances(node, ev)  # the tracker needs every group event to know each rebalance
+            return
+        self.rebalances(node, ev)
+        self.console.print(Text(f"{clock_text(ev.ts_ms)}  {line}", style=style))
+        if why and rule not in self.told:
+            self.told.add(rule)
+            self.console.print(Text(f"{'':14}{c.t('why')}: {why}", style="dim italic"))
+
+    def _name(self, member_id: str) -> str:
+        return short_member(member_id, self.clients)
+
+    def _subject(self, p: events.RebalanceStarted) -> str:
+        """The member the rebalance is about: the one its trigger names."""
+        named = [m for m in self.clients if m in p.trigger]
+        return self._name(max(named, key=len)) if named else "?"
+
+    def _short(self, text: str) -> str:
+        for member_id in self.clients:
+            text = text.replace(member_id, self._name(member_id))
+        return text
+
+
+@dataclass
+class ConsumerView:
+    """`grouplab consumer`'s terminal: what it owns after each rebalance, what it gives up, and
+    why it joins again."""
+
+    console: Console
+    lang: str = "en"
+    told: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.c = Catalog(self.lang)
+
+    def __call__(self, node: str, ev: LogEvent) -> None:
+        p = ev.payload
+        c = self.c
+        if isinstance(p, events.PartitionsAssigned):
+            self._say(c.t("member.owns", generation=p.generation_id, member=p.member_id, partitions=_pairs(p.owned)))
+        elif isinstance(p, events.PartitionsRevoked):
+            self._say(c.t("member.revoked", partitions=_pairs(p.partitions), reason=p.reason), "yellow")
+        elif isinstance(p, events.PartitionsLost):
+            self._say(c.t("member.lost", partitions=_pairs(p.partitions), reason=p.reason), "red")
+        elif isinstance(p, events.JoinSent) and p.reason != "starting":
+            self._say(c.t("member.rejoin", reason=p.reason), "yellow", why_rejoin(p.reason, c))
+        elif isinstance(p, events.FatalError):
+            self._say(f"fatal: {p.error} {p.message or ''}", "bold red")
+
+    def _say(self, line: str, style: str = "", why: str | None = None) -> None:
+        self.console.print(Text(line, style=style))
+        if why and why not in self.told:
+            self.told.add(why)
+            self.console.print(Text(f"  {self.c.t('why')}: {why}", style="dim italic"))

@@ -1,0 +1,1 @@
+"""Teaching: a run explained message by message (explain), in the languages of catalog/."""

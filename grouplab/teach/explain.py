@@ -1,0 +1,222 @@
+"""`grouplab explain`: a run's narrated steps, chosen and written as text, Markdown or a mermaid
+sequence diagram. The narration is grouplab/teach/narrate.py's, over grouplab/replay.py's steps, so
+what it tells is what the coordinator's state machine did, input by input."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from grouplab.replay import Replay
+from grouplab.teach.catalog import Catalog
+from grouplab.teach.narrate import COORDINATOR, Narrated, Narrator
+
+
+@dataclass
+class Filter:
+    """Which steps to tell: a time window in seconds from the run's start, one generation (the
+    rebalance that formed it and its life until the next one starts), and routine ones or not."""
+
+    from_s: float | None = None
+    to_s: float | None = None
+    generation: int | None = None
+
+    def active(self) -> bool:
+        return self.from_s is not None or self.to_s is not None or self.generation is not None
+
+
+@dataclass
+class Story:
+    start_ms: int
+    steps: list[Narrated]
+    group: str | None
+
+
+def narrate_run(run_dir: str | Path, lang: str = "en") -> Story:
+    """Replay RUN_DIR's trace (ReplayRefused if it cannot be) and narrate every step, with the
+    simulator's faults (RUN_DIR/simulator.jsonl, when there is one) told where they happened: the
+    trace shows only what reached the coordinator, and a crash is exactly what does not."""
+    run = Replay(run_dir)
+    narrator = Narrator(lang)
+    faults = iter(_faults(Path(run_dir), narrator))
+    fault = next(faults, None)
+    steps: list[Narrated] = []
+    for step in run:
+        while fault is not None and fault.ts_ms <= int(step.line["ts_ms"]):
+            steps.append(fault)
+            fault = next(faults, None)
+        steps.append(narrator.narrate(step))
+    while fault is not None:
+        steps.append(fault)
+        fault = next(faults, None)
+    group = next((s.group for s in steps if s.group), None)
+    return Story(int(run.start["ts_ms"]), steps, group)
+
+
+def _faults(run_dir: Path, narrator: Narrator) -> list[Narrated]:
+    path = run_dir / "simulator.jsonl"
+    if not path.is_file():
+        return []
+    told = []
+    with open(path, encoding="utf-8") as f:
+        for text in f:
+            if '"fault_injected"' not in text:
+                continue
+            line = json.loads(text)
+            told.append(narrator.fault(line))
+    return told
+
+
+def select(story: Story, f: Filter) -> list[Narrated]:
+    chosen = []
+    epoch = 0  # the generation a step belongs to: the one it lives in, or the one it starts forming
+    for s in story.steps:
+        if s.generation is not None:
+            epoch = s.generation + 1 if s.state == "PreparingRebalance" else s.generation
+        at = (s.ts_ms - story.start_ms) / 1000
+        if f.from_s is not None and at < f.from_s:
+            continue
+        if f.to_s is not None and at > f.to_s:
+            continue
+        if f.generation is not None and epoch != f.generation:
+            continue
+        chosen.append(s)
+    return chosen
+
+
+def chunks(steps: list[Narrated], show_all: bool) -> Iterator[Narrated | list[Narrated]]:
+    """The steps with each run of routine ones folded into a list (unless `show_all`)."""
+    run: list[Narrated] = []
+    for s in steps:
+        if s.routine and not show_all:
+            run.append(s)
+            continue
+        if run:
+            yield run
+            run = []
+        yield s
+    if run:
+        yield run
+
+
+def routine_kinds(run: list[Narrated]) -> str:
+    counts = Counter(s.api or "timer" for s in run)
+    return ", ".join(f"{k} ×{n}" for k, n in counts.most_common())
+
+
+def seconds(story: Story, ts_ms: int) -> str:
+    return f"+{(ts_ms - story.start_ms) / 1000:.3f} s"
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def text_lines(story: Story, steps: list[Narrated], c: Catalog, show_all: bool = False,
+               on_step: Callable[[], bool] | None = None) -> Iterator[tuple[str, str]]:
+    """(style, line) pairs for a terminal; `on_step` is called after each told step and returns
+    False to stop (the `--step` prompt)."""
+    told: set[str] = set()
+    for chunk in chunks(steps, show_all):
+        if isinstance(chunk, list):
+            yield "dim", f"{'':12}" + c.t("routine", count=len(chunk), kinds=routine_kinds(chunk))
+            continue
+        s = chunk
+        when = seconds(story, s.ts_ms)
+        for i, said in enumerate(s.lines):
+            arrow = (f"{said.sender} → {said.receiver}" if said.kind in ("request", "response", "fault")
+                     else f"{COORDINATOR} ⇒ {said.receiver}" if said.kind == "decision" else f"{COORDINATOR} ⏰")
+            style = {"request": "bold", "response": "", "decision": "yellow", "timer": "cyan",
+                     "coordinator": "red", "fault": "bold red"}.get(said.kind, "")
+            yield style, f"{when if i == 0 else '':>12}  {arrow}: {said.text}"
+            if said.why and (show_all or said.why not in told):  # each rule once, where the run first shows it
+                told.add(said.why)
+                yield "italic dim", f"{'':14}{c.t('why')}: {said.why}"
+        if s.changed and s.group is not None:
+            yield "green", f"{'':14}⇒ " + c.t("state.after", group=s.group, state=s.state, generation=s.generation)
+        if on_step is not None and not on_step():
+            return
+
+
+# ----------------------------------------------------------------------------- markdown
+
+
+def markdown(story: Story, steps: list[Narrated], c: Catalog, title: str, intro: str | None = None,
+             show_all: bool = False) -> str:
+    out = [f"# {title}", ""]
+    if intro:
+        out += [intro, ""]
+    told: set[str] = set()
+    for chunk in chunks(steps, show_all):
+        if isinstance(chunk, list):
+            out += [f"_{c.t('routine', count=len(chunk), kinds=routine_kinds(chunk))}_", ""]
+            continue
+        s = chunk
+        out.append(f"**{seconds(story, s.ts_ms)}**")
+        out.append("")
+        for said in s.lines:
+            who = (f"`{said.sender}` → `{said.receiver}`" if said.kind in ("request", "response", "fault")
+                   else f"`{COORDINATOR}` ⇒ `{said.receiver}`" if said.kind == "decision" else f"`{COORDINATOR}` ⏰")
+            out.append(f"- {who}: {_md(said.text)}")
+            if said.why and (show_all or said.why not in told):
+                told.add(said.why)
+                out.append(f"  > {_md(said.why)}")
+        if s.changed and s.group is not None:
+            out.append(f"- *{c.t('state.after', group=s.group, state=s.state, generation=s.generation)}*")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("*", "\\*").replace("_", "\\_")
+
+
+# ----------------------------------------------------------------------------- mermaid
+
+
+def mermaid(story: Story, steps: list[Narrated], c: Catalog, show_all: bool = False) -> str:
+    """A mermaid `sequenceDiagram`: the coordinator and each member a participant, requests and
+    answers as arrows, decisions and state changes as notes over the coordinator (the whys are
+    left to the text and Markdown forms: a diagram is for the shape of the exchange)."""
+    names = [COORDINATOR]  # a participant per process: a client's later member ids (`m-1·2`) are the same lifeline
+    for s in steps:
+        for said in s.lines:
+            for who in (said.sender, said.receiver):
+                if said.kind in ("request", "response") and _process(who) not in names:
+                    names.append(_process(who))
+    alias = {name: f"P{i}" for i, name in enumerate(names)}
+    out = ["sequenceDiagram"] + [f"    participant {alias[n]} as {_mm(n)}" for n in names]
+    coordinator = alias[COORDINATOR]
+    for chunk in chunks(steps, show_all):
+        if isinstance(chunk, list):
+            out.append(f"    Note over {coordinator}: {_mm(c.t('mermaid.routine', count=len(chunk)))}")
+            continue
+        for said in chunk.lines:
+            if said.kind == "fault":
+                where = ",".join(alias[_process(m)] for m in said.receiver.split(", ") if _process(m) in alias) or coordinator
+                out.append(f"    Note over {where}: ⚡ {_mm(said.text)}")
+            elif said.kind == "request":
+                out.append(f"    {alias[_process(said.sender)]}->>{coordinator}: {_mm(said.text)}")
+            elif said.kind == "response":
+                out.append(f"    {coordinator}-->>{alias[_process(said.receiver)]}: {_mm(said.text)}")
+            else:
+                out.append(f"    Note over {coordinator}: {_mm(said.text)}")
+        if chunk.changed and chunk.group is not None:
+            out.append(f"    Note over {coordinator}: "
+                       + _mm(c.t("state.after", group=chunk.group, state=chunk.state, generation=chunk.generation)))
+    return "\n".join(out) + "\n"
+
+
+def _process(name: str) -> str:
+    return name.split("·", 1)[0]
+
+
+def _mm(text: str) -> str:
+    """Text mermaid reads as one message: no statement separators, no entity or comment starts."""
+    return " ".join(text.replace(";", ",").replace("#", "＃").replace("%%", "%").split())
+
+
+def participants(lines: Iterable[str]) -> list[str]:
+    return [line.split(" as ", 1)[1] for line in lines if line.strip().startswith("participant ")]

@@ -1,0 +1,130 @@
+"""A readable coordinator and consumer (issue 12): `grouplab coordinator` on a terminal tells each
+decision in words and shows each rebalance as a table, `--log-json` keeps the JSON lines; a
+consumer says why it joins again. The views of seeded simulator runs are golden; the real commands
+are run over loopback."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from grouplab.readable import ConsumerView, CoordinatorView
+from grouplab.sim.runner import run_seed
+from grouplab.sim.scenario import load_scenario
+from grouplab.teach.catalog import Catalog
+from grouplab.teach.reasons import OWN_REASONS, why_rejoin
+from protocol.effects import LogEvent
+from tests.golden_files import GOLDEN, compare
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160", "NO_COLOR": "1", "TERM": "dumb"}
+
+
+def views_of(scenario: str, seed: int, member: str, lang: str = "en") -> str:
+    console = Console(width=140, record=True, color_system=None, force_terminal=False, file=open(os.devnull, "w"))
+    coordinator, consumer = CoordinatorView(console, lang), ConsumerView(console, lang)
+
+    def listen(node: str, ev: LogEvent) -> None:
+        coordinator(node, ev)
+        if node == member:
+            consumer(node, ev)
+
+    run_seed(load_scenario(ROOT / "scenarios" / f"{scenario}.toml"), seed, listener=listen)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("scenario, seed, member, lang", [
+    ("crash-storm", 3, "m-1", "en"), ("static-members", 1, "m-0", "en"), ("clean-shutdown", 1, "m-2", "zh")])
+def test_views_are_identical_to_golden(scenario: str, seed: int, member: str, lang: str) -> None:
+    compare(views_of(scenario, seed, member, lang).encode(), GOLDEN / "readable" / f"{scenario}-{lang}.txt")
+
+
+def test_a_crash_is_told_with_its_cost_and_the_table_follows() -> None:
+    text = views_of("crash-storm", 3, "m-1")
+    removed = re.search(r"(m-\d-\d+) removed — session_timeout", text)
+    assert removed, text[:2000]
+    assert f"The coordinator heard nothing from {removed.group(1)} for session.timeout.ms (10000 ms)" in text
+    assert "that wait is the cost of a crash" in text
+    assert text.count("that wait is the cost of a crash") == 1  # each rule once
+    assert re.search(r"generation \d+ · protocol range · leader", text) and "┃ member" in text
+    assert "rejoining: " in text and "why: " in text
+
+
+def test_every_reason_the_member_machine_gives_has_words() -> None:
+    """Each literal reason in consumer/coordinator.py (`_request_rejoin("...")`, `rejoin_reason =
+    "..."`) is in OWN_REASONS; a reason `API: ERROR` is read through the error sentences."""
+    tree = ast.parse((ROOT / "consumer" / "coordinator.py").read_text())
+    literals = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "_request_rejoin" \
+                and isinstance(node.args[0], ast.Constant):
+            literals.add(node.args[0].value)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(getattr(t, "attr", getattr(t, "id", "")) == "rejoin_reason" for t in targets) \
+                    and isinstance(node.value, ast.Constant):
+                literals.add(node.value.value)
+    assert literals and literals <= set(OWN_REASONS), literals - set(OWN_REASONS)
+    c = Catalog("en")
+    assert "heartbeat is how a member learns" in (why_rejoin("Heartbeat: REBALANCE_IN_PROGRESS", c) or "")
+    assert "zombie" in (why_rejoin("Heartbeat: ILLEGAL_GENERATION", c) or "")
+    assert why_rejoin("Heartbeat: SOMETHING_NEW", c) is None
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "grouplab.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+
+
+def _port(proc: subprocess.Popen[str]) -> int:
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if "listening on" in line:
+            return int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
+    raise AssertionError("the coordinator did not say where it listens")
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    return out, err
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("log_json", [False, True])
+def test_the_coordinator_command_speaks_to_a_person_or_in_json(log_json: bool) -> None:
+    server = _start("coordinator", "--port", "0", "--config", "group.initial.rebalance.delay.ms=0",
+                    *(["--log-json"] if log_json else []))
+    try:
+        port = _port(server)
+        consumer = _start("consumer", "--bootstrap-server", f"127.0.0.1:{port}", "--group", "g", "--topics", "t",
+                          "--client-id", "reader")
+        try:
+            time.sleep(4)
+        finally:
+            c_out, _ = _stop(consumer)
+        assert "owns t[0]" in c_out
+    finally:
+        _, err = _stop(server)
+    if log_json:
+        lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+        assert {"member_joined", "group_stable", "member_removed"} <= {line["event"] for line in lines}
+        assert "joins (protocols" not in err
+    else:
+        assert "g: reader-" in err and "joins (protocols range)" in err
+        assert "rebalance starts in generation 0" in err and "why: " in err
+        assert "removed — left" in err and "┃ member" in err
+        assert not any(line.startswith("{") for line in err.splitlines())
