@@ -123,16 +123,24 @@ def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assi
 class Dashboard:
     """`--ui`: the hub listening to the cluster, and the web server once the cluster is up."""
 
-    def __init__(self, group: str) -> None:
+    def __init__(self, group: str, lang: str) -> None:
         from grouplab.ui.hub import Hub
 
-        self.hub = Hub(group)
+        check_lang(lang)
+        self.cluster: Any = None
+        # The timeline told by grouplab explain's narrator, reading the live Broker after each step.
+        self.hub = Hub(group, lang=lang, broker=self._broker)
         self.server: Any = None
+
+    def _broker(self) -> Any:
+        server = self.cluster.server if self.cluster is not None else None
+        return server.broker if server is not None else None
 
     async def start(self, cluster: Any, args: argparse.Namespace) -> None:
         from grouplab.ui.controls import Controls, cluster_info
         from grouplab.ui.web import UiServer
 
+        self.cluster = cluster
         self.hub.extras = lambda: cluster_info(cluster)
         port = DEFAULT_UI_PORT if args.ui_port is None else args.ui_port
         server = UiServer(self.hub, Controls(cluster), "127.0.0.1", port)
@@ -191,8 +199,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--records and --processing-ms only apply with --delivery MODE")
     if args.timeout <= 0:
         raise UsageError("--timeout must be more than 0 seconds")
-    if not args.ui and (args.ui_port is not None or args.open):
-        raise UsageError("--ui-port and --open only apply with --ui")
+    if not args.ui and (args.ui_port is not None or args.open or args.lang != "en"):
+        raise UsageError("--ui-port, --open and --lang only apply with --ui")
     view = RebalanceView(console, args.group)
     run_dir = Path(args.run_dir) if args.run_dir else None
     delivery = None
@@ -203,7 +211,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         delivery = DeliveryRun(DeliveryMode(args.delivery), next(iter(topics)),
                                1000 if args.records is None else args.records,
                                20 if args.processing_ms is None else args.processing_ms)
-    dashboard = Dashboard(args.group) if args.ui else None
+    dashboard = Dashboard(args.group, args.lang) if args.ui else None
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
                            run_dir, port=args.port,
                            listeners=[view] + ([dashboard.hub.on_event] if dashboard is not None else []),
@@ -278,7 +286,7 @@ async def cmd_ui(args: argparse.Namespace) -> int:
     topics, assignors = _cluster_args(args)
     view = RebalanceView(console, args.group)
     run_dir = Path(args.run_dir) if args.run_dir else None
-    dashboard = Dashboard(args.group)
+    dashboard = Dashboard(args.group, args.lang)
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config, run_dir,
                            port=args.port, listeners=[view, dashboard.hub.on_event], data_dir=args.data_dir,
                            faults=args.faults, fault_seed=args.fault_seed,
@@ -1167,6 +1175,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--ui-port", type=port_number, metavar="PORT",
                         help=f"the dashboard's port on 127.0.0.1 (default: {DEFAULT_UI_PORT}; 0: any free port, printed)")
         sp.add_argument("--open", action="store_true", help="open the dashboard in the default web browser")
+        sp.add_argument("--lang", default="en", help="language of the dashboard's message timeline: en or zh")
 
     r = sub.add_parser("run", help="a coordinator plus N simulated consumers, showing each rebalance live",
                        epilog=FAULTS_HELP)

@@ -4,6 +4,7 @@ event stream and server over a real socket, and `grouplab ui` / `run --ui` as a 
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import re
@@ -233,7 +234,9 @@ def test_ui_on_a_busy_port_is_one_line_and_exit_1() -> None:
 
 def test_run_ui_options_need_ui() -> None:
     proc = subprocess.run(grouplab("run", "--ui-port", "0"), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "--ui-port and --open only apply with --ui" in proc.stderr
+    assert proc.returncode == 2 and "--ui-port, --open and --lang only apply with --ui" in proc.stderr
+    proc = subprocess.run(grouplab("ui", "--lang", "fr"), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--lang 'fr': choose one of en, zh" in proc.stderr, proc.stderr
 
 
 def test_run_with_ui_serves_the_dashboard_while_its_script_goes_on() -> None:
@@ -243,3 +246,28 @@ def test_run_with_ui_serves_the_dashboard_while_its_script_goes_on() -> None:
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"dashboard on http://127\.0\.0\.1:\d+/", proc.stdout)
     assert "adding a consumer" in proc.stdout and "3 consumers ran" in proc.stdout
+
+
+@pytest.mark.parametrize("lang, stable, why", [
+    ("en", "the group is Stable in generation", "Only the leader gets the members' subscriptions"),
+    ("zh", "组在第", "只有 leader 会收到所有成员的订阅信息"),
+])
+async def test_the_timeline_is_told_by_explains_narrator(cleanup: Any, lang: str, stable: str, why: str) -> None:
+    holder: dict[str, LocalCluster] = {}
+    hub = Hub("g", lang=lang, broker=lambda: holder["c"].server.broker if holder["c"].server else None)
+    cluster = holder["c"] = LocalCluster({"t0": 2}, "g", broker_config=BROKER, consumer_overrides=CONSUMER,
+                                         listeners=[hub.on_event], trace_listeners=[hub.on_trace])
+    cleanup.push_async_callback(cluster.close)
+    await cluster.start()
+    for _ in range(2):
+        await cluster.add_consumer()
+    await cluster.wait_stable(WAIT_S)
+    await asyncio.sleep(0.05)  # the last step is told when the loop turns
+    texts = [e["text"] for e in hub.timeline.entries]
+    whys = [e["why"] for e in hub.timeline.entries if e.get("why")]
+    assert any("JoinGroup" in t for t in texts) and any(stable in t for t in texts), texts
+    assert any(why in w for w in whys), whys
+    assert len(whys) == len(set(whys))  # each rule's why once, where the run first shows it
+    join = next(e for e in hub.timeline.entries if e["api"] == "JoinGroup" and e["kind"] == "request")
+    raw = hub.timeline.raw(join["id"])
+    assert raw is not None and raw["request"]["api"] == "JoinGroup" and raw["response"] is not None

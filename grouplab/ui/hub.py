@@ -24,11 +24,20 @@ def sse(event: str, data: Any) -> str:
 
 
 class Hub:
-    def __init__(self, group_id: str, narrate: Narrate = describe,
-                 extras: Callable[[], dict[str, Any]] | None = None,
+    """With `lang`, the timeline is told by grouplab explain's narrator in that language (each step
+    with its why; `broker` gives the live Broker it reads the group's state from); without, each
+    trace line by `narrate` (grouplab/ui/timeline.py's `describe`)."""
+
+    def __init__(self, group_id: str, lang: str | None = None, broker: Callable[[], Any] = lambda: None,
+                 narrate: Narrate = describe, extras: Callable[[], dict[str, Any]] | None = None,
                  clock: Callable[[], int] = wall_clock_ms) -> None:
         self.model = DashboardModel(group_id)
-        self.timeline = Timeline(narrate)
+        self.timeline = Timeline(narrate if lang is None else None)
+        self.steps = None
+        if lang is not None:
+            from grouplab.ui.narration import LiveSteps
+
+            self.steps = LiveSteps(lang, broker, self.timeline.told)
         self.extras = extras  # what only the processes know: records processed, lag, the cluster's shape
         self.clock = clock
         self._closed = asyncio.Event()
@@ -39,11 +48,15 @@ class Hub:
         """An EventLog listener (LocalCluster(listeners=[hub.on_event]))."""
         self.model.feed(node, ev)
         self.timeline.event(node, ev.event, ev.ts_ms, ev.fields)
+        if self.steps is not None:
+            self.steps.event(node, ev)
 
     def on_trace(self, line: dict[str, Any]) -> None:
         """A trace listener (LocalCluster(trace_listeners=[hub.on_trace]))."""
         self.model.trace(line)
         self.timeline.trace(line)
+        if self.steps is not None:
+            self.steps.trace(line)
 
     # ------------------------------------------------------------------ for the pages
 

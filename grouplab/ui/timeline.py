@@ -197,52 +197,78 @@ class _Missing(dict):
 
 class Timeline:
     """Entries for the page, newest last, at most MAX_ENTRIES; `raw(id)` is the request and answer
-    of a message entry as traced."""
+    of a message entry as traced.
 
-    def __init__(self, narrate: Narrate = describe) -> None:
+    Two ways to make the sentences: `narrate` (default `describe`) tells each trace line as it
+    comes; with `narrate=None` the trace lines only keep names and raw messages, and `told` takes
+    the steps grouplab explain's narrator made of them (grouplab/ui/narration.py)."""
+
+    def __init__(self, narrate: Narrate | None = describe) -> None:
         self.narrate = narrate
         self.names = Names()
         self.entries: deque[dict[str, Any]] = deque(maxlen=MAX_ENTRIES)
-        self._raw: dict[int, dict[str, Any]] = {}
-        self._pending: dict[tuple[str, int], int] = {}  # (conn, correlation id) -> the request's entry
+        self._raw: dict[int, Any] = {}  # entry id -> a pair's key, or the raw dict itself
+        self._pairs: dict[tuple[str, int], dict[str, Any]] = {}  # (conn, correlation id) -> request, response
+        self._told_why: set[str] = set()
         self._next = 1
 
     def trace(self, line: dict[str, Any]) -> dict[str, Any] | None:
         kind = line.get("kind")
         conn, cid = str(line.get("conn", "")), int(line.get("correlation_id", -1))
+        key = (conn, cid)
         if kind == "request":
             self.names.conn_client[conn] = str(line.get("client_id") or conn)
+            if conn != "internal":
+                self._pairs[key] = {"request": line, "response": None}
+                if len(self._pairs) > 2 * MAX_ENTRIES:
+                    self._pairs.pop(next(iter(self._pairs)))
+        elif kind == "response" and key in self._pairs:
+            self._pairs[key]["response"] = line
         elif kind == "member_id":
             self.names.member_client[str(line.get("member_id"))] = str(line.get("client_id"))
+        if self.narrate is None:
+            return None
         text = self.narrate(line, self.names)
         if text is None:
             return None
         api = line.get("api")
-        body = line.get("body") or {}
-        error = error_name(body.get("error_code")) if kind == "response" else None
+        error = error_name((line.get("body") or {}).get("error_code")) if kind == "response" else None
         entry = self._add(int(line.get("ts_ms", 0)), str(kind), text, api=api, error=error,
                           client=self.names.conn_client.get(conn) if kind in ("request", "response") else None,
                           routine=api in ROUTINE_APIS and error is None)
-        if kind == "request":
-            self._raw[entry["id"]] = {"request": line, "response": None}
-            if conn != "internal":
-                self._pending[(conn, cid)] = entry["id"]
-        elif kind == "response":
-            asked = self._pending.pop((conn, cid), None)
-            pair = self._raw.get(asked) if asked is not None else None
-            if pair is not None:
-                pair["response"] = line
-                entry["pair"] = asked
-                self._raw[entry["id"]] = pair
-            else:
-                self._raw[entry["id"]] = {"request": None, "response": line}
-        else:
-            self._raw[entry["id"]] = {"line": line}
+        self._raw[entry["id"]] = key if kind in ("request", "response") and key in self._pairs else {"line": line}
         return entry
 
+    def told(self, narrated: Any, after: str | None = None) -> list[dict[str, Any]]:
+        """A step as the narrator told it (grouplab/teach/narrate.py's Narrated): one entry per line,
+        each rule's why on the first line that needs it, then the group's state if it changed."""
+        added = []
+        for said in narrated.lines:
+            arrow = (f"{said.sender} → {said.receiver}" if said.kind in ("request", "response", "fault")
+                     else f"coordinator ⇒ {said.receiver}" if said.kind == "decision" else "coordinator ⏰")
+            raw = said.raw or {}
+            key = (str(raw.get("conn", "")), int(raw.get("correlation_id", -1)))
+            error = error_name((raw.get("body") or {}).get("error_code")) if raw.get("kind") == "response" else None
+            why = said.why if said.why and said.why not in self._told_why else None
+            if why:
+                self._told_why.add(why)
+            kind = {"decision": "event", "coordinator": "event"}.get(said.kind, said.kind)
+            entry = self._add(int(narrated.ts_ms), kind, f"{arrow}: {said.text}", api=raw.get("api") or narrated.api,
+                              error=error, client=None, routine=bool(narrated.routine), why=why)
+            self._raw[entry["id"]] = key if key in self._pairs else ({"line": raw} if raw else {"said": said.text})
+            added.append(entry)
+        if after:
+            entry = self._add(int(narrated.ts_ms), "event", after, api=None, error=None, client=None, routine=False)
+            self._raw[entry["id"]] = {"said": after}
+            added.append(entry)
+        return added
+
     def event(self, node: str, name: str, ts_ms: int, fields: dict[str, Any]) -> dict[str, Any] | None:
+        """The run's faults, and (when the trace lines are told one by one) the group's turning points."""
         if node == "coordinator" and name == "group_stable":
             self.names.member_client.update(fields.get("clients") or {})
+        if node != "run" and self.narrate is None:
+            return None  # the narrator tells the coordinator's decisions itself
         text = describe_event(node, name, fields, self.names)
         if text is None:
             return None
@@ -252,7 +278,10 @@ class Timeline:
         return entry
 
     def raw(self, entry_id: int) -> dict[str, Any] | None:
-        return self._raw.get(entry_id)
+        ref = self._raw.get(entry_id)
+        if isinstance(ref, tuple):
+            return self._pairs.get(ref)
+        return ref
 
     def since(self, entry_id: int) -> list[dict[str, Any]]:
         return [e for e in self.entries if e["id"] > entry_id]

@@ -249,7 +249,7 @@ function renderRebalances(s, clients) {
 function entryNode(e) {
   const cls = ["entry", e.kind, e.error ? "error" : "", e.routine ? "routine" : ""].join(" ");
   return el("li", {class: cls, "data-id": e.id, "data-api": e.api || "", onclick: () => showRaw(e)},
-    el("time", {}, time(e.ts_ms)), " ", e.text);
+    el("time", {}, time(e.ts_ms)), " ", e.text, e.why ? el("div", {class: "why"}, "↳ " + e.why) : null);
 }
 
 function addEntries(list) {
@@ -269,11 +269,11 @@ async function showRaw(e) {
   $("#detail").hidden = false;
   $("#detail-title").textContent = e.text;
   const show = (v) => v === null || v === undefined ? "(none yet)" : JSON.stringify(v, null, 2);
-  if ("request" in raw) {
+  if ("request" in raw && raw.request) {
     $("#raw-request").textContent = show(raw.request);
     $("#raw-response").textContent = show(raw.response);
   } else {
-    $("#raw-request").textContent = show(raw.event || raw.line || raw);
+    $("#raw-request").textContent = show(raw.event || raw.line || raw.response || raw.said || raw);
     $("#raw-response").textContent = "(not a message)";
   }
 }
