@@ -188,8 +188,6 @@ class LocalCluster:
         if not leave:
             self._note("member_crashed", client_id=name, member_id=app.client.member_id,
                        session_timeout_ms=app.client.config.session_timeout_ms)
-        else:
-            self._note("member_stopped", client_id=name, member_id=app.client.member_id)
         await app.stop(leave=leave)
         self._changed.set()
 

@@ -317,12 +317,10 @@ class DashboardModel:
                 started_ms=ts, member_id=member_id, session_timeout_ms=f.get("session_timeout_ms"),
                 max_poll_interval_ms=f.get("max_poll_interval_ms"),
                 removed_ms=None if member_id in self.group.members else ts))
-        elif name in ("member_fault_over", "member_stopped"):
+        elif name == "member_fault_over":
             fault = self.active_fault(client)
             if fault is not None:
                 fault.ended_ms = ts
-            if name == "member_stopped":
-                self.held.pop(client, None)
 
     # ------------------------------------------------------------------ trace
 

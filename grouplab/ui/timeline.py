@@ -151,7 +151,6 @@ def describe(line: dict[str, Any], names: Names) -> str | None:
 
 _RUN_EVENTS = {
     "member_crashed": "you killed {client_id}: no LeaveGroup; the group notices only when its session times out",
-    "member_stopped": "{client_id} stopped cleanly (LeaveGroup)",
     "member_added": "you added {client_id} (assignors {assignors})",
     "partitions_added": "you raised {topic} to {partitions} partitions",
     "coordinator_restart": "you restarted the coordinator",
