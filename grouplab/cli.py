@@ -436,6 +436,8 @@ async def cmd_topics(args: argparse.Namespace) -> int:
 
 def cmd_assign(args: argparse.Namespace) -> int:
     sizes = parse_topic_sizes(args.topics)
+    if args.streams is not None or any(":" in spec.partition("=")[2] for spec in args.member):
+        return assign_over_threads(args, sizes)
     subscriptions: dict[str, Subscription] = {}
     for spec in args.member:
         name, sep, topics = spec.partition("=")
@@ -494,6 +496,53 @@ def cmd_assign(args: argparse.Namespace) -> int:
         if withheld:
             console.print(f"withheld {len(withheld)} (their owners revoke them; a follow-up rebalance assigns them): "
                           f"{format_partitions(withheld)}")
+    return 0
+
+
+def parse_topic_counts(spec: str, sizes: dict[str, int], streams: int) -> tuple[str, dict[str, int]]:
+    """`C1=t0:2,t1` -> ("C1", {"t0": 2, "t1": streams}): a ZooKeeper-era consumer's topicCountMap."""
+    name, sep, topics = spec.partition("=")
+    if not sep or not name or not parse_list(topics):
+        raise UsageError(f"expected --member NAME=TOPIC[:STREAMS][,TOPIC[:STREAMS]...], got {spec!r}")
+    counts: dict[str, int] = {}
+    for item in parse_list(topics):
+        topic, colon, n = item.partition(":")
+        if colon and (not n.isdigit() or int(n) < 1):
+            raise UsageError(f"--member {name}: expected TOPIC:STREAMS with STREAMS 1 or more, got {item!r}")
+        if topic not in sizes:
+            raise UsageError(f"member {name!r} subscribes to {topic!r}, not in --topics ({', '.join(sizes)}); "
+                             f"add it there as TOPIC:PARTITIONS")
+        counts[topic] = int(n) if colon else streams
+    return name, counts
+
+
+def assign_over_threads(args: argparse.Namespace, sizes: dict[str, int]) -> int:
+    """The ZooKeeper-era assignors (docs/legacy.md §2): every consumer has STREAMS threads per topic,
+    `<consumer>-<n>`, and partitions go to thread ids."""
+    from consumer.legacy.assignors import get_legacy_assignor
+    from consumer.legacy.threads import by_consumer
+
+    if args.owned:
+        raise UsageError("--owned is for the sticky assignors; the ZooKeeper-era assignors (--streams) kept no memory")
+    streams = 1 if args.streams is None else args.streams
+    subscriptions: dict[str, dict[str, int]] = {}
+    for spec in args.member:
+        name, counts = parse_topic_counts(spec, sizes, streams)
+        if name in subscriptions:
+            raise UsageError(f"member {name!r} is given twice; give each --member once with all its topics")
+        subscriptions[name] = counts
+    if not subscriptions:
+        raise UsageError("give at least one --member NAME=TOPIC[:STREAMS][,TOPIC...]")
+    result = get_legacy_assignor(args.assignor)(sizes, subscriptions)
+    if args.format == "json":
+        print(json.dumps({t: [[tp.topic, tp.partition] for tp in ps] for t, ps in result.items()}))
+        return 0
+    from grouplab.display import assignment_table
+
+    console.print(assignment_table(result, title=f"{args.assignor} over consumer threads (ZooKeeper era) · "
+                                                 f"topics {args.topics}", unit="thread"))
+    per_consumer = by_consumer(result, subscriptions)
+    console.print("per consumer: " + " · ".join(f"{c}: {format_partitions(ps)}" for c, ps in per_consumer.items()))
     return 0
 
 
@@ -1186,6 +1235,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a member and its subscription (repeatable, at least one)")
     a.add_argument("--owned", action="append", metavar="NAME=T:P[,T:P]", help="previous ownership (sticky assignors)")
     a.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    a.add_argument("--streams", type=at_least(1), metavar="N",
+                   help="the ZooKeeper-era consumer: N streams (threads) per topic for every member, assigned over "
+                        "thread ids <member>-<n> with the old range or roundrobin; a member's TOPIC:STREAMS "
+                        "overrides it (docs/legacy.md)")
     return p
 
 
