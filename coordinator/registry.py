@@ -206,7 +206,7 @@ class Registry(StepOutputs):
                 return Result(RegistryError.NO_NODE)
             if op.watch:
                 self.child_watches.setdefault(op.path, set()).add(session)
-            return Result(children=sorted(node.children), stat=self._stat(node))
+            return Result(children=sorted(node.children))
         if isinstance(op, SetData):
             node = self.nodes.get(op.path)
             if node is None:
