@@ -142,13 +142,13 @@ class Registry(StepOutputs):
 
     def on_timer(self, key: TimerKey, now_ms: int) -> list[RegistryOutput]:
         self._begin(now_ms)
-        _, sid = key
-        s = self.sessions.get(sid)  # type: ignore[arg-type]
-        if s is not None:
+        sid = key[1]
+        s = self.sessions.get(sid) if isinstance(sid, int) else None
+        if s is not None and isinstance(sid, int):
             if now_ms >= s.deadline_ms:
-                self._end_session(sid)  # type: ignore[arg-type]
-                self._out.append(SessionExpiredNotice(sid))  # type: ignore[arg-type]
-                self._log(events.RegistrySessionExpired(sid, s.timeout_ms))  # type: ignore[arg-type]
+                self._end_session(sid)
+                self._out.append(SessionExpiredNotice(sid))
+                self._log(events.RegistrySessionExpired(sid, s.timeout_ms))
             else:
                 self._out.append(ArmTimer(key, s.deadline_ms))
         return self._end()

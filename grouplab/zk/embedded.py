@@ -12,6 +12,7 @@ of owner nodes can be held back (a consumer slow to release).
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from typing import Any, Callable
 
@@ -54,7 +55,7 @@ class RegistryServer:
         for out in outputs:
             if type(out) is Reply:
                 client, done = out.to
-                client.deliver(lambda done=done, r=out.body: done(r))
+                client.deliver(functools.partial(done, out.body))
             elif type(out) is Notify:
                 client = self.clients.get(out.session)
                 if client is not None:
@@ -62,7 +63,7 @@ class RegistryServer:
             elif type(out) is SessionExpiredNotice:
                 client = self.clients.pop(out.session, None)
                 if client is not None:
-                    client.deliver(lambda c=client, s=out.session: c.session_expired(s))
+                    client.deliver(functools.partial(client.session_expired, out.session))
             elif type(out) in (ArmTimer, CancelTimer):
                 self.timers.apply(out)  # type: ignore[arg-type]
             elif type(out) is LogEvent:

@@ -21,6 +21,7 @@ threads); and whenever everything is quiet, every live consumer computed the sam
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import random
@@ -158,7 +159,7 @@ class ZkSimulation:
         for topic, count in sorted(self.topics.items()):
             self._write_topic(topic, count)
         for change in self._all_changes():
-            self.schedule(change.at_ms, lambda c=change: self._apply_change(c))
+            self.schedule(change.at_ms, functools.partial(self._apply_change, change))
         end = self.scenario.duration_ms
         while self._heap and self._heap[0][0] <= end:
             at, _, handle, action = heapq.heappop(self._heap)
