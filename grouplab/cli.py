@@ -102,6 +102,10 @@ async def cmd_run(args: argparse.Namespace) -> int:
     from grouplab.cluster import LocalCluster
     from grouplab.display import RebalanceView, summary_table
 
+    if args.protocol == "zk":
+        return await cmd_run_zk(args)
+    if args.zookeeper or args.streams is not None:
+        raise UsageError("--zookeeper and --streams are for the ZooKeeper-era consumers: add --protocol zk")
     topics = parse_topic_sizes(args.topics)
     assignors = check_assignors(parse_list(args.assignor))
     if args.consumers == 0 and not args.forever:
@@ -202,6 +206,104 @@ async def cmd_run(args: argparse.Namespace) -> int:
             console.print(_delivery_table(delivery, account, processed))
         if cluster.proxy is not None:
             console.print("faults fired: " + ", ".join(f"{rule.spec()} ×{rule.fired}" for rule in cluster.proxy.rules))
+    if timed_out:
+        raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
+    return 130 if interrupted else 0
+
+
+async def cmd_run_zk(args: argparse.Namespace) -> int:
+    """The same script as `run`, by the ZooKeeper-era consumers over a registry (docs/legacy.md §6)."""
+    from rich.table import Table
+
+    from consumer.legacy.config import LegacyConfig
+    from grouplab.zk.run import ZkCluster, ZkRunError
+
+    topics = parse_topic_sizes(args.topics)
+    if args.delivery or args.faults or args.data_dir or args.config or args.config_file:
+        raise UsageError("--delivery, --faults, --data-dir and --config are for the coordinator protocol; "
+                         "--protocol zk takes --zookeeper, --streams and --consumer-config (Kafka 0.8 names)")
+    if args.consumers == 0 and not args.forever:
+        raise UsageError("--consumers 0 needs --forever; give --consumers 1 or more")
+    if args.zookeeper is not None:
+        host, sep, port = args.zookeeper.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise UsageError(f"--zookeeper expects HOST:PORT (e.g. 127.0.0.1:2181), got {args.zookeeper!r}")
+    streams = 1 if args.streams is None else args.streams
+    LegacyConfig(args.group, "consumer-1", {t: streams for t in topics},
+                 assignment_strategy=args.assignor).with_overrides(args.consumer_config)
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    logs: list[Any] = []
+
+    def events(node: str) -> Any:
+        if run_dir is None:
+            return None
+        from grouplab.eventlog import run_dir_log
+
+        log = run_dir_log(run_dir, node)
+        logs.append(log)
+        return log.emit
+
+    cluster = ZkCluster(topics, args.group, args.assignor, streams, args.consumer_config, args.zookeeper, events)
+    where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
+    console.print(f"[bold]grouplab[/] ZooKeeper-era consumers on {where} · group [bold]{args.group}[/] · topics "
+                  f"{', '.join(f'{t}:{n}' for t, n in topics.items())} · {streams} stream(s) per topic · "
+                  f"assignor {args.assignor}" + (f" · event log in {run_dir}/" if run_dir else ""))
+    try:
+        await cluster.start()
+    except ZkRunError as exc:
+        raise CliError(str(exc)) from None
+    steps: list[tuple[str, int | None, int]] = []
+    interrupted = timed_out = False
+
+    async def step(what: str) -> None:
+        nonlocal timed_out
+        ops = cluster.ops()
+        settle = await cluster.wait_settled(args.timeout)
+        steps.append((what, settle, cluster.ops() - ops))
+        if settle is None:
+            timed_out = True
+            raise asyncio.TimeoutError
+        console.print(f"[green]settled[/] after {what}: {settle} ms, {cluster.ops() - ops} registry operations")
+        await asyncio.sleep(args.hold)
+
+    try:
+        console.print(f"[dim]starting {args.consumers} consumers…[/]")
+        for _ in range(args.consumers):
+            cluster.add_consumer()
+        if args.consumers:
+            await step(f"{args.consumers} joined")
+        if args.forever:
+            console.print("[dim]running until Ctrl-C…[/]")
+            await asyncio.Event().wait()
+        victim = cluster.drivers[0]
+        how = "crash: its session is left to expire" if args.crash else "clean shutdown: its session closes"
+        console.print(f"[yellow]stopping {victim.consumer_id} ({how})…[/]")
+        cluster.stop_consumer(victim, crash=args.crash)
+        await step(f"{victim.consumer_id} {'crashed' if args.crash else 'left'}")
+        console.print("[green]adding a consumer…[/]")
+        cluster.add_consumer()
+        await step("one joined")
+    except asyncio.CancelledError:
+        interrupted = True
+        console.print("[yellow]interrupted: shutting down…[/]")
+    except asyncio.TimeoutError:
+        console.print(f"[red]the group did not settle within --timeout {args.timeout:g} s: shutting down…[/]")
+    finally:
+        table = Table(title="registry operations per consumer (the herd effect: every consumer reacts to "
+                            "every change)", title_justify="left", header_style="bold")
+        for col in ("consumer", "partitions", "rebalances", "gave up", "reads", "writes"):
+            table.add_column(col, justify="left" if col in ("consumer", "partitions") else "right")
+        for d in cluster.drivers + cluster.stopped:
+            table.add_row(d.consumer_id + ("" if d in cluster.drivers else " (stopped)"),
+                          format_partitions(sorted(d.machine.fetchers)) if d in cluster.drivers else "-",
+                          str(d.machine.rebalances),
+                          str(d.machine.gave_up), str(d.reads), str(d.writes))
+        await cluster.close()
+        for log in logs:
+            log.close()
+        console.print(table)
+        console.print(" · ".join(f"{what}: {'did not settle' if ms is None else f'settled in {ms} ms'}, "
+                                 f"{ops} registry ops" for what, ms, ops in steps))
     if timed_out:
         raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
     return 130 if interrupted else 0
@@ -1125,6 +1227,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="inject a fault through a proxy between consumers and coordinator (repeatable); "
                         "SPEC is API:ACTION[:ARG][:OPTION=VALUE...], see below and docs/faults.md")
     r.add_argument("--fault-seed", type=int, metavar="N", help="seed of the fault proxy's randomness (a repeatable run)")
+    r.add_argument("--protocol", choices=["coordinator", "zk"], default="coordinator",
+                   help="coordinator: today's group coordinator; zk: the ZooKeeper-era consumers, each computing "
+                        "the assignment from a registry (docs/legacy.md)")
+    r.add_argument("--zookeeper", metavar="HOST:PORT",
+                   help="with --protocol zk: a real ZooKeeper (zookeeper.connect); without it, the embedded registry")
+    r.add_argument("--streams", type=at_least(1), metavar="N",
+                   help="with --protocol zk: streams (consumer threads) per topic for every consumer (default: 1)")
     add_broker_config(r)
 
     c = sub.add_parser("coordinator", help="run the coordinator server alone")

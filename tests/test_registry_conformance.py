@@ -14,6 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from grouplab.zk.embedded import RegistryServer, loop_post
+from grouplab.zk.forwarder import CuttableForwarder
 from grouplab.zk.kazoo_backend import KazooBackend
 from protocol.effects import wall_clock_ms
 from protocol.registry import (
@@ -30,7 +31,7 @@ from protocol.registry import (
     SetData,
     WatchEvent,
 )
-from tests.zk_server import CuttableForwarder, ZooKeeperServer
+from tests.zk_server import ZooKeeperServer
 
 WAIT_S = 15.0
 

@@ -1,6 +1,6 @@
 """A real ZooKeeper for the tests: Debian's `zookeeper` package (3.8) run standalone on a free
-port with a temporary dataDir, installed by the test set-up when it runs as root (CI does), and a
-TCP forwarder that can be cut, to make a client vanish without closing its session (a crash)."""
+port with a temporary dataDir, installed by the test set-up when it runs as root (CI does).
+(grouplab/zk/forwarder.py cuts a client off without closing its session: a crash.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -88,63 +87,3 @@ class ZooKeeperServer:
                 self.proc.kill()
                 self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-class CuttableForwarder:
-    """127.0.0.1:port -> the server, until `cut()`: then every connection is dropped and new ones
-    are refused, so a client behind it goes silent without closing its session."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen()
-        self.port = self.listener.getsockname()[1]
-        self.sockets: list[socket.socket] = []
-        self.cut_off = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def hosts(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def _accept(self) -> None:
-        while not self.cut_off:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            except OSError:
-                client.close()
-                continue
-            self.sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, a: socket.socket, b: socket.socket) -> None:
-        try:
-            while data := a.recv(65536):
-                if self.cut_off:
-                    return
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (a, b):
-                try:
-                    s.close()
-                except OSError:
-                    pass
-
-    def cut(self) -> None:
-        self.cut_off = True
-        self.listener.close()
-        for s in self.sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-                s.close()
-            except OSError:
-                pass

@@ -10,6 +10,7 @@ waits for the server) runs in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any, Callable
 
@@ -31,6 +32,12 @@ from protocol.registry import (
     WatchEvent,
     WatchType,
 )
+
+
+# kazoo reports every dropped connection on the root logger; the consumer hears of it as session
+# states and says so in its own words.
+logging.getLogger("kazoo").addHandler(logging.NullHandler())
+logging.getLogger("kazoo").propagate = False
 
 
 def kazoo_errors() -> dict[type, RegistryError]:
