@@ -98,7 +98,11 @@ class ZkCluster:
     @staticmethod
     async def _call(backend: RegistryBackend, op: Any) -> Result:
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        backend.call(op, lambda r: future.done() or future.set_result(r))
+
+        def done(result: Result) -> None:
+            if not future.done():
+                future.set_result(result)
+        backend.call(op, done)
         return await asyncio.wait_for(future, 10)
 
     def add_consumer(self) -> LegacyDriver:
