@@ -196,6 +196,10 @@ async def cmd_run(args: argparse.Namespace) -> int:
     from grouplab.cluster import LocalCluster
     from grouplab.display import RebalanceView, summary_table
 
+    if args.protocol == "zk":
+        return await cmd_run_zk(args)
+    if args.zookeeper or args.streams is not None:
+        raise UsageError("--zookeeper and --streams are for the ZooKeeper-era consumers: add --protocol zk")
     topics, assignors = _cluster_args(args)
     if args.consumers == 0 and not args.forever:
         raise UsageError("--consumers 0 needs --forever (the script stops one consumer and adds another); "
@@ -324,6 +328,104 @@ async def cmd_ui(args: argparse.Namespace) -> int:
         await cluster.close()
         console.print(f"{len(view.records)} rebalances" + (f" · event log: {run_dir}/" if run_dir else ""))
     return 130
+
+
+async def cmd_run_zk(args: argparse.Namespace) -> int:
+    """The same script as `run`, by the ZooKeeper-era consumers over a registry (docs/legacy.md §6)."""
+    from rich.table import Table
+
+    from consumer.legacy.config import LegacyConfig
+    from grouplab.zk.run import ZkCluster, ZkRunError
+
+    topics = parse_topic_sizes(args.topics)
+    if args.delivery or args.faults or args.data_dir or args.config or args.config_file or args.ui:
+        raise UsageError("--delivery, --faults, --data-dir, --config and --ui are for the coordinator protocol; "
+                         "--protocol zk takes --zookeeper, --streams and --consumer-config (Kafka 0.8 names)")
+    if args.consumers == 0 and not args.forever:
+        raise UsageError("--consumers 0 needs --forever; give --consumers 1 or more")
+    if args.zookeeper is not None:
+        host, sep, port = args.zookeeper.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise UsageError(f"--zookeeper expects HOST:PORT (e.g. 127.0.0.1:2181), got {args.zookeeper!r}")
+    streams = 1 if args.streams is None else args.streams
+    LegacyConfig(args.group, "consumer-1", {t: streams for t in topics},
+                 assignment_strategy=args.assignor).with_overrides(args.consumer_config)
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    logs: list[Any] = []
+
+    def events(node: str) -> Any:
+        if run_dir is None:
+            return None
+        from grouplab.eventlog import run_dir_log
+
+        log = run_dir_log(run_dir, node)
+        logs.append(log)
+        return log.emit
+
+    cluster = ZkCluster(topics, args.group, args.assignor, streams, args.consumer_config, args.zookeeper, events)
+    where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
+    console.print(f"[bold]grouplab[/] ZooKeeper-era consumers on {where} · group [bold]{args.group}[/] · topics "
+                  f"{', '.join(f'{t}:{n}' for t, n in topics.items())} · {streams} stream(s) per topic · "
+                  f"assignor {args.assignor}" + (f" · event log in {run_dir}/" if run_dir else ""))
+    try:
+        await cluster.start()
+    except ZkRunError as exc:
+        raise CliError(str(exc)) from None
+    steps: list[tuple[str, int | None, int]] = []
+    interrupted = timed_out = False
+
+    async def step(what: str) -> None:
+        nonlocal timed_out
+        ops = cluster.ops()
+        settle = await cluster.wait_settled(args.timeout)
+        steps.append((what, settle, cluster.ops() - ops))
+        if settle is None:
+            timed_out = True
+            raise asyncio.TimeoutError
+        console.print(f"[green]settled[/] after {what}: {settle} ms, {cluster.ops() - ops} registry operations")
+        await asyncio.sleep(args.hold)
+
+    try:
+        console.print(f"[dim]starting {args.consumers} consumers…[/]")
+        for _ in range(args.consumers):
+            cluster.add_consumer()
+        if args.consumers:
+            await step(f"{args.consumers} joined")
+        if args.forever:
+            console.print("[dim]running until Ctrl-C…[/]")
+            await asyncio.Event().wait()
+        victim = cluster.drivers[0]
+        how = "crash: its session is left to expire" if args.crash else "clean shutdown: its session closes"
+        console.print(f"[yellow]stopping {victim.consumer_id} ({how})…[/]")
+        cluster.stop_consumer(victim, crash=args.crash)
+        await step(f"{victim.consumer_id} {'crashed' if args.crash else 'left'}")
+        console.print("[green]adding a consumer…[/]")
+        cluster.add_consumer()
+        await step("one joined")
+    except asyncio.CancelledError:
+        interrupted = True
+        console.print("[yellow]interrupted: shutting down…[/]")
+    except asyncio.TimeoutError:
+        console.print(f"[red]the group did not settle within --timeout {args.timeout:g} s: shutting down…[/]")
+    finally:
+        table = Table(title="registry operations per consumer (the herd effect: every consumer reacts to "
+                            "every change)", title_justify="left", header_style="bold")
+        for col in ("consumer", "partitions", "rebalances", "gave up", "reads", "writes"):
+            table.add_column(col, justify="left" if col in ("consumer", "partitions") else "right")
+        for d in cluster.drivers + cluster.stopped:
+            table.add_row(d.consumer_id + ("" if d in cluster.drivers else " (stopped)"),
+                          format_partitions(sorted(d.machine.fetchers)) if d in cluster.drivers else "-",
+                          str(d.machine.rebalances),
+                          str(d.machine.gave_up), str(d.reads), str(d.writes))
+        await cluster.close()
+        for log in logs:
+            log.close()
+        console.print(table)
+        console.print(" · ".join(f"{what}: {'did not settle' if ms is None else f'settled in {ms} ms'}, "
+                                 f"{ops} registry ops" for what, ms, ops in steps))
+    if timed_out:
+        raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
+    return 130 if interrupted else 0
 
 
 def listen_error(host: str, port: int, exc: OSError) -> str:
@@ -558,6 +660,8 @@ async def cmd_topics(args: argparse.Namespace) -> int:
 
 def cmd_assign(args: argparse.Namespace) -> int:
     sizes = parse_topic_sizes(args.topics)
+    if args.streams is not None or any(":" in spec.partition("=")[2] for spec in args.member):
+        return assign_over_threads(args, sizes)
     subscriptions: dict[str, Subscription] = {}
     for spec in args.member:
         name, sep, topics = spec.partition("=")
@@ -616,6 +720,53 @@ def cmd_assign(args: argparse.Namespace) -> int:
         if withheld:
             console.print(f"withheld {len(withheld)} (their owners revoke them; a follow-up rebalance assigns them): "
                           f"{format_partitions(withheld)}")
+    return 0
+
+
+def parse_topic_counts(spec: str, sizes: dict[str, int], streams: int) -> tuple[str, dict[str, int]]:
+    """`C1=t0:2,t1` -> ("C1", {"t0": 2, "t1": streams}): a ZooKeeper-era consumer's topicCountMap."""
+    name, sep, topics = spec.partition("=")
+    if not sep or not name or not parse_list(topics):
+        raise UsageError(f"expected --member NAME=TOPIC[:STREAMS][,TOPIC[:STREAMS]...], got {spec!r}")
+    counts: dict[str, int] = {}
+    for item in parse_list(topics):
+        topic, colon, n = item.partition(":")
+        if colon and (not n.isdigit() or int(n) < 1):
+            raise UsageError(f"--member {name}: expected TOPIC:STREAMS with STREAMS 1 or more, got {item!r}")
+        if topic not in sizes:
+            raise UsageError(f"member {name!r} subscribes to {topic!r}, not in --topics ({', '.join(sizes)}); "
+                             f"add it there as TOPIC:PARTITIONS")
+        counts[topic] = int(n) if colon else streams
+    return name, counts
+
+
+def assign_over_threads(args: argparse.Namespace, sizes: dict[str, int]) -> int:
+    """The ZooKeeper-era assignors (docs/legacy.md §2): every consumer has STREAMS threads per topic,
+    `<consumer>-<n>`, and partitions go to thread ids."""
+    from consumer.legacy.assignors import get_legacy_assignor
+    from consumer.legacy.threads import by_consumer
+
+    if args.owned:
+        raise UsageError("--owned is for the sticky assignors; the ZooKeeper-era assignors (--streams) kept no memory")
+    streams = 1 if args.streams is None else args.streams
+    subscriptions: dict[str, dict[str, int]] = {}
+    for spec in args.member:
+        name, counts = parse_topic_counts(spec, sizes, streams)
+        if name in subscriptions:
+            raise UsageError(f"member {name!r} is given twice; give each --member once with all its topics")
+        subscriptions[name] = counts
+    if not subscriptions:
+        raise UsageError("give at least one --member NAME=TOPIC[:STREAMS][,TOPIC...]")
+    result = get_legacy_assignor(args.assignor)(sizes, subscriptions)
+    if args.format == "json":
+        print(json.dumps({t: [[tp.topic, tp.partition] for tp in ps] for t, ps in result.items()}))
+        return 0
+    from grouplab.display import assignment_table
+
+    console.print(assignment_table(result, title=f"{args.assignor} over consumer threads (ZooKeeper era) · "
+                                                 f"topics {args.topics}", unit="thread"))
+    per_consumer = by_consumer(result, subscriptions)
+    console.print("per consumer: " + " · ".join(f"{c}: {format_partitions(ps)}" for c, ps in per_consumer.items()))
     return 0
 
 
@@ -1215,6 +1366,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--forever", action="store_true", help="skip the stop/add script; run until Ctrl-C")
     r.add_argument("--ui", action="store_true", help="also serve the live dashboard (grouplab ui) while the run goes on")
     add_ui_options(r)
+    r.add_argument("--protocol", choices=["coordinator", "zk"], default="coordinator",
+                   help="coordinator: today's group coordinator; zk: the ZooKeeper-era consumers, each computing "
+                        "the assignment from a registry (docs/legacy.md)")
+    r.add_argument("--zookeeper", metavar="HOST:PORT",
+                   help="with --protocol zk: a real ZooKeeper (zookeeper.connect); without it, the embedded registry")
+    r.add_argument("--streams", type=at_least(1), metavar="N",
+                   help="with --protocol zk: streams (consumer threads) per topic for every consumer (default: 1)")
 
     u = sub.add_parser("ui", help="a coordinator plus N simulated consumers and a live dashboard in the browser, "
                                   "with buttons to kill, hang, slow down or cut off members (docs/ui.md)",
@@ -1330,6 +1488,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a member and its subscription (repeatable, at least one)")
     a.add_argument("--owned", action="append", metavar="NAME=T:P[,T:P]", help="previous ownership (sticky assignors)")
     a.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    a.add_argument("--streams", type=at_least(1), metavar="N",
+                   help="the ZooKeeper-era consumer: N streams (threads) per topic for every member, assigned over "
+                        "thread ids <member>-<n> with the old range or roundrobin; a member's TOPIC:STREAMS "
+                        "overrides it (docs/legacy.md)")
     return p
 
 
