@@ -154,6 +154,10 @@ class Replay:
         crashed_logs: MemoryLogStore | None = None
         for n, line in enumerate(self.recorded[1:], 2):
             kind = line.get("kind")
+            if kind == "start":
+                raise ReplayRefused(f"{path}:{n}: a second `start` line: this run's coordinator was stopped and "
+                                    "started again over sockets (grouplab ui's restart), and a replay follows one "
+                                    "coordinator's life from its start")
             if kind not in _INPUTS:
                 continue
             now[0] = int(line.get("ts_ms", now[0]))
