@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 
@@ -18,6 +18,9 @@ from consumer.config import ConsumerConfig, ConsumerConfigError
 from coordinator.config import BrokerConfig, ConfigError
 from coordinator.group_log import LogLockedError
 from protocol.types import Subscription, TopicPartition, format_partitions
+
+if TYPE_CHECKING:
+    from grouplab.teach.lessons import Lesson
 
 # Piped output (not a terminal, no COLUMNS) is laid out this wide, so that no table cell is cut to
 # "partiti…" at rich's default of 80; on a terminal rich measures it, and COLUMNS always wins.
@@ -806,39 +809,44 @@ def check_lang(lang: str) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    """Arguments and display; the story is grouplab/teach/explain.py's."""
+    """Arguments and display; the story is grouplab/teach/explain.py's (and a lesson's, lessons.py's)."""
     import tempfile
 
     from grouplab.replay import ReplayRefused
     from grouplab.teach.catalog import Catalog
-    from grouplab.teach.explain import Filter, markdown, mermaid, narrate_run, select, text_lines
+    from grouplab.teach.explain import Filter, mermaid, narrate_run, select, text_lines
+    from grouplab.teach.lessons import Told, comparison_text, markdown_page, tell
 
     check_lang(args.lang)
+    if args.lessons:
+        return cmd_lessons(args)
+    if not args.target:
+        raise UsageError("give a RUN_DIR, a scenario or a lesson to explain (grouplab lessons lists the lessons)")
     c = Catalog(args.lang)
     target = Path(args.target)
+    asked = Filter(args.from_s, args.to_s, args.generation)
+    lesson: Lesson | None = None
     with tempfile.TemporaryDirectory(prefix="grouplab-explain-") as tmp:
-        if (target / "trace").is_dir() or (target.is_dir() and not target.suffix == ".toml"):
-            run_dir, label = target, str(target)
-        else:  # a scenario: run it on the simulator first, into a directory that goes afterwards
-            from grouplab.sim.runner import run_seed
-            from grouplab.sim.scenario import ScenarioError, load_scenario, resolve_scenario
-
-            try:
-                scenario = load_scenario(resolve_scenario(args.target))
-            except ScenarioError as exc:
-                raise UsageError(f"{args.target}: not a run directory, and {exc}") from None
-            run_dir, label = Path(tmp), f"{scenario.name}, seed {args.seed}"
-            run_seed(scenario, args.seed, run_dir)
         try:
-            story = narrate_run(run_dir, args.lang)
+            if (target / "trace").is_dir() or (target.is_dir() and not target.suffix == ".toml"):
+                told = [Told(None, story := narrate_run(target, args.lang), select(story, asked))]
+                label = str(target)
+            else:  # a scenario or a lesson: run it on the simulator first, into a directory that goes afterwards
+                lesson = _lesson_or_scenario(args.target)
+                seed = args.seed if args.seed is not None else lesson.spec.seed
+                told = tell(lesson, seed, args.lang, asked, Path(tmp))
+                label = f"{lesson.scenario.name}, seed {seed}"
         except ReplayRefused as exc:
             raise CliError(exc) from None
-    steps = select(story, Filter(args.from_s, args.to_s, args.generation))
-    title = c.t("title.run", group=story.group or "?", run=label)
+    story, steps = told[0].story, told[0].steps
+    if lesson is not None and lesson.scenario.lesson is not None:  # a lesson: its title and introduction first
+        title, intro = c.t("title.lesson", title=lesson.title(c)), lesson.intro(c)
+    else:
+        title, intro = c.t("title.run", group=story.group or "?", run=label), None
     if args.format == "markdown":
-        text = markdown(story, steps, c, title, show_all=args.all)
+        text = markdown_page(told, c, title, intro, args.all)
     elif args.format == "mermaid":
-        text = mermaid(story, steps, c, show_all=args.all)
+        text = mermaid(story, steps, c, show_all=args.all)  # a lesson's variants: the first one's diagram
     else:
         text = ""
     if text:
@@ -848,7 +856,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(text)
         return 0
-    if not steps:
+    if not any(t.steps for t in told):
         err.print(c.t("filtered.none"))
         return 1
 
@@ -860,8 +868,62 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return answer.strip().lower() != "q"
 
     console.print(title, style="bold", markup=False, highlight=False)
-    for style, line in text_lines(story, steps, c, show_all=args.all, on_step=wait if args.step else None):
-        console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+    if intro:
+        console.print(intro, markup=False, highlight=False)
+    stopped = False
+
+    def step() -> bool:
+        nonlocal stopped
+        stopped = not wait()
+        return not stopped
+
+    for t in told:
+        if t.label is not None:
+            console.print(f"\n── {t.label} ──", style="bold", markup=False, highlight=False)
+        for style, line in text_lines(t.story, t.steps, c, show_all=args.all, on_step=step if args.step else None):
+            console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+        if stopped:
+            return 0
+    if len(told) > 1:
+        console.print(f"\n── {c.t('compare.title')} ──", style="bold", markup=False, highlight=False)
+        for line in comparison_text(told, c):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _lesson_or_scenario(target: str) -> Lesson:
+    """A scenario file or built-in scenario name, else a built-in lesson name; one line if neither."""
+    from grouplab.sim.scenario import ScenarioError, builtin_scenario_names, resolve_scenario
+    from grouplab.teach.lessons import find_lesson, lesson_names, load_lesson
+
+    try:
+        path = resolve_scenario(target)
+    except ScenarioError:
+        found = find_lesson(target)
+        if found is None:
+            raise UsageError(f"{target}: not a run directory, a scenario or a lesson (lessons: {', '.join(lesson_names())}; "
+                             f"built-in scenarios: {', '.join(builtin_scenario_names())})") from None
+        path = found
+    try:
+        return load_lesson(path)
+    except ScenarioError as exc:
+        raise UsageError(f"{target}: not a run directory, and {exc}") from None
+
+
+def cmd_lessons(args: argparse.Namespace) -> int:
+    """The built-in lessons with their titles, in the chosen language."""
+    from grouplab.teach.catalog import Catalog
+    from grouplab.teach.lessons import find_lesson, lesson_names, load_lesson
+
+    check_lang(args.lang)
+    c = Catalog(args.lang)
+    names = lesson_names()
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+        path = find_lesson(name)
+        assert path is not None
+        console.print(f"{name:<{width}}  {load_lesson(path).title(c)}", markup=False, highlight=False, soft_wrap=True)
+    err.print(c.t("lessons.hint"))
     return 0
 
 
@@ -1467,10 +1529,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("explain", help="tell a run message by message: who sent what, what the coordinator "
                         "decided and why (docs/explain.md)")
-    ex.add_argument("target", metavar="RUN_DIR|SCENARIO",
+    ex.add_argument("target", metavar="RUN_DIR|SCENARIO|LESSON", nargs="?",
                     help="a run directory (run/simulate/coordinator --run-dir), or a scenario or lesson to simulate")
-    ex.add_argument("--seed", type=int, default=1, help="the seed to simulate a SCENARIO with")
+    ex.add_argument("--seed", type=int, help="the seed to simulate a SCENARIO with (default 1; a lesson's own)")
     ex.add_argument("--lang", default="en", help="language of the explanations: en or zh")
+    ex.add_argument("--lessons", action="store_true", help="list the built-in lessons (as `grouplab lessons`)")
     ex.add_argument("--format", choices=["text", "markdown", "mermaid"], default="text",
                     help="text for the terminal, markdown for a page to hand out, mermaid for a sequence diagram")
     ex.add_argument("--out", metavar="FILE", help="write markdown or mermaid here instead of stdout")
@@ -1480,6 +1543,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--generation", type=int, metavar="N",
                     help="only the rebalance that formed generation N and that generation's life")
     ex.add_argument("--all", action="store_true", help="also tell routine messages (heartbeats, commits) one by one")
+
+    ls = sub.add_parser("lessons", help="list the built-in lessons: `grouplab explain LESSON` tells one (docs/explain.md)")
+    ls.add_argument("--lang", default="en", help="language of the titles: en or zh")
 
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
@@ -1530,6 +1596,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_replay(args)
         if args.command == "explain":
             return cmd_explain(args)
+        if args.command == "lessons":
+            return cmd_lessons(args)
         return _run_async(_ASYNC[args.command], args)
     except KeyboardInterrupt:
         fail(args.command, "interrupted")
