@@ -55,6 +55,7 @@ def owning(subscriptions: Mapping[str, Subscription], result: Mapping[str, list[
     """The next round's subscriptions: same topics, each member owning what `result` gave it."""
     return {
         m: Subscription(topics=list(s.topics), owned_partitions=list(result.get(m, [])),
+                        user_data=encode_user_data(result.get(m, []), generation_id),
                         generation_id=generation_id, group_instance_id=s.group_instance_id)
         for m, s in subscriptions.items()
     }
@@ -222,7 +223,11 @@ def test_design_example(name: str):
 
 
 def claim(topics, owned=(), generation=-1, **kw) -> Subscription:
-    return Subscription(topics=list(topics), owned_partitions=list(owned), generation_id=generation, **kw)
+    """What a current client sends (Kafka's "V2 and above" subscription): owned partitions and
+    generation in the subscription, and, for the eager sticky assignor, the same in user data."""
+    user_data = encode_user_data(list(owned), generation) if owned or generation != -1 else None
+    return Subscription(topics=list(topics), owned_partitions=list(owned), generation_id=generation,
+                        user_data=user_data, **kw)
 
 
 @pytest.mark.parametrize("name", STICKY_ASSIGNORS)
@@ -670,8 +675,8 @@ def check_member_leaves(group, leaver: str) -> None:
                                        "would not); found by hypothesis")
 def test_member_leaves_with_different_subscriptions_moves_only_what_balance_needs() -> None:
     data = json.loads((Path(__file__).parent / "data" / "sticky-member-leaves-issue-15.json").read_text())
-    subscriptions = {m: Subscription(topics=v["topics"], owned_partitions=[tp(t, p) for t, p in v["owned"]],
-                                     generation_id=v["generation"]) for m, v in data["members"].items()}
+    subscriptions = {m: claim(v["topics"], [tp(t, p) for t, p in v["owned"]], v["generation"])
+                     for m, v in data["members"].items()}
     old = {m: [tp(t, p) for t, p in parts] for m, parts in data["old"].items()}
     check_member_leaves((data["partitions_per_topic"], subscriptions, old), data["leaver"])
 

@@ -26,9 +26,10 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain
 from typing import Callable, Iterator, Mapping
 
-from consumer.assignors.base import AssignmentMap, Assignor, RebalanceProtocol
+from consumer.assignors.base import AssignmentMap, Assignor, RebalanceProtocol, partitions_of
 from consumer.assignors.java_order import java_key
 from consumer.assignors.sticky_claims import (
     NO_GENERATION,
@@ -76,14 +77,16 @@ def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mappin
                   member_data: Callable[[Subscription], MemberData]) -> StickyResult:
     """Kafka's AbstractStickyAssignor.assign: claims first, then the constrained or general path."""
     subscribed = {t for s in subscriptions.values() for t in s.topics if t in partitions_per_topic}
-    ppt = {t: partitions_per_topic[t] for t in subscribed}
-    claims = resolve_claims(ppt, subscriptions, {m: member_data(s) for m, s in subscriptions.items()})
+    by_topic = {t: partitions_of(t, partitions_per_topic[t]) for t in subscribed}
+    data = {m: member_data(s) for m, s in subscriptions.items()}
+    valid: set[TopicPartition] = set(chain.from_iterable(by_topic.values())) if any(d.partitions for d in data.values()) else set()
+    claims = resolve_claims(valid, subscriptions, data)
     if claims.all_equal:
-        everything = [TopicPartition(t, p) for t in sorted(ppt, key=java_key) for p in range(ppt[t])]
+        everything = list(chain.from_iterable(by_topic[t] for t in sorted(by_topic, key=java_key)))
         target, transferring = constrained_assign(everything, claims.order, claims.owned, claims.doubly)
         return StickyResult({m: sorted(target[m]) for m in subscriptions}, transferring, claims)
-    topics_of = {m: frozenset(t for t in s.topics if t in ppt) for m, s in subscriptions.items()}
-    target = general_assign(ppt, topics_of, claims.owned, previous_generation_owners(claims, ppt))
+    topics_of = {m: frozenset(t for t in s.topics if t in by_topic) for m, s in subscriptions.items()}
+    target = general_assign(by_topic, topics_of, claims.owned, previous_generation_owners(claims, valid))
     return StickyResult({m: target[m] for m in subscriptions}, None, claims)
 
 

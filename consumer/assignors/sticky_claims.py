@@ -15,11 +15,13 @@ Kafka's rules (AbstractStickyAssignor, docs/assignors.md "Claims"):
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 import msgpack
 
+from consumer.assignors.base import as_partitions
 from consumer.assignors.java_order import hashmap_order
 from protocol.types import Subscription, TopicPartition
 
@@ -32,6 +34,11 @@ class MemberData:
 
     partitions: list[TopicPartition]
     generation: int | None  # None: the member sent none (Kafka's Optional.empty())
+
+
+def generation_of(md: MemberData) -> int:
+    """Kafka's generation.orElse(DEFAULT_GENERATION)."""
+    return NO_GENERATION if md.generation is None else md.generation
 
 
 # ----------------------------------------------------------------------------- user data
@@ -55,9 +62,17 @@ def decode_user_data(data: bytes) -> tuple[list[TopicPartition], int | None] | N
         return None  # not ours (another assignor's user data): treat as no history
     if not isinstance(items, list) or (has_generation and type(generation) is not int):
         return None
-    if not all(isinstance(i, list) and len(i) == 2 and isinstance(i[0], str) and type(i[1]) is int for i in items):
+    # Checked in bulk (a member may have thousands of partitions): [str, int] pairs only.
+    if items and (set(map(type, items)) != {list} or set(map(len, items)) != {2}):
         return None
-    return [TopicPartition(t, p) for t, p in items], generation
+    parts = as_partitions(items)
+    if parts and (set(map(type, map(_topic, parts))) != {str} or set(map(type, map(_number, parts))) != {int}):
+        return None
+    return parts, generation
+
+
+_topic = operator.itemgetter(0)
+_number = operator.itemgetter(1)
 
 
 def eager_member_data(sub: Subscription) -> MemberData:
@@ -80,14 +95,14 @@ def cooperative_member_data(sub: Subscription) -> MemberData:
 class Claims:
     """The outcome of reading every member's claims.
 
-    owned: member -> the claims it keeps, in the order met (partitions that exist, of topics
-    someone subscribes to; possibly of topics the member itself dropped).
+    owned: member -> the claims it keeps (partitions that exist, of topics someone subscribes to;
+    possibly of topics the member itself dropped).
     doubly: partitions claimed by two members of one generation.
     max_generation: the highest generation any member sent (-1 if none).
     all_equal: whether every member subscribes to the same set of topics.
-    order: members in the leader's HashMap order (the order claims were met)."""
+    order: members in the leader's HashMap order (the order claims are met)."""
 
-    owned: dict[str, list[TopicPartition]]
+    owned: dict[str, set[TopicPartition]]
     doubly: set[TopicPartition]
     max_generation: int
     all_equal: bool
@@ -95,58 +110,61 @@ class Claims:
     data: dict[str, MemberData] = field(default_factory=dict)
 
 
-def resolve_claims(partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription],
+def resolve_claims(valid: set[TopicPartition], subscriptions: Mapping[str, Subscription],
                    data: Mapping[str, MemberData]) -> Claims:
-    """Kafka's first pass over the subscriptions (allSubscriptionsEqual): who keeps what."""
+    """Kafka's first pass over the subscriptions (allSubscriptionsEqual): who keeps what.
+    `valid`: every partition of the subscribed topics.
+
+    A partition claimed by one member only is simply kept; Kafka's member-by-member walk matters
+    only for partitions claimed more than once, so only those are walked."""
     order = hashmap_order(subscriptions)
-    first_topics: frozenset[str] | None = None
-    all_equal = True
-    owner_of: dict[TopicPartition, str] = {}
-    owned: dict[str, dict[TopicPartition, None]] = {m: {} for m in order}
+    topic_sets = {frozenset(subscriptions[m].topics) for m in order}
+    generation = {m: generation_of(data[m]) for m in order}
+    max_generation = max(generation.values(), default=NO_GENERATION)
+    claimed = {m: set(data[m].partitions) & valid for m in order if data[m].partitions}
+    owned: dict[str, set[TopicPartition]] = {m: claimed.get(m, set()) for m in order}
     doubly: set[TopicPartition] = set()
-    max_generation = NO_GENERATION
-    for member in order:
-        topics = frozenset(subscriptions[member].topics)
-        if first_topics is None:
-            first_topics = topics
-        elif topics != first_topics:
-            all_equal = False
-        md = data[member]
-        generation = NO_GENERATION if md.generation is None else md.generation
-        max_generation = max(max_generation, generation)
-        mine = owned[member]
-        for tp in dict.fromkeys(md.partitions):
-            if not 0 <= tp.partition < partitions_per_topic.get(tp.topic, 0):
-                continue
-            other = owner_of.get(tp)
-            if other is None:
-                mine[tp] = None
-            else:
-                other_generation = subscriptions[other].generation_id
-                if generation == other_generation:
+    if sum(map(len, claimed.values())) != len(set().union(*claimed.values())):
+        seen: set[TopicPartition] = set()
+        contested: set[TopicPartition] = set()
+        for parts in claimed.values():
+            contested |= parts & seen
+            seen |= parts
+        claimants: dict[TopicPartition, list[str]] = {}
+        for m in order:
+            if m in claimed:
+                owned[m] = claimed[m] - contested
+                for tp in claimed[m] & contested:
+                    claimants.setdefault(tp, []).append(m)
+        for tp, members in claimants.items():
+            holder = members[0]
+            owned[holder].add(tp)
+            for m in members[1:]:
+                other_generation = subscriptions[holder].generation_id  # Kafka reads the subscription's here
+                if generation[m] == other_generation:
                     doubly.add(tp)
-                    owned[other].pop(tp, None)
-                elif generation > other_generation:
-                    mine[tp] = None
-                    owned[other].pop(tp, None)
+                    owned[holder].discard(tp)
+                elif generation[m] > other_generation:
+                    owned[m].add(tp)
+                    owned[holder].discard(tp)
                 else:
                     continue
-            owner_of[tp] = member
-    return Claims({m: list(ps) for m, ps in owned.items()}, doubly, max_generation, all_equal, order, dict(data))
+                holder = m
+    return Claims(owned, doubly, max_generation, len(topic_sets) <= 1, order, dict(data))
 
 
-def previous_generation_owners(claims: Claims, partitions_per_topic: Mapping[str, int]) -> dict[TopicPartition, str]:
+def previous_generation_owners(claims: Claims, valid: set[TopicPartition]) -> dict[TopicPartition, str]:
     """Kafka's prevAssignment: for each partition, the member of the highest generation *below*
     the current maximum that claimed it (the first met wins a tie). The general assignment gives a
     partition back to it when its current owner is overloaded."""
     best: dict[TopicPartition, tuple[str, int]] = {}
     for member in claims.order:
         md = claims.data[member]
-        generation = NO_GENERATION if md.generation is None else md.generation
-        if generation >= claims.max_generation:
+        generation = generation_of(md)
+        if generation >= claims.max_generation or not md.partitions:
             continue
         for tp in md.partitions:
-            if not 0 <= tp.partition < partitions_per_topic.get(tp.topic, 0):
+            if tp not in valid:
                 continue
             current = best.get(tp)
             if current is None or generation > current[1]:

@@ -22,6 +22,7 @@ rebalance.
 from __future__ import annotations
 
 from collections import deque
+from itertools import filterfalse
 from typing import Mapping
 
 from consumer.assignors.java_order import java_key
@@ -37,7 +38,7 @@ def partition_then_topic(tp: TopicPartition) -> tuple[int, bytes]:
 
 
 def constrained_assign(all_partitions: list[TopicPartition], order: list[str],
-                       owned: Mapping[str, list[TopicPartition]], doubly: set[TopicPartition],
+                       owned: Mapping[str, set[TopicPartition]], doubly: set[TopicPartition],
                        ) -> tuple[dict[str, list[TopicPartition]], dict[TopicPartition, str]]:
     """(assignment, partitions transferring ownership -> their new owner).
 
@@ -52,9 +53,7 @@ def constrained_assign(all_partitions: list[TopicPartition], order: list[str],
     at_min: list[str] = []  # exactly min_quota, and a max place may still be free
     revoked: set[TopicPartition] = set()
     for member in order:
-        mine = owned[member]
-        if doubly:
-            mine = [tp for tp in mine if tp not in doubly]
+        mine = owned[member] - doubly if doubly else owned[member]
         if len(mine) < min_quota:
             assignment[member] = list(mine)
             under.append(member)
@@ -69,13 +68,15 @@ def constrained_assign(all_partitions: list[TopicPartition], order: list[str],
             if current_over < expected_over:
                 at_min.append(member)
         if len(mine) > keep:
-            mine = sorted(mine, key=partition_then_topic)
-            revoked.update(mine[keep:])
-        assignment[member] = mine[:keep]
+            ordered = sorted(mine, key=partition_then_topic)
+            revoked.update(ordered[keep:])
+            assignment[member] = ordered[:keep]
+        else:
+            assignment[member] = list(mine)
 
     kept_count = {m: len(ps) for m, ps in assignment.items()}
-    kept = {tp for ps in assignment.values() for tp in ps}
-    free = [tp for tp in all_partitions if tp not in kept] if kept else all_partitions
+    kept: set[TopicPartition] = set().union(*assignment.values())
+    free = list(filterfalse(kept.__contains__, all_partitions)) if kept else all_partitions
     under.sort(key=java_key)
     at_min.sort(key=java_key)
     waiting = deque(at_min)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
+from itertools import chain, filterfalse
 from typing import Mapping
 
 from consumer.assignors.java_order import hashset_first, java_key, partition_hash, string_hash
@@ -247,14 +248,15 @@ class _Balancer:
         return performed
 
 
-def general_assign(partitions_per_topic: Mapping[str, int], topics_of: Mapping[str, frozenset[str]],
-                   owned: Mapping[str, list[TopicPartition]],
+def general_assign(partitions: Mapping[str, list[TopicPartition]], topics_of: Mapping[str, frozenset[str]],
+                   owned: Mapping[str, set[TopicPartition]],
                    previous: Mapping[TopicPartition, str]) -> dict[str, list[TopicPartition]]:
-    """Every member's partitions. `topics_of`: each member's subscribed topics that exist;
-    `owned`: the claims each member won; `previous`: owners from earlier generations."""
+    """Every member's partitions. `partitions`: each subscribed topic's partitions; `topics_of`:
+    each member's subscribed topics that exist; `owned`: the claims each member won; `previous`:
+    owners from earlier generations."""
     members = sorted(topics_of, key=java_key)
     rank = {m: i for i, m in enumerate(members)}
-    subscribers: dict[str, list[str]] = {t: [] for t in partitions_per_topic}
+    subscribers: dict[str, list[str]] = {t: [] for t in partitions}
     for m in members:
         for t in topics_of[m]:
             subscribers[t].append(m)
@@ -273,8 +275,8 @@ def general_assign(partitions_per_topic: Mapping[str, int], topics_of: Mapping[s
     initializing = not owner
 
     sorted_topics = sorted(subscribers, key=lambda t: (len(subscribers[t]), java_key(t)))
-    all_partitions = [TopicPartition(t, p) for t in sorted_topics for p in range(partitions_per_topic[t])]
-    unassigned = [tp for tp in all_partitions if tp not in owner] if owner else all_partitions
+    all_partitions = list(chain.from_iterable(partitions[t] for t in sorted_topics))
+    unassigned = list(filterfalse(owner.__contains__, all_partitions)) if owner else all_partitions
 
     # Step 2: each free partition to the least loaded subscriber. Topics come one after another,
     # so a heap per topic, built when its turn comes, is never stale.
@@ -299,8 +301,8 @@ def general_assign(partitions_per_topic: Mapping[str, int], topics_of: Mapping[s
             i += 1
 
     # Step 3: only topics with two or more subscribers, and members that could gain or lose, take part.
-    live = {t for t, subs in subscribers.items() if len(subs) >= 2 and partitions_per_topic[t]}
-    capacity = {m: sum(partitions_per_topic[t] for t in topics_of[m]) for m in members}
+    live = {t for t, subs in subscribers.items() if len(subs) >= 2 and partitions[t]}
+    capacity = {m: sum(len(partitions[t]) for t in topics_of[m]) for m in members}
     participants = [m for m in members
                     if count[m] < capacity[m] or any(tp.topic in live for tp in assigned[m])]
     balancer = _Balancer(members, topics_of, assigned, owner, live, participants)
