@@ -707,18 +707,20 @@ def has_cycle(edges: list[tuple[str, str]]) -> bool:
 @PROPERTY_SETTINGS
 @given(group=settled_groups(identical=False), data=st.data())
 def test_property_member_leaves_only_balance_moves_partitions(group, data):
-    """After a member leaves, a partition moves between two remaining members only if balance
-    needs it. Checked two ways that hold for any subscriptions:
-    - moving any such partition back to where it was leaves the result unbalanced;
-    - per topic, the moves form no cycle (X -> Y -> ... -> X could all be undone, keeping every
-      count: Kafka's own stickiness check, PartitionMovements.isSticky).
-    The simpler "X gives a partition to Y only if X ends with fewer partitions" does not hold in
-    general: see test_member_leaves_balance_can_make_a_growing_member_give_one_up."""
+    """After a member leaves, the result is valid and balanced, and per topic the moves between
+    remaining members form no cycle (X -> Y -> ... -> X could all be undone, keeping every count:
+    Kafka's own stickiness check, PartitionMovements.isSticky, looks for cycles of two).
+    The stronger "moving any such partition back leaves the result unbalanced" holds for identical
+    subscriptions (test_property_identical_subscriptions_move_the_fewest) but not for Kafka's
+    general assignment, which grouplab reproduces: see
+    test_member_leaves_kafka_may_move_what_balance_does_not_need. The simpler "X gives a partition
+    to Y only if X ends with fewer partitions" does not hold either: see
+    test_member_leaves_balance_can_make_a_growing_member_give_one_up."""
     leaver = data.draw(st.sampled_from(sorted(group[1])))
-    check_member_leaves(group, leaver)
+    check_member_leaves(group, leaver, strict=False)
 
 
-def check_member_leaves(group, leaver: str) -> None:
+def check_member_leaves(group, leaver: str, strict: bool = True) -> None:
     partitions_per_topic, subscriptions, old = group
     remaining = {m: s for m, s in subscriptions.items() if m != leaver}
     new = assign("sticky", partitions_per_topic, remaining)
@@ -726,23 +728,52 @@ def check_member_leaves(group, leaver: str) -> None:
     assert balance_violations(new, remaining) == []
 
     moved = moves_between(old, new, remaining)
-    for part, x, y in moved:
-        undone = {m: list(parts) for m, parts in new.items()}
-        undone[y].remove(part)
-        undone[x].append(part)
-        assert balance_violations(undone, remaining), f"{part} moved {x} -> {y} though balance did not need it"
+    for part, x, y in moved if strict else ():
+        assert unneeded(new, remaining, part, x, y) is False, f"{part} moved {x} -> {y} though balance did not need it"
     for topic in {part.topic for part, _, _ in moved}:
         assert not has_cycle([(x, y) for part, x, y in moved if part.topic == topic]), topic
+
+
+def unneeded(new, subscriptions, part: TopicPartition, x: str, y: str) -> bool:
+    """Whether `part`, moved from x to y, could go back with the result still balanced."""
+    undone = {m: list(parts) for m, parts in new.items()}
+    undone[y].remove(part)
+    undone[x].append(part)
+    return not balance_violations(undone, subscriptions)
+
+
+def load_member_leaves(name: str):
+    data = json.loads((Path(__file__).parent / "data" / name).read_text())
+    subscriptions = {m: claim(v["topics"], [tp(t, p) for t, p in v["owned"]], v["generation"])
+                     for m, v in data["members"].items()}
+    old = {m: [tp(t, p) for t, p in parts] for m, parts in data["old"].items()}
+    return (data["partitions_per_topic"], subscriptions, old), data["leaver"]
+
+
+def test_member_leaves_kafka_may_move_what_balance_does_not_need() -> None:
+    # Found by hypothesis. When 4a0c leaves, Kafka's general assignment hands its partitions out
+    # greedily and then walks the partitions moving any whose owner has two more than some other
+    # subscriber *at that moment*; on the way it moves t1-4 from gh9 to a, and by the end gh9 has
+    # 24 and a 25, so t1-4 could go back and the result would still be balanced. grouplab gives
+    # Kafka's result (the same as a literal model of Kafka's steps, tests/kafka_sticky_model.py),
+    # valid, balanced and without cycles, rather than a stickier one Kafka would not compute.
+    from kafka_sticky_model import model_general
+
+    group, leaver = load_member_leaves("sticky-member-leaves-kafka-moves.json")
+    partitions_per_topic, subscriptions, old = group
+    remaining = {m: s for m, s in subscriptions.items() if m != leaver}
+    new = assign("sticky", partitions_per_topic, remaining)
+    assert new == model_general(partitions_per_topic, remaining, "sticky")
+    check_member_leaves(group, leaver, strict=False)
+    assert (tp("t1", 4), "gh9", "a") in moves_between(old, new, remaining)
+    assert unneeded(new, remaining, tp("t1", 4), "gh9", "a")
 
 
 def test_member_leaves_with_different_subscriptions_moves_only_what_balance_needs() -> None:
     # Found by hypothesis while grouplab's own general assignment moved t11-1 between two remaining
     # members that balance did not need (issue 15); Kafka's does not.
-    data = json.loads((Path(__file__).parent / "data" / "sticky-member-leaves-issue-15.json").read_text())
-    subscriptions = {m: claim(v["topics"], [tp(t, p) for t, p in v["owned"]], v["generation"])
-                     for m, v in data["members"].items()}
-    old = {m: [tp(t, p) for t, p in parts] for m, parts in data["old"].items()}
-    check_member_leaves((data["partitions_per_topic"], subscriptions, old), data["leaver"])
+    group, leaver = load_member_leaves("sticky-member-leaves-issue-15.json")
+    check_member_leaves(group, leaver)
 
 
 def test_member_leaves_balance_can_make_a_growing_member_give_one_up():
