@@ -14,6 +14,8 @@ so the result does not depend on the order of the caller's dict. Buckets of 8+ c
 
 from __future__ import annotations
 
+import sys
+from array import array
 from typing import Hashable, Iterable, Mapping, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -28,11 +30,14 @@ def java_key(text: str) -> bytes:
 
 def string_hash(text: str) -> int:
     """`String.hashCode()` as an unsigned 32-bit number."""
+    units = array("H", text.encode(_UTF16_NATIVE, "surrogatepass"))
     h = 0
-    units = java_key(text)
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & _MASK
-    return h
+    for u in units:
+        h = 31 * h + u  # a short Python int; reduced once at the end
+    return h & _MASK
+
+
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 
 
 def partition_hash(topic_hash: int, partition: int) -> int:

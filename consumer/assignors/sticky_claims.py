@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 import msgpack
 
 from consumer.assignors.base import as_partitions
-from consumer.assignors.java_order import hashmap_order
+from consumer.assignors.java_order import hashmap_order, java_key
 from protocol.types import Subscription, TopicPartition
 
 NO_GENERATION = -1
@@ -117,7 +117,12 @@ def resolve_claims(valid: set[TopicPartition], subscriptions: Mapping[str, Subsc
 
     A partition claimed by one member only is simply kept; Kafka's member-by-member walk matters
     only for partitions claimed more than once, so only those are walked."""
-    order = hashmap_order(subscriptions)
+    # The order matters only for claims (who holds a contested partition, who keeps a max quota):
+    # without any, skip hashing every member id.
+    if any(d.partitions for d in data.values()):
+        order = hashmap_order(subscriptions)
+    else:
+        order = sorted(subscriptions, key=java_key)
     topic_sets = {frozenset(subscriptions[m].topics) for m in order}
     generation = {m: generation_of(data[m]) for m in order}
     max_generation = max(generation.values(), default=NO_GENERATION)
