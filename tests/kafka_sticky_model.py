@@ -163,3 +163,83 @@ def model_general(partitions_per_topic: Mapping[str, int], subs: Mapping[str, Su
         current.clear()
         current.update(before)
     return {m: sorted(current[m]) for m in subs}
+
+
+def model_constrained(partitions_per_topic: Mapping[str, int], subs: Mapping[str, Subscription],
+                      name: str) -> tuple[dict[str, list[TopicPartition]], dict[TopicPartition, str]]:
+    """Kafka's assignment for identical subscriptions, one partition at a time: (assignment,
+    partitions transferring ownership)."""
+    ppt = {t: n for t, n in partitions_per_topic.items() if any(t in s.topics for s in subs.values())}
+    exists = {TopicPartition(t, p) for t, n in ppt.items() for p in range(n)}
+    order = hashmap_order(subs)
+    owned: dict[str, list[TopicPartition]] = {m: [] for m in order}
+    holder: dict[TopicPartition, str] = {}
+    doubly: set[TopicPartition] = set()
+    for m in order:
+        parts, gen = member_claim(subs[m], name)
+        for p in dict.fromkeys(parts):
+            if p not in exists:
+                continue
+            if p in holder:
+                other = subs[holder[p]].generation_id
+                if gen < other:
+                    continue
+                if p in owned[holder[p]]:
+                    owned[holder[p]].remove(p)
+                if gen == other:
+                    doubly.add(p)
+                else:
+                    owned[m].append(p)
+            else:
+                owned[m].append(p)
+            holder[p] = m
+
+    total = len(exists)
+    low, over_wanted = divmod(total, len(order))
+    high = low + (1 if over_wanted else 0)
+    over = 0
+    assignment: dict[str, list[TopicPartition]] = {}
+    under: list[str] = []
+    at_min: list[str] = []
+    revoked: set[TopicPartition] = set()
+    for m in order:
+        mine = sorted((p for p in owned[m] if p not in doubly), key=lambda p: (p.partition, java_key(p.topic)))
+        if len(mine) < low:
+            assignment[m] = mine
+            under.append(m)
+        elif len(mine) >= high and over < over_wanted:
+            over += 1
+            if over == over_wanted:
+                at_min.clear()
+            assignment[m] = mine[:high]
+            revoked.update(mine[high:])
+        else:
+            assignment[m] = mine[:low]
+            revoked.update(mine[low:])
+            if over < over_wanted:
+                at_min.append(m)
+    kept = {p for ps in assignment.values() for p in ps}
+    free = [TopicPartition(t, p) for t in sorted(ppt, key=java_key) for p in range(ppt[t])
+            if TopicPartition(t, p) not in kept]
+    under.sort(key=java_key)
+    at_min.sort(key=java_key)
+    transferring: dict[TopicPartition, str] = {}
+    i = 0  # the iterator's position in `under`
+    for p in free:
+        if i < len(under):
+            m = under[i]
+            i += 1
+        elif not under:
+            m = at_min.pop(0)
+        else:
+            i = 0
+            m = under[i]
+            i += 1
+        assignment[m].append(p)
+        if p in revoked or p in doubly:
+            transferring[p] = m
+        if len(assignment[m]) == low and m in under:
+            i -= 1
+            under.remove(m)
+            at_min.append(m)
+    return {m: sorted(assignment[m]) for m in subs}, transferring
