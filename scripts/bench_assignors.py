@@ -71,7 +71,8 @@ DEFAULT_SIZES = "100x1000,1000x10000,2000x100000"
 DEFAULT_UNEQUAL_SIZES = "1000x10000,2000x100000"
 SHAPES = ["equal", "half", "mod3"]
 TOPICS = 10
-SMALL = 1_000  # sizes with at most this many partitions are timed --repeat times, best kept
+SMALL = 10_000  # sizes with at most this many partitions are timed --repeat times, best kept
+PEER_SMALL = 1_000  # the peer (minutes per call at 10,000) is timed --repeat times only up to this
 
 Owners = dict[TopicPartition, str]
 
@@ -645,7 +646,8 @@ def main() -> None:
             if peer_enabled and any(r.assignor in STICKY for r in size_rows):
                 sticky_r1 = r1_cache.get("sticky") or r1_cache["cooperative-sticky"]
                 print("  peer: kafka-python StickyPartitionAssignor", flush=True)
-                pair = bench_peer(shape, members_n, partitions, repeats, args.peer_timeout,
+                peer_repeats = args.repeat if partitions <= PEER_SMALL else 1
+                pair = bench_peer(shape, members_n, partitions, peer_repeats, args.peer_timeout,
                                   int(args.peer_mem_gb * 2**30), sticky_r1)
                 for row in size_rows:
                     if row.assignor in STICKY:
@@ -673,7 +675,8 @@ def main() -> None:
                   f"on a seeded random half of the topics (100 topics of 1,000 at 2,000 × 100,000, else {TOPICS}); "
                   f"(i + t) % 3 ≠ 0 = member i on topic t of {TOPICS} unless (i + t) % 3 = 0. "
                   f"Round 2 drops every 10th member, the rest own their round-1 partitions; "
-                  f"sizes with at most {SMALL:,} partitions are the best of {args.repeat}. "
+                  f"sizes with at most {SMALL:,} partitions are the best of {args.repeat} "
+                  f"(the peer's only up to {PEER_SMALL:,}). "
                   f"moved = round-2 owner differs from round-1 owner; bound = departed members' partitions "
                   f"+ remaining members' excess over ceil(P/M') (a guide only for unequal subscriptions); "
                   f"ok = valid and balanced, and for equal subscriptions moved (+ withheld) ≤ bound.{base}\n\n")

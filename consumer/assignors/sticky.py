@@ -79,7 +79,9 @@ def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mappin
     subscribed = {t for s in subscriptions.values() for t in s.topics if t in partitions_per_topic}
     by_topic = {t: partitions_of(t, partitions_per_topic[t]) for t in subscribed}
     data = {m: member_data(s) for m, s in subscriptions.items()}
-    valid: set[TopicPartition] = set(chain.from_iterable(by_topic.values())) if any(d.partitions for d in data.values()) else set()
+    valid: set[TopicPartition] = set()
+    if any(d.partitions for d in data.values()):
+        valid = set(chain.from_iterable(by_topic.values()))
     claims = resolve_claims(valid, subscriptions, data)
     if claims.all_equal:
         everything = list(chain.from_iterable(by_topic[t] for t in sorted(by_topic, key=java_key)))
