@@ -144,6 +144,7 @@ class LegacyConsumer(StepOutputs):
         self.assignment_topics: dict[str, int] = {}  # the partition counts it computed it over
         self.rebalances = 0  # rebalances that ended with the claims in place
         self.gave_up = 0  # rebalances abandoned after rebalance.max.retries attempts
+        self.attempts_failed = 0  # attempts that failed (a claim conflict, the registry read changing under it)
         self.reads = 0
         self.writes = 0
         self._task: Task | None = None
@@ -303,6 +304,7 @@ class LegacyConsumer(StepOutputs):
                 yield from self._attempt(attempt)
             except _AttemptFailed as failed:
                 reason = failed.reason
+                self.attempts_failed += 1
                 self._stop_fetchers()
                 self._log(events.ZkRebalanceAttemptFailed, attempt=attempt, reason=reason,
                           backoff_ms=cfg.rebalance_backoff_ms)

@@ -32,6 +32,7 @@ from consumer.legacy.config import LegacyConfig
 from consumer.legacy.connector import LegacyConsumer, Phase
 from consumer.legacy.driver import LegacyDriver
 from grouplab.zk.embedded import EmbeddedClient, RegistryServer
+from grouplab.zk.account import Counters, Fetching, ZkChange
 from protocol.effects import LogEvent, TimerKey
 from protocol.kernel import Timers, TimerTable
 from protocol.registry import Layout, Registration, encode_topic, topic_path
@@ -91,8 +92,9 @@ class ZkResult:
     attempts_failed: int
     gave_up: int
     unowned_partition_ms: int  # partition-milliseconds with no consumer fetching
-    settle_ms: list[int]  # per change, until everything was quiet and every partition fetched
+    settle_ms: list[int]  # per change, until everything was quiet and every partition fetched (-1: never)
     log_lines: int
+    changes: list[ZkChange] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -136,12 +138,12 @@ class ZkSimulation:
         self.topics = dict(scenario.topics)
         self.drivers: dict[str, LegacyDriver] = {}
         self.clients: dict[str, EmbeddedClient] = {}
-        self.fetching: dict[TopicPartition, set[str]] = {}
+        self.fetching = Fetching(self.topics)
         self.events_run = 0
-        self.unowned_ms = 0
-        self._last_account = 0
         self.settle_ms: list[int] = []
+        self.changes: list[ZkChange] = []
         self._change_at: int | None = None
+        self._change_start: Counters | None = None
         self._gone: dict[str, LegacyDriver] = {}
         self.layout = Layout(scenario.group)
 
@@ -156,6 +158,7 @@ class ZkSimulation:
         return handle
 
     def run(self) -> ZkResult:
+        self.fetching.account(0, set())
         for topic, count in sorted(self.topics.items()):
             self._write_topic(topic, count)
         for change in self._all_changes():
@@ -172,23 +175,36 @@ class ZkSimulation:
             self.check()
         self._account(end)
         self.now = end
+        self._change_ended(settled=False)
         drivers = list(self.drivers.values()) + list(self._gone.values())
         return ZkResult(
             seed=self.seed, events=self.events_run,
             reads=sum(d.reads for d in drivers), writes=sum(d.writes for d in drivers),
             rebalances=sum(d.machine.rebalances for d in drivers),
-            attempts_failed=self.attempts_failed, gave_up=sum(d.machine.gave_up for d in drivers),
-            unowned_partition_ms=self.unowned_ms, settle_ms=self.settle_ms, log_lines=self.log_lines)
+            attempts_failed=sum(d.machine.attempts_failed for d in drivers),
+            gave_up=sum(d.machine.gave_up for d in drivers),
+            unowned_partition_ms=self.fetching.unowned_ms, settle_ms=self.settle_ms, log_lines=self.log_lines,
+            changes=self.changes)
 
-    attempts_failed = 0
+    @property
+    def unowned_ms(self) -> int:
+        return self.fetching.unowned_ms
+
+    def counters(self) -> Counters:
+        return Counters.of(self.now, list(self.drivers.values()) + list(self._gone.values()), self.fetching.unowned_ms)
+
+    def _change_ended(self, settled: bool) -> None:
+        """The change under way settled now (or never will: the next one comes, or the run ends)."""
+        if self._change_start is not None:
+            self.changes.append(self.counters().since(self._change_start, settled))
+            self.settle_ms.append(self.now - self._change_start.at_ms if settled else -1)
+        self._change_at, self._change_start = None, None
 
     def _sink(self, node: str) -> Callable[[LogEvent], None] | None:
         emit = self.emit
 
         def sink(ev: LogEvent) -> None:
             self.log_lines += 1
-            if ev.event == "zk_rebalance_attempt_failed":
-                self.attempts_failed += 1
             if emit is not None:
                 emit(node, ev)
         return sink
@@ -210,9 +226,9 @@ class ZkSimulation:
         if c.kind in ("pause", "delay_watches", "slow_release"):
             self._do_fault(c)
             return
-        if self._change_at is not None:
-            self.settle_ms.append(-1)  # the previous change never settled (a rebalance gave up)
-        self._change_at = self.now
+        if self._change_at != self.now:  # changes at one moment are one change
+            self._change_ended(settled=False)  # (if the previous one is still under way, it never settled)
+            self._change_at, self._change_start = self.now, self.counters()
         if c.kind == "join":
             self._join(c.member, c.topics)
         elif c.kind in ("leave", "crash"):
@@ -224,7 +240,7 @@ class ZkSimulation:
                 else:
                     driver.stop()
                     self.clients[c.member].crash()
-                    self._fetchers_stopped(c.member, list(driver.machine.fetchers))
+                    self.fetching.stopped(c.member, list(driver.machine.fetchers))
         elif c.kind == "add_partitions":
             self.topics[c.topic] = c.count
             self._write_topic(c.topic, c.count)
@@ -268,27 +284,17 @@ class ZkSimulation:
 
     def on_fetchers_started(self, consumer_id: str, offsets: dict[TopicPartition, int],
                             threads: dict[TopicPartition, str]) -> None:
-        for tp in offsets:
-            self.fetching.setdefault(tp, set()).add(consumer_id)
+        self.fetching.started(consumer_id, offsets)
 
     def on_fetchers_stopped(self, consumer_id: str, partitions: list[TopicPartition]) -> None:
-        self._fetchers_stopped(consumer_id, partitions)
-
-    def _fetchers_stopped(self, consumer_id: str, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self.fetching.get(tp, set()).discard(consumer_id)
+        self.fetching.stopped(consumer_id, partitions)
 
     def _account(self, at: int) -> None:
         """Partition-milliseconds with no consumer fetching, from the last event until `at`."""
-        if at > self._last_account:
-            if self.drivers:
-                idle = sum(1 for t, n in self.topics.items() if self._subscribed(t) for p in range(n)
-                           if not self.fetching.get(TopicPartition(t, p)))
-                self.unowned_ms += idle * (at - self._last_account)
-            self._last_account = at
+        self.fetching.account(at, self._subscribed())
 
-    def _subscribed(self, topic: str) -> bool:
-        return any(topic in d.machine.config.topic_count for d in self.drivers.values())
+    def _subscribed(self) -> set[str]:
+        return {t for d in self.drivers.values() for t in d.machine.config.topic_count}
 
     # ------------------------------------------------------------------ invariants
 
@@ -307,8 +313,7 @@ class ZkSimulation:
         if self._quiet():
             self._check_same_assignment()
             if self._change_at is not None and self._all_fetched():
-                self.settle_ms.append(self.now - self._change_at)
-                self._change_at = None
+                self._change_ended(settled=True)
 
     def _quiet(self) -> bool:
         """No consumer has a task, a pending rebalance or a message on its way."""
@@ -320,8 +325,7 @@ class ZkSimulation:
         return True
 
     def _all_fetched(self) -> bool:
-        return all(self.fetching.get(TopicPartition(t, p)) for t, n in self.topics.items()
-                   if self._subscribed(t) for p in range(n))
+        return self.fetching.idle(self._subscribed()) == 0
 
     def _check_same_assignment(self) -> None:
         registry = self.server.registry
