@@ -95,6 +95,23 @@ def test_simulate_mistakes(args: list[str], words: list[str]) -> None:
     one_line_error(grouplab("simulate", *args), 2, *words)
 
 
+@pytest.mark.parametrize("args, code, words", [
+    (["--consumers", "2"], 2, ["--consumers", "3 or more"]),
+    (["--add", "t9:3"], 2, ["t9", "--topics"]),
+    (["--add", "t0:2"], 2, ["already has 6", "larger"]),
+    (["--add", "t0"], 2, ["TOPIC:TOTAL"]),
+    (["--zookeeper", "127.0.0.1:2181"], 2, ["--real"]),
+    (["--real", "--seed", "3"], 2, ["--seed", "simulators"]),
+    (["--real", "--zookeeper", "nohost"], 2, ["HOST:PORT"]),
+    (["--session-timeout-ms", "1000"], 2, ["heartbeat.interval.ms"]),
+    (["--session-timeout-ms", "5000"], 2, ["6000", "group.min.session.timeout.ms"]),
+    (["--zk-session-timeout-ms", "100"], 2, ["tickTime", "4000"]),
+    (["--real", "--zookeeper", "127.0.0.1:1"], 1, ["cannot reach ZooKeeper", "zookeeper.connection.timeout.ms"]),
+])
+def test_compare_mistakes(args: list[str], code: int, words: list[str]) -> None:
+    one_line_error(grouplab("compare", *args, timeout=60), code, *words)
+
+
 def test_no_server() -> None:
     one_line_error(grouplab("describe", "--group", "g", "--bootstrap-server", "127.0.0.1:1"), 1, "cannot connect")
     one_line_error(grouplab("consumer", "--group", "g", "--topics", "t0", "--bootstrap-server", "127.0.0.1:1"),
