@@ -891,6 +891,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else [1 if args.seed is None else args.seed]
     if args.run_dir and len(seeds) > 1:
         raise UsageError("--run-dir writes one run's event log: use it with --seed, not --seeds")
+    if args.protocol == "zk":
+        return cmd_simulate_zk(args, seeds)
     scenario = load_scenario(resolve_scenario(args.scenario))
     if args.members:
         scenario = scenario.with_members(args.members)
@@ -939,6 +941,36 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if interrupted:
         return 130
     return 1 if summary["failed"] else 0
+
+
+def cmd_simulate_zk(args: argparse.Namespace, seeds: list[int]) -> int:
+    """A ZooKeeper-era scenario (scenarios/zk/, docs/legacy.md §5) in its simulator."""
+    from grouplab.zk.scenario import load_zk_scenario
+    from grouplab.zk.sim import Violation
+    from grouplab.zk.simulate import ZkTimeline, changes_table, run_zk_seed, summary_line
+
+    if args.members or args.assignor or args.summary_json:
+        raise UsageError("--members, --assignor and --summary-json are for coordinator scenarios; "
+                         "a ZooKeeper-era scenario sets its consumers itself")
+    scenario = load_zk_scenario(args.scenario)
+    results, failed = [], []
+    for seed in seeds:
+        timeline = ZkTimeline(scenario.group) if len(seeds) == 1 else None
+        try:
+            result = run_zk_seed(scenario, seed, args.run_dir, listener=timeline)
+        except Violation as v:
+            failed.append(v)
+            console.print(f"[red bold]seed {seed}: {v}[/]", markup=True, highlight=False)
+            console.print(f"  replay: grouplab simulate --protocol zk --scenario {args.scenario} --seed {seed} "
+                          f"--run-dir runs/zk-seed-{seed}", markup=False)
+            continue
+        results.append(result)
+        if timeline is not None:
+            console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seed}"))
+            console.print(changes_table(result, "what each change cost (until everything was quiet and every "
+                                                "partition fetched)"))
+    console.print(summary_line(scenario, results, failed))
+    return 1 if failed else 0
 
 
 # ----------------------------------------------------------------------------- compare
@@ -1529,7 +1561,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)",
                        epilog=SIMULATE_EPILOG)
     s.add_argument("--scenario", required=True,
-                   help="a scenario TOML file or a built-in name, e.g. crash-storm (scenarios/crash-storm.toml)")
+                   help="a scenario TOML file or a built-in name, e.g. crash-storm (scenarios/crash-storm.toml); "
+                        "with --protocol zk, e.g. herd (scenarios/zk/herd.toml)")
+    s.add_argument("--protocol", choices=["coordinator", "zk"], default="coordinator",
+                   help="zk: a ZooKeeper-era scenario in its simulator (docs/legacy.md §5)")
     s.add_argument("--seed", type=int, help="run one seed and print its timeline (default: 1)")
     s.add_argument("--seeds", help="run many seeds: 1-500 or 1-10,42; reports every failing seed")
     s.add_argument("--run-dir", help="write the run's JSON event log here (one file per node), with --seed")

@@ -711,6 +711,15 @@ class RuleFaultInjected(FaultInjected):
 
 
 @dataclass(slots=True)
+class DelayFaultInjected(FaultInjected):
+    """A ZooKeeper-era simulator fault that delays what a consumer hears or sends for a while
+    (grouplab/zk/sim.py: delay_watches, slow_release): by how much."""
+
+    NAME = "fault_injected"
+    delay_ms: int
+
+
+@dataclass(slots=True)
 class CoordinatorCrashed(SimulatorEvent):
     NAME = "coordinator_crashed"
     down_ms: int

@@ -90,6 +90,9 @@ def test_assign_mistakes(args: list[str], words: list[str]) -> None:
     (["--scenario", "crash-storm", "--seeds", "x"], ["'x'"]),
     (["--scenario", "crash-storm", "--seeds", "1-3", "--run-dir", "/tmp/x"], ["--run-dir"]),
     (["--scenario", "crash-storm", "--assignor", "nope"], ["nope"]),
+    (["--protocol", "zk", "--scenario", "nope"], ["'nope'", "herd"]),
+    (["--protocol", "zk", "--scenario", "crash-storm"], ["'crash-storm'", "herd"]),
+    (["--protocol", "zk", "--scenario", "herd", "--members", "3"], ["--members"]),
 ])
 def test_simulate_mistakes(args: list[str], words: list[str]) -> None:
     one_line_error(grouplab("simulate", *args), 2, *words)

@@ -47,10 +47,12 @@ class Fetching:
 
 @dataclass
 class ZkChange:
-    """What one change of the script (join, leave, crash, add_partitions; changes at the same
-    moment count as one) cost: counted from the change until everything was quiet and every
-    partition fetched, or, if that never came, until the next change or the end of the run."""
+    """What one change (join, leave, crash, add_partitions, or a fault: pause, delay_watches,
+    slow_release; changes at the same moment count as one) cost: counted from the change until
+    everything was quiet and every partition fetched, or, if that never came, until the next
+    change or the end of the run."""
 
+    what: str  # e.g. "join c-2", "pause c-1 9000 ms"; changes at one moment joined by "; "
     at_ms: int
     settle_ms: int | None  # None: it never settled (a rebalance gave up, or the next change came first)
     reads: int
@@ -87,8 +89,8 @@ class Counters:
                         sum(d.machine.attempts_failed for d in drivers), sum(d.machine.gave_up for d in drivers),
                         unowned_ms)
 
-    def since(self, start: "Counters", settled: bool) -> ZkChange:
-        return ZkChange(start.at_ms, self.at_ms - start.at_ms if settled else None, self.reads - start.reads,
+    def since(self, start: "Counters", settled: bool, what: str = "") -> ZkChange:
+        return ZkChange(what, start.at_ms, self.at_ms - start.at_ms if settled else None, self.reads - start.reads,
                         self.writes - start.writes, self.offset_ops - start.offset_ops,
                         {c: n - start.rebalances.get(c, 0) for c, n in sorted(self.rebalances.items())
                          if n > start.rebalances.get(c, 0)},

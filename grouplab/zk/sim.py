@@ -25,7 +25,7 @@ import functools
 import heapq
 import itertools
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from consumer.legacy.config import LegacyConfig
@@ -33,6 +33,7 @@ from consumer.legacy.connector import LegacyConsumer, Phase
 from consumer.legacy.driver import LegacyDriver
 from grouplab.zk.embedded import EmbeddedClient, RegistryServer
 from grouplab.zk.account import Counters, Fetching, ZkChange
+from protocol import events
 from protocol.effects import LogEvent, TimerKey
 from protocol.kernel import Timers, TimerTable
 from protocol.registry import Layout, Registration, encode_topic, topic_path
@@ -53,6 +54,7 @@ class Change:
     count: int = 0
     ms: int = 0
     duration_ms: int = 0
+    spread_ms: int = 0  # join: at a moment drawn from the seed in [at_ms, at_ms + spread_ms]
 
 
 KINDS = ("join", "leave", "crash", "add_partitions", "pause", "delay_watches", "slow_release")
@@ -68,6 +70,7 @@ class ZkScenario:
     config: list[str] = field(default_factory=list)  # Kafka 0.8 NAME=VALUE overrides
     delay_ms: tuple[int, int] = (1, 5)
     random_faults: int = 0  # extra pause/delay_watches/slow_release faults drawn from the seed
+    description: str = ""
 
     def __post_init__(self) -> None:
         for c in self.changes:
@@ -144,7 +147,9 @@ class ZkSimulation:
         self.changes: list[ZkChange] = []
         self._change_at: int | None = None
         self._change_start: Counters | None = None
+        self._change_what: list[str] = []
         self._gone: dict[str, LegacyDriver] = {}
+        self._incarnations: dict[str, int] = {}
         self.layout = Layout(scenario.group)
 
     # ------------------------------------------------------------------ the loop
@@ -196,9 +201,15 @@ class ZkSimulation:
     def _change_ended(self, settled: bool) -> None:
         """The change under way settled now (or never will: the next one comes, or the run ends)."""
         if self._change_start is not None:
-            self.changes.append(self.counters().since(self._change_start, settled))
+            self.changes.append(self.counters().since(self._change_start, settled, "; ".join(self._change_what)))
             self.settle_ms.append(self.now - self._change_start.at_ms if settled else -1)
         self._change_at, self._change_start = None, None
+
+    def _change_begins(self, what: str) -> None:
+        if self._change_at != self.now:  # changes at one moment are one change
+            self._change_ended(settled=False)  # (if the previous one is still under way, it never settled)
+            self._change_at, self._change_start, self._change_what = self.now, self.counters(), []
+        self._change_what.append(what)
 
     def _sink(self, node: str) -> Callable[[LogEvent], None] | None:
         emit = self.emit
@@ -210,7 +221,8 @@ class ZkSimulation:
         return sink
 
     def _all_changes(self) -> list[Change]:
-        changes = list(self.scenario.changes)
+        changes = [replace(c, at_ms=c.at_ms + self.rng.randint(0, c.spread_ms), spread_ms=0) if c.spread_ms else c
+                   for c in self.scenario.changes]
         members = sorted({c.member for c in changes if c.kind == "join"})
         for _ in range(self.scenario.random_faults):
             kind = self.rng.choice(["pause", "delay_watches", "slow_release"])
@@ -226,37 +238,51 @@ class ZkSimulation:
         if c.kind in ("pause", "delay_watches", "slow_release"):
             self._do_fault(c)
             return
-        if self._change_at != self.now:  # changes at one moment are one change
-            self._change_ended(settled=False)  # (if the previous one is still under way, it never settled)
-            self._change_at, self._change_start = self.now, self.counters()
+        if c.kind in ("leave", "crash") and c.member not in self.drivers or c.kind == "join" and c.member in self.drivers:
+            return  # no such consumer running (or it runs already): skipped, as the coordinator simulator does
+        self._change_begins(f"{c.kind} {c.topic} to {c.count}" if c.kind == "add_partitions" else f"{c.kind} {c.member}")
         if c.kind == "join":
+            self._incarnations[c.member] = self._incarnations.get(c.member, 0) + 1
+            self._log_sim(events.ProcessStarted(self.scenario.group, self.seed, c.member, self._incarnations[c.member]))
             self._join(c.member, c.topics)
         elif c.kind in ("leave", "crash"):
-            driver = self.drivers.pop(c.member, None)
-            if driver is not None:
-                self._gone[f"{c.member}#{self.now}"] = driver
-                if c.kind == "leave":
-                    driver.close()
-                else:
-                    driver.stop()
-                    self.clients[c.member].crash()
-                    self.fetching.stopped(c.member, list(driver.machine.fetchers))
+            self._log_sim(events.FaultInjected(self.scenario.group, self.seed, c.kind, [c.member], 0, None))
+            driver = self.drivers.pop(c.member)
+            self._gone[f"{c.member}#{self.now}"] = driver
+            if c.kind == "leave":
+                driver.close()
+            else:
+                driver.stop()
+                self.clients[c.member].crash()
+                self.fetching.stopped(c.member, list(driver.machine.fetchers))
         elif c.kind == "add_partitions":
+            self._log_sim(events.FaultInjected(self.scenario.group, self.seed, c.kind, [], 0, c.topic))
             self.topics[c.topic] = c.count
             self._write_topic(c.topic, c.count)
 
     def _do_fault(self, c: Change) -> None:
         if c.member in self.clients and c.member in self.drivers:
             client = self.clients[c.member]
+            group, seed = self.scenario.group, self.seed
+            self._change_begins(f"{c.kind} {c.member} {c.ms} ms" + (f" for {c.duration_ms} ms" if c.kind != "pause" else ""))
             if c.kind == "pause":
+                self._log_sim(events.FaultInjected(group, seed, c.kind, [c.member], c.ms, None))
                 client.freeze()
                 self.schedule(c.ms, client.thaw)
             elif c.kind == "delay_watches":
+                self._log_sim(events.DelayFaultInjected(group, seed, c.kind, [c.member], c.duration_ms, None, c.ms))
                 client.watch_delay_ms = c.ms
                 self.schedule(c.duration_ms, lambda: setattr(client, "watch_delay_ms", 0))
             elif c.kind == "slow_release":
+                self._log_sim(events.DelayFaultInjected(group, seed, c.kind, [c.member], c.duration_ms, None, c.ms))
                 client.release_delay_ms = c.ms
                 self.schedule(c.duration_ms, lambda: setattr(client, "release_delay_ms", 0))
+
+    def _log_sim(self, payload: events.SimulatorEvent) -> None:
+        """What the simulator did, as the coordinator simulator writes it (node `simulator`, events.md §4.6)."""
+        if self.emit is not None:
+            self.log_lines += 1
+            self.emit("simulator", LogEvent(self.now, payload))
 
     def _join(self, member: str, topics: dict[str, int]) -> None:
         config = LegacyConfig(self.scenario.group, member, dict(topics)).with_overrides(self.scenario.config)
