@@ -856,6 +856,7 @@ class ZkWatchFired(LegacyEvent):
 class ZkSessionExpired(LegacyEvent):
     NAME = "zk_session_expired"
     session_id: int
+    fetching: PartitionPairs  # what its fetchers still read: they run on until the next rebalance (Kafka 0.8)
 
 
 @dataclass(slots=True)

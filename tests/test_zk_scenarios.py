@@ -26,10 +26,10 @@ SEED = 3
 
 
 def test_the_built_in_scenarios() -> None:
-    assert builtin_zk_names() == ["herd", "session-expiry", "slow-release"]
+    assert builtin_zk_names() == ["herd", "session-expiry", "slow-release", "zombie"]
 
 
-@pytest.mark.parametrize("name", ["herd", "session-expiry", "slow-release"])
+@pytest.mark.parametrize("name", ["herd", "session-expiry", "slow-release", "zombie"])
 def test_invariants_hold_over_seeds(name: str) -> None:
     scenario = load_zk_scenario(name)
     for seed in range(1, 13):
@@ -37,7 +37,7 @@ def test_invariants_hold_over_seeds(name: str) -> None:
         assert result.rebalances > 0
 
 
-@pytest.mark.parametrize("name", ["herd", "session-expiry", "slow-release"])
+@pytest.mark.parametrize("name", ["herd", "session-expiry", "slow-release", "zombie"])
 def test_event_logs_are_byte_identical_to_golden(name: str, tmp_path: Path) -> None:
     run_zk_seed(load_zk_scenario(name), SEED, tmp_path)
     golden_dir = GOLDEN / "zk-sim" / name
@@ -138,3 +138,26 @@ def test_members_and_added_partitions_become_the_simulators_changes() -> None:
 def test_built_in_files_live_apart_from_the_coordinator_scenarios() -> None:
     assert builtin_zk_dir() == ROOT / "scenarios" / "zk"
     assert not (ROOT / "scenarios" / "herd.toml").exists()
+
+
+def test_zombie_window_the_cut_off_consumer_fetches_until_its_new_sessions_rebalance() -> None:
+    lines = events("zombie")
+    result = run_zk_seed(load_zk_scenario("zombie"), SEED)
+    expired = next(e["ts_ms"] for e in lines if e["event"] == "registry_session_expired")
+    assert 10_000 + 4000 <= expired <= 10_000 + 6000  # the session times out while the link is down
+    learned = next(e for e in lines if e["event"] == "zk_session_expired")
+    assert learned["node"] == "c-1" and learned["ts_ms"] == 25_000 and learned["fetching"]  # when the link is back
+    stopped = next(e["ts_ms"] for e in lines if e["event"] == "zk_fetchers_stopped" and e["node"] == "c-1"
+                   and e["ts_ms"] >= 25_000)
+    [window] = result.zombie_windows
+    assert (window.consumer, window.from_ms, window.to_ms, window.partitions) == ("c-1", expired, stopped, 2)
+    # The others took c-1's partitions over meanwhile: fetched twice for most of the window.
+    assert 2 * (window.ms - 1000) <= result.double_fetch_ms <= result.zombie_partition_ms == 2 * window.ms
+
+
+def test_a_cut_shorter_than_the_session_leaves_no_zombie() -> None:
+    raw = {"topics": {"t0": 4}, "members": [{"count": 2}], "duration_ms": 30_000,
+           "consumer": {"zookeeper.session.timeout.ms": 6000},
+           "schedule": [{"at_ms": 5000, "fault": "partition", "members": ["c-1"], "duration_ms": 3000}]}
+    result = run_zk_seed(parse_zk_scenario(raw), 1)
+    assert result.zombie_windows == [] and result.double_fetch_ms == 0 and result.rebalances == 3

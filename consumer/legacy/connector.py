@@ -9,7 +9,7 @@ calls, fetcher start and stop, timers, events, and closing the session.
                                              │   ^                                                 ...
                                  (conflict)  v   │ (back-off rebalance.backoff.ms)
                                           BACKING_OFF ──(rebalance.max.retries attempts)──> GAVE_UP (idle until a watch)
-    any ──EXPIRED──> (ownership gone, fetchers stopped) ──CONNECTED──> REGISTERING
+    any ──EXPIRED──> (ownership gone, fetchers run on: the zombie window) ──CONNECTED──> REGISTERING ──> REBALANCING (step 1 stops them)
     any ──close──> (stop fetchers, commit) ──> CLOSED (the session closes: ephemeral nodes vanish)
 
 A rebalance is the notes' steps, in order (`_attempt`): stop the fetchers and clear the queues;
@@ -264,16 +264,19 @@ class LegacyConsumer(StepOutputs):
         return event.path.startswith(BROKER_TOPICS + "/") and event.path.rpartition("/")[2] in self.config.topic_count
 
     def _session_expired(self) -> None:
-        """The session's ephemeral nodes (registration, ownership) are gone: stop, forget them, and
-        wait for the new session (Kafka's handleNewSession registers again and rebalances)."""
+        """The session's ephemeral nodes (registration, ownership) are gone: forget them and wait
+        for the new session (Kafka's handleNewSession registers again and rebalances). As in Kafka
+        0.8 (resetState clears the ownership record, not the fetchers), the fetchers run on until
+        the new session's rebalance stops them in its step 1, and what they consumed is not
+        committed: partitions the others may already fetch. That is the zombie window."""
         if self.session_id == 0:
             return  # heard of already (from a result and from the session's own event)
-        self._log(events.ZkSessionExpired, session_id=self.session_id)
+        self._log(events.ZkSessionExpired, session_id=self.session_id,
+                  fetching=_pairs(self.fetchers))
         self._task = None
         self._awaiting = 0
         self._pending_trigger = None
         self._out.append(CancelTimer((AUTOCOMMIT_KEY,)))
-        self._stop_fetchers()
         self.owned = {}
         self.session_id = 0
         self.phase = Phase.WAITING_FOR_SESSION
@@ -325,10 +328,11 @@ class LegacyConsumer(StepOutputs):
 
     def _attempt(self, attempt: int) -> Task:
         cfg, layout = self.config, self.layout
-        # 1. stop the fetchers and clear the queues; 2. commit what they consumed
+        # 1. stop the fetchers and clear the queues; 2. commit what they consumed (of partitions it
+        # still owns: a zombie's fetchers, after its session expired, own nothing)
         offsets = self._stop_fetchers()
         if cfg.auto_commit_enable:
-            yield from self._commit(offsets)
+            yield from self._commit({tp: o for tp, o in offsets.items() if tp in self.owned})
         # 3. release ownership
         if self.owned:
             released = sorted(self.owned)

@@ -28,10 +28,11 @@ simulator's ZkScenario. Every key is checked when the file is loaded, so a typo 
 
     [[schedule]]                        # changes and faults at fixed times (repeatable)
     at_ms = 20_000
-    fault = "crash"                     # join, leave, crash, add_partitions, pause, delay_watches, slow_release
+    fault = "crash"                     # join, leave, crash, add_partitions, pause, partition, delay_watches,
+                                        #   slow_release
     members = ["c-1"]                   # consumer ids (join: new ones, or `count`)
     count = 1                           # join: that many new consumers, burst-N as the coordinator's join_burst
-    duration_ms = 9000                  # pause: how long; delay_watches, slow_release: how long they last
+    duration_ms = 9000                  # pause, partition: how long; delay_watches, slow_release: how long they last
     delay_ms = 3000                     # delay_watches, slow_release: the delay
     topic = "t0"                        # add_partitions: `topic` grows by `partitions`
     partitions = 2
@@ -48,9 +49,6 @@ from consumer.config import ConsumerConfigError
 from consumer.legacy.config import LegacyConfig
 from grouplab.sim.scenario import ScenarioError, _build, _kafka_value, _range, builtin_scenarios_dir
 from grouplab.zk.sim import KINDS, Change, ZkScenario
-
-MEMBER_FAULTS = ("leave", "crash", "pause", "delay_watches", "slow_release")
-
 
 @dataclass
 class ZkMemberSpec:
@@ -183,9 +181,9 @@ def _scheduled(s: ZkScheduled, where: str, live: set[str], joined: int, sizes: d
         live.difference_update(s.members)
     if s.fault in ("delay_watches", "slow_release") and (s.delay_ms < 1 or s.duration_ms < 1):
         raise ScenarioError(f"{where}: {s.fault} needs delay_ms and duration_ms >= 1")
-    if s.fault == "pause" and s.duration_ms < 1:
-        raise ScenarioError(f"{where}: pause needs duration_ms >= 1")
-    ms = s.duration_ms if s.fault == "pause" else s.delay_ms
+    if s.fault in ("pause", "partition") and s.duration_ms < 1:
+        raise ScenarioError(f"{where}: {s.fault} needs duration_ms >= 1")
+    ms = s.duration_ms if s.fault in ("pause", "partition") else s.delay_ms
     return [Change(s.at_ms, s.fault, m, ms=ms, duration_ms=s.duration_ms) for m in s.members]
 
 

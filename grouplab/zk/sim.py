@@ -8,15 +8,22 @@ consumers' timers and the scenario's changes and faults:
 
 - `join` / `leave` (clean shutdown: commit, close the session) / `crash` (nothing more is sent:
   the session expires after its timeout) / `add_partitions`;
-- `pause` MS: the process stops for MS (a long GC pause, a cut-off host): it sends nothing, pings
-  included, and hears nothing until it resumes; longer than the session timeout, it expires;
+- `pause` MS: the process stops for MS (a long GC pause): it sends nothing, pings included, and
+  hears nothing until it resumes; longer than the session timeout, it expires;
+- `partition` MS: the consumer's link to the registry is down for MS while the process runs on
+  and fetches: its requests wait, it sends no pings and hears nothing; longer than the session
+  timeout, the session expires, its nodes vanish and the others take its partitions over while it
+  still fetches them, until the link is back and its new session's rebalance stops its fetchers;
 - `delay_watches` MS for DURATION: the registry's watch events reach the member MS late (and what
   follows them on its channel queues behind), so members read the registry at different moments;
 - `slow_release` MS for DURATION: the member's deletes of owner nodes are sent MS late.
 
 The invariants, checked after every event (`check`): no partition is fetched by a running
 consumer whose owner node for it is missing or names another thread (ownership never held by two
-threads); and whenever everything is quiet, every live consumer computed the same assignment.
+threads) — except by a zombie, a consumer whose session expired, whose fetchers Kafka 0.8 let run
+until its new session's rebalance: those windows are measured (`ZombieWindow`, the partition-ms
+fetched by zombies and fetched twice) rather than refused; and whenever everything is quiet, every
+live consumer computed the same assignment.
 """
 
 from __future__ import annotations
@@ -43,8 +50,8 @@ from protocol.types import TopicPartition
 @dataclass(frozen=True)
 class Change:
     """One scripted change at `at_ms`: join (member, topics {topic: streams}), leave, crash,
-    add_partitions (topic, count: the new total), pause (member, ms), delay_watches and
-    slow_release (member, ms, duration_ms)."""
+    add_partitions (topic, count: the new total), pause and partition (member, ms), delay_watches
+    and slow_release (member, ms, duration_ms)."""
 
     at_ms: int
     kind: str
@@ -57,7 +64,8 @@ class Change:
     spread_ms: int = 0  # join: at a moment drawn from the seed in [at_ms, at_ms + spread_ms]
 
 
-KINDS = ("join", "leave", "crash", "add_partitions", "pause", "delay_watches", "slow_release")
+KINDS = ("join", "leave", "crash", "add_partitions", "pause", "partition", "delay_watches", "slow_release")
+FAULTS = ("pause", "partition", "delay_watches", "slow_release")
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,21 @@ class Violation(AssertionError):
         self.seed = seed
 
 
+@dataclass(frozen=True)
+class ZombieWindow:
+    """A consumer that fetched partitions it no longer owned: its session had expired (it had not
+    heard yet, or had and waited for its new session's rebalance to stop its fetchers)."""
+
+    consumer: str
+    from_ms: int
+    to_ms: int
+    partitions: int  # the most it fetched at once in the window
+
+    @property
+    def ms(self) -> int:
+        return self.to_ms - self.from_ms
+
+
 @dataclass
 class ZkResult:
     seed: int
@@ -98,6 +121,9 @@ class ZkResult:
     settle_ms: list[int]  # per change, until everything was quiet and every partition fetched (-1: never)
     log_lines: int
     changes: list[ZkChange] = field(default_factory=list)
+    zombie_windows: list[ZombieWindow] = field(default_factory=list)
+    zombie_partition_ms: int = 0  # partition-ms fetched by a consumer whose session had expired
+    double_fetch_ms: int = 0  # partition-ms fetched by two consumers at once
 
     def summary(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -150,6 +176,10 @@ class ZkSimulation:
         self._change_what: list[str] = []
         self._gone: dict[str, LegacyDriver] = {}
         self._incarnations: dict[str, int] = {}
+        self.zombie_windows: list[ZombieWindow] = []
+        self._zombie_since: dict[str, tuple[int, int]] = {}  # consumer -> (since, most partitions at once)
+        self.zombie_ms = 0
+        self.double_fetch_ms = 0
         self.layout = Layout(scenario.group)
 
     # ------------------------------------------------------------------ the loop
@@ -181,6 +211,8 @@ class ZkSimulation:
         self._account(end)
         self.now = end
         self._change_ended(settled=False)
+        for member in list(self._zombie_since):
+            self._zombie_ended(member)
         drivers = list(self.drivers.values()) + list(self._gone.values())
         return ZkResult(
             seed=self.seed, events=self.events_run,
@@ -189,7 +221,8 @@ class ZkSimulation:
             attempts_failed=sum(d.machine.attempts_failed for d in drivers),
             gave_up=sum(d.machine.gave_up for d in drivers),
             unowned_partition_ms=self.fetching.unowned_ms, settle_ms=self.settle_ms, log_lines=self.log_lines,
-            changes=self.changes)
+            changes=self.changes, zombie_windows=self.zombie_windows, zombie_partition_ms=self.zombie_ms,
+            double_fetch_ms=self.double_fetch_ms)
 
     @property
     def unowned_ms(self) -> int:
@@ -225,17 +258,17 @@ class ZkSimulation:
                    for c in self.scenario.changes]
         members = sorted({c.member for c in changes if c.kind == "join"})
         for _ in range(self.scenario.random_faults):
-            kind = self.rng.choice(["pause", "delay_watches", "slow_release"])
+            kind = self.rng.choice(["pause", "delay_watches", "slow_release", "partition"])
             at = self.rng.randrange(1000, max(1001, self.scenario.duration_ms // 2))
             member = self.rng.choice(members) if members else ""
-            ms = self.rng.randrange(500, 9000) if kind == "pause" else self.rng.randrange(200, 3000)
+            ms = self.rng.randrange(500, 9000) if kind in ("pause", "partition") else self.rng.randrange(200, 3000)
             changes.append(Change(at, kind, member, ms=ms, duration_ms=self.rng.randrange(2000, 10000)))
         return sorted(changes, key=lambda c: (c.at_ms, KINDS.index(c.kind), c.member))
 
     # ------------------------------------------------------------------ changes
 
     def _apply_change(self, c: Change) -> None:
-        if c.kind in ("pause", "delay_watches", "slow_release"):
+        if c.kind in FAULTS:
             self._do_fault(c)
             return
         if c.kind in ("leave", "crash") and c.member not in self.drivers or c.kind == "join" and c.member in self.drivers:
@@ -255,6 +288,7 @@ class ZkSimulation:
                 driver.stop()
                 self.clients[c.member].crash()
                 self.fetching.stopped(c.member, list(driver.machine.fetchers))
+                self._zombie_ended(c.member)
         elif c.kind == "add_partitions":
             self._log_sim(events.FaultInjected(self.scenario.group, self.seed, c.kind, [], 0, c.topic))
             self.topics[c.topic] = c.count
@@ -264,11 +298,16 @@ class ZkSimulation:
         if c.member in self.clients and c.member in self.drivers:
             client = self.clients[c.member]
             group, seed = self.scenario.group, self.seed
-            self._change_begins(f"{c.kind} {c.member} {c.ms} ms" + (f" for {c.duration_ms} ms" if c.kind != "pause" else ""))
+            self._change_begins(f"{c.kind} {c.member} {c.ms} ms"
+                                + (f" for {c.duration_ms} ms" if c.kind not in ("pause", "partition") else ""))
             if c.kind == "pause":
                 self._log_sim(events.FaultInjected(group, seed, c.kind, [c.member], c.ms, None))
                 client.freeze()
                 self.schedule(c.ms, client.thaw)
+            elif c.kind == "partition":
+                self._log_sim(events.FaultInjected(group, seed, c.kind, [c.member], c.ms, None))
+                client.cut_off()
+                self.schedule(c.ms, client.heal)
             elif c.kind == "delay_watches":
                 self._log_sim(events.DelayFaultInjected(group, seed, c.kind, [c.member], c.duration_ms, None, c.ms))
                 client.watch_delay_ms = c.ms
@@ -316,8 +355,43 @@ class ZkSimulation:
         self.fetching.stopped(consumer_id, partitions)
 
     def _account(self, at: int) -> None:
-        """Partition-milliseconds with no consumer fetching, from the last event until `at`."""
+        """Partition-milliseconds with no consumer fetching, fetched by a zombie, and fetched twice,
+        from the last event until `at`."""
+        if at > self.now:
+            fetched: dict[TopicPartition, int] = {}
+            zombie: set[TopicPartition] = set()
+            for member in self.drivers:
+                if not self.clients[member].frozen:
+                    for tp in self.drivers[member].machine.fetchers:
+                        fetched[tp] = fetched.get(tp, 0) + 1
+                    zombie.update(self._zombie_partitions(member))
+            self.zombie_ms += len(zombie) * (at - self.now)
+            self.double_fetch_ms += sum(1 for n in fetched.values() if n > 1) * (at - self.now)
         self.fetching.account(at, self._subscribed())
+
+    def _zombie_partitions(self, member: str) -> list[TopicPartition]:
+        """What a running consumer fetches without owning it any more: its session expired (it may
+        not know yet), or it knows and its new session's rebalance has not stopped its fetchers."""
+        driver, client = self.drivers[member], self.clients[member]
+        if not driver.running or client.frozen:
+            return []  # (a paused process fetches nothing)
+        machine = driver.machine
+        expired = not self.server.registry.is_alive(client.session_id)
+        return [tp for tp in machine.fetchers if expired or tp not in machine.owned]
+
+    def _watch_zombies(self) -> None:
+        for member in self.drivers:
+            partitions = self._zombie_partitions(member)
+            if partitions:
+                since, most = self._zombie_since.get(member, (self.now, 0))
+                self._zombie_since[member] = (since, max(most, len(partitions)))
+            else:
+                self._zombie_ended(member)
+
+    def _zombie_ended(self, member: str) -> None:
+        if member in self._zombie_since:
+            since, most = self._zombie_since.pop(member)
+            self.zombie_windows.append(ZombieWindow(member, since, self.now, most))
 
     def _subscribed(self) -> set[str]:
         return {t for d in self.drivers.values() for t in d.machine.config.topic_count}
@@ -326,11 +400,15 @@ class ZkSimulation:
 
     def check(self) -> None:
         registry = self.server.registry
+        self._watch_zombies()
         for member, driver in self.drivers.items():
             client = self.clients[member]
             if client.frozen or not driver.running:
                 continue
+            zombie = set(self._zombie_partitions(member))
             for tp, fetcher in driver.machine.fetchers.items():
+                if tp in zombie:
+                    continue  # measured, not refused: Kafka 0.8 let them run (ZombieWindow)
                 data = registry.data(self.layout.owner(tp.topic, tp.partition))
                 if data != fetcher.thread.encode():
                     holder = "nobody" if data is None else data.decode()
@@ -345,7 +423,7 @@ class ZkSimulation:
         """No consumer has a task, a pending rebalance or a message on its way."""
         for member, driver in self.drivers.items():
             client = self.clients[member]
-            if driver.machine.busy or client.frozen or client._last_delivery > self.now or driver.machine.phase in (
+            if driver.machine.busy or client.frozen or client.cut or client._last_delivery > self.now or driver.machine.phase in (
                     Phase.WAITING_FOR_SESSION, Phase.REGISTERING):
                 return False
         return True

@@ -36,7 +36,9 @@ class ZkTimeline(Timeline):
         elif ev.event == "registry_session_expired":
             self.rows.append((ev.ts_ms, "registry session expired", f"session {f['session_id']} ({f['timeout_ms']} ms)"))
         elif ev.event == "zk_session_expired":
-            self.rows.append((ev.ts_ms, "session expired", f"{node}: its registration and owner nodes are gone"))
+            running = (f"; its fetchers run on ({_pairs(f['fetching'])}) until its new session's rebalance"
+                       if f["fetching"] else "")
+            self.rows.append((ev.ts_ms, "session expired", f"{node}: its registration and owner nodes are gone{running}"))
         elif ev.event == "zk_rebalance_done":
             self.rows.append((ev.ts_ms, "rebalanced", f"{node}: {_pairs(f['partitions'])} (attempt {f['attempt']}, "
                                                       f"{f['reads']} reads, {f['writes']} writes)"))
@@ -87,4 +89,16 @@ def summary_line(scenario: ZkScenario, results: list[ZkResult], failed: list[Vio
             f"{sum(r.rebalances for r in results)} rebalances, {reads} registry reads and {writes} writes, "
             f"{sum(r.attempts_failed for r in results)} failed attempts, {sum(r.gave_up for r in results)} give-ups, "
             f"{sum(r.unowned_partition_ms for r in results) / 1000:,.1f} partition-seconds without a consumer; "
-            + ("all invariants held" if not failed else f"failed seeds: {[v.seed for v in failed]}"))
+            + _zombies(results) + ("all invariants held" if not failed else f"failed seeds: {[v.seed for v in failed]}"))
+
+
+def _zombies(results: list[ZkResult]) -> str:
+    """The zombie windows, said whenever there were any (docs/legacy.md §4)."""
+    windows = [w for r in results for w in r.zombie_windows]
+    if not windows:
+        return ""
+    longest = max(windows, key=lambda w: w.ms)
+    return (f"{len(windows)} zombie window(s) (a consumer fetching after its session expired; the longest: "
+            f"{longest.consumer}, {longest.ms / 1000:.3f} s from {longest.from_ms / 1000:.3f} s), "
+            f"{sum(r.zombie_partition_ms for r in results) / 1000:,.1f} partition-seconds fetched by a zombie, "
+            f"{sum(r.double_fetch_ms for r in results) / 1000:,.1f} fetched twice; ")
