@@ -907,6 +907,13 @@ class ZkOwnershipClaimed(LegacyEvent):
 
 
 @dataclass(slots=True)
+class ZkOffsetsReset(LegacyEvent):
+    NAME = "zk_offsets_reset"
+    policy: str  # auto.offset.reset: smallest or largest
+    offsets: list[list[Any]]  # [topic, partition, offset] where each fetcher starts for want of a committed offset
+
+
+@dataclass(slots=True)
 class ZkFetchersStarted(LegacyEvent):
     NAME = "zk_fetchers_started"
     offsets: list[list[Any]]

@@ -25,7 +25,10 @@ that fires while a task runs is remembered and starts the next rebalance when it
 consumer's watcher thread did.
 
 The fetchers are synthetic: a partition's consumed offset grows at `records_per_s` from where its
-fetcher started, so offsets committed and re-read show what a rebalance re-delivers.
+fetcher started, so offsets committed and re-read show what a rebalance re-delivers. The logs they
+read are synthetic too: every partition has been written at `records_per_s` since `log_start_ms`,
+so a partition with no committed offset starts, by `auto.offset.reset`, at 0 (smallest) or at that
+log end (largest, Kafka 0.8's default).
 """
 
 from __future__ import annotations
@@ -131,10 +134,11 @@ AUTOCOMMIT_KEY = "auto_commit"
 
 
 class LegacyConsumer(StepOutputs):
-    def __init__(self, config: LegacyConfig, records_per_s: int = RECORDS_PER_S) -> None:
+    def __init__(self, config: LegacyConfig, records_per_s: int = RECORDS_PER_S, log_start_ms: int = 0) -> None:
         self.config = config
         self.layout = Layout(config.group_id)
         self.records_per_s = records_per_s
+        self.log_start_ms = log_start_ms  # when the synthetic logs began to be written
         self.phase = Phase.WAITING_FOR_SESSION
         self.session_id = 0
         self.owned: dict[TopicPartition, str] = {}  # claimed in this session: partition -> thread id
@@ -207,6 +211,10 @@ class LegacyConsumer(StepOutputs):
     def consumed_offset(self, tp: TopicPartition, now_ms: int) -> int:
         f = self.fetchers[tp]
         return f.start_offset + max(0, now_ms - f.start_ms) * self.records_per_s // 1000
+
+    def log_end(self, now_ms: int) -> int:
+        """The synthetic logs' end: written at records_per_s since log_start_ms."""
+        return max(0, now_ms - self.log_start_ms) * self.records_per_s // 1000
 
     @property
     def busy(self) -> bool:
@@ -392,13 +400,19 @@ class LegacyConsumer(StepOutputs):
             raise _AttemptFailed(f"{len(conflicts)} partition(s) still owned by another consumer thread")
         self.owned = mine
         self._log(events.ZkOwnershipClaimed, attempt=attempt, partitions=_pairs(claimed))
-        # 7. restart the fetchers at the committed offsets
+        # 7. restart the fetchers at the committed offsets (none: auto.offset.reset)
         start: dict[TopicPartition, int] = {}
+        reset: list[list[Any]] = []
         for tp in sorted(mine):
             got = yield GetData(layout.offset(tp.topic, tp.partition))
             assert got is not None
-            start[tp] = _offset(got)
-            self.committed[tp] = start[tp]
+            committed = _offset(got)
+            if committed is None:
+                committed = 0 if cfg.auto_offset_reset == "smallest" else self.log_end(self._now)
+                reset.append([tp.topic, tp.partition, committed])
+            start[tp] = self.committed[tp] = committed  # (0.8 checkpointed where it started: no commit until it moves)
+        if reset:
+            self._log(events.ZkOffsetsReset, policy=cfg.auto_offset_reset, offsets=reset)
         self.fetchers = {tp: _Fetcher(mine[tp], start[tp], self._now) for tp in start}
         self._out.append(StartFetchers(start, dict(mine)))
         self._log(events.ZkFetchersStarted, offsets=[[tp.topic, tp.partition, o] for tp, o in sorted(start.items())])
@@ -455,7 +469,8 @@ def _pairs(partitions: Any) -> list[list[Any]]:
     return [[tp.topic, tp.partition] for tp in sorted(partitions)]
 
 
-def _offset(result: Result) -> int:
+def _offset(result: Result) -> int | None:
+    """The committed offset in an offsets node, None if there is none."""
     if result.error is None and result.data is not None and result.data.strip().isdigit():
         return int(result.data)
-    return 0  # no committed offset: the emulation's partitions all begin at 0
+    return None

@@ -62,6 +62,7 @@ class ZkCluster:
     _next: int = 0
 
     def __post_init__(self) -> None:
+        self.started_ms = wall_clock_ms()  # the synthetic logs are written from then on (auto.offset.reset)
         self.topics = dict(self.topics)
         self.account = Fetching(self.topics)
 
@@ -138,7 +139,7 @@ class ZkCluster:
         name = name or f"consumer-{self._next}"
         config = LegacyConfig(self.group, name, {t: self.streams for t in self.topics},
                               assignment_strategy=self.assignor).with_overrides(self.overrides)
-        machine = LegacyConsumer(config)
+        machine = LegacyConsumer(config, log_start_ms=self.started_ms)
         sink = self.events(name)
         machine.log_events = sink is not None
         loop = asyncio.get_running_loop()
