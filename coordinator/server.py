@@ -2,6 +2,9 @@
 
 - Each connection is an asyncio.Protocol with a FrameReader; a bad frame gets an error response and
   changes nothing; an oversized one gets an error response and the connection closes.
+- Every answer is encoded within grouplab.response.max.bytes, or replaced by INVALID_REQUEST saying
+  how big it would be; an answer that cannot be encoded at all (MemoryError included) is replaced by
+  UNKNOWN_SERVER_ERROR. Either keeps the connection and the rest of the step (`_Connection.send`).
 - Group requests go through one serialized input queue per group (a deque drained by a scheduled
   callback, so handlers never await); timer firings come back through the same queue.
 - The Broker runs in a CoordinatorDriver (coordinator/driver.py), which carries out its outputs;
@@ -32,7 +35,7 @@ from coordinator.partition_log import INT64_MAX, FileLogStore
 from protocol import events
 from protocol.effects import LogEvent, Output, Reply, wall_clock_ms
 from protocol.kernel import TimerTable, loop_schedule
-from protocol.errors import ErrorCode, FrameTooLarge
+from protocol.errors import AnswerTooLarge, ErrorCode, FrameTooLarge
 from protocol.framing import BadRequest, FrameReader, decode_request, encode_response
 from protocol.messages import ErrorResponse
 
@@ -40,13 +43,16 @@ _log = logging.getLogger("grouplab.coordinator")
 
 
 class _ReplyTo:
-    """The opaque token the state machine hands back in Reply: a connection and a correlation id."""
+    """The opaque token the state machine hands back in Reply: a connection and a correlation id
+    (and, for the events about an answer that cannot be sent, the API and client id)."""
 
-    __slots__ = ("conn", "correlation_id")
+    __slots__ = ("conn", "correlation_id", "api", "client_id")
 
-    def __init__(self, conn: "_Connection", correlation_id: int) -> None:
+    def __init__(self, conn: "_Connection", correlation_id: int, api: str = "", client_id: str = "") -> None:
         self.conn = conn
         self.correlation_id = correlation_id
+        self.api = api
+        self.client_id = client_id
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _ReplyTo) and other.conn is self.conn and other.correlation_id == self.correlation_id
@@ -93,9 +99,37 @@ class _Connection(asyncio.Protocol):
         for frame in frames:
             self.server.on_frame(self, frame)
 
-    def send(self, correlation_id: int, body: Any) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode_response(correlation_id, body))
+    def send(self, correlation_id: int, body: Any, api: str = "", client_id: str = "") -> None:
+        """Answer `correlation_id` with `body`, or, when that cannot be encoded, with an error that
+        says why: an answer over grouplab.response.max.bytes is INVALID_REQUEST naming its size,
+        the limit and what to ask instead; any other failure (MemoryError included) is
+        UNKNOWN_SERVER_ERROR with the reason. Either is logged, and the connection stays open;
+        nothing the caller carries out after this reply is skipped."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        frame: bytes | None
+        try:
+            frame = encode_response(correlation_id, body, self.server.config.response_max_bytes)
+        except AnswerTooLarge as exc:
+            self.server.note_answer_too_large(api, client_id, exc)
+            frame = self._encode_error(correlation_id, exc.code, exc.message_for(api))
+        except Exception as exc:
+            _log.error("the answer to %s (correlation id %d) could not be encoded: %r", api or "a request",
+                       correlation_id, exc)
+            self.server.note_answer_failed(api, client_id, exc)
+            frame = self._encode_error(correlation_id, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                       f"{api + ': ' if api else ''}the answer could not be encoded: {exc!r}")
+        if frame is None:
+            self.close()  # not even the error could be encoded: the client sees the connection end
+            return
+        self.transport.write(frame)
+
+    @staticmethod
+    def _encode_error(correlation_id: int, code: ErrorCode, message: str) -> bytes | None:
+        try:
+            return encode_response(correlation_id, ErrorResponse(error_code=code, error_message=message))
+        except Exception:
+            return None
 
     def close(self) -> None:
         if self.transport is not None:
@@ -257,7 +291,8 @@ class CoordinatorServer:
             self.note_bad_frame(conn, exc.message)
             return
         header = request.header
-        ctx = RequestContext(_ReplyTo(conn, header.correlation_id), header.client_id, conn.peer.rsplit(":", 1)[0])
+        ctx = RequestContext(_ReplyTo(conn, header.correlation_id, header.api, header.client_id), header.client_id,
+                             conn.peer.rsplit(":", 1)[0])
         group_id = self.broker.group_key(header.api, request.body)
         if group_id is None:
             self._run(lambda: self._driver().handle(header.api, request.body, ctx), ctx)
@@ -267,6 +302,12 @@ class CoordinatorServer:
     def note_bad_frame(self, conn: _Connection, message: str) -> None:
         self.bad_frames += 1
         self._emit(LogEvent(self.clock(), events.BadRequest(peer=conn.peer, error=message)))
+
+    def note_answer_too_large(self, api: str, client_id: str, exc: AnswerTooLarge) -> None:
+        self._emit(LogEvent(self.clock(), events.ResponseTooLarge(api, client_id, exc.size, exc.limit, exc.exact)))
+
+    def note_answer_failed(self, api: str, client_id: str, exc: Exception) -> None:
+        self._emit(LogEvent(self.clock(), events.ResponseEncodeFailed(api, client_id, error=repr(exc))))
 
     def _enqueue(self, group_id: str, item: tuple) -> None:
         queue = self._queues.get(group_id)
@@ -302,12 +343,14 @@ class CoordinatorServer:
             _log.exception("state machine failed")
             self._emit(LogEvent(self.clock(), events.InternalError(error=repr(exc))))
             if ctx is not None:
-                ctx.reply_to.conn.send(ctx.reply_to.correlation_id,
-                                       ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=repr(exc)))
+                to = ctx.reply_to
+                to.conn.send(to.correlation_id, ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                              error_message=repr(exc)), to.api, to.client_id)
             return
 
     def _reply(self, out: Reply) -> None:
-        out.to.conn.send(out.to.correlation_id, out.body)
+        to = out.to
+        to.conn.send(to.correlation_id, out.body, to.api, to.client_id)
 
     def _persist(self, records: list[Record]) -> None:
         """Append before the outputs that follow (the replies) go out; consecutive records (the
