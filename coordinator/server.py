@@ -1,7 +1,9 @@
 """The asyncio shell around the pure Broker: sockets in, outputs carried out.
 
 - Each connection is an asyncio.Protocol with a FrameReader; a bad frame gets an error response and
-  changes nothing; an oversized one gets an error response and the connection closes.
+  changes nothing; an oversized one gets an error response and the connection closes. A
+  connection's frames are handled for at most TURN_S at a time, so a burst of requests that make
+  large answers does not hold the loop for all of them (docs/protocol.md §1, Fairness).
 - Every answer is encoded within grouplab.response.max.bytes, or replaced by INVALID_REQUEST saying
   how big it would be; an answer that cannot be encoded at all (MemoryError included) is replaced by
   UNKNOWN_SERVER_ERROR. Either keeps the connection and the rest of the step (`_Connection.send`).
@@ -69,12 +71,32 @@ class _GroupQueue:
         self.scheduled = False
 
 
+# How long one connection's frames may hold the event loop before the other connections and the
+# timers get a turn (a frame that takes longer is still handled whole: one per turn, then).
+TURN_S = 0.005
+
+
 class _Connection(asyncio.Protocol):
+    """One client connection. Its frames are handled in order as they are read, for at most TURN_S
+    at a time: a burst of requests on one connection (each of which may make a large answer) then
+    goes on in later turns of the event loop, so it never holds the loop for more than about one of
+    them while every other connection's requests and every timer wait. Frames read are handled
+    even after the connection is lost (their answers go nowhere), as a burst handled at once was.
+    Back-pressure: while more than socket.request.max.bytes of frames wait, the connection is not
+    read, and while its answers wait for the client to read them (the transport's write buffer is
+    over its high-water mark) none of its frames are handled: a client that does not read its
+    answers holds only its own requests."""
+
     def __init__(self, server: "CoordinatorServer") -> None:
         self.server = server
         self.reader = FrameReader(server.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = ""
+        self.frames: deque[bytes] = deque()  # read, not yet handled
+        self.queued_bytes = 0
+        self.oversized: FrameTooLarge | None = None  # answered, and the connection closed, after the frames before it
+        self.scheduled = False
+        self.writing_paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -84,20 +106,67 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        self.writing_paused = False
+        self.oversized = None
         self.server.connections.discard(self)
+        self._schedule()
 
     def data_received(self, data: bytes) -> None:
         try:
             frames = self.reader.feed(data)
         except FrameTooLarge as exc:
-            for frame in exc.frames:
+            frames = exc.frames
+            self.oversized = exc  # nothing after it can be read
+        self.frames.extend(frames)
+        self.queued_bytes += sum(map(len, frames))
+        if self.scheduled:
+            self._schedule()  # a turn is already due: only stop reading if much waits
+        else:
+            self._handle_frames()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._schedule()
+
+    def _handle_frames(self) -> None:
+        """Handle waiting frames for up to TURN_S; what is left waits for the next turn. At the
+        end of the frames, read again, or refuse the oversized one."""
+        self.scheduled = False
+        deadline = time.perf_counter() + TURN_S
+        while self.frames and not self.writing_paused:
+            frame = self.frames.popleft()
+            self.queued_bytes -= len(frame)
+            try:
                 self.server.on_frame(self, frame)
-            self.send(-1, ErrorResponse(error_code=exc.code, error_message=exc.message))
-            self.server.note_bad_frame(self, exc.message)
+            except Exception as exc:  # pragma: no cover - a defect: this connection ends, the server goes on
+                self.server.note_internal_error(exc)
+                self.frames.clear()
+                self.close()
+                return
+            if time.perf_counter() >= deadline:
+                break
+        if self.frames:
+            self._schedule()
+        elif (oversized := self.oversized) is not None:
+            self.oversized = None
+            self.send(-1, ErrorResponse(error_code=oversized.code, error_message=oversized.message))
+            self.server.note_bad_frame(self, oversized.message)
             self.close()
-            return
-        for frame in frames:
-            self.server.on_frame(self, frame)
+        elif self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def _schedule(self) -> None:
+        """Go on in a later turn (not reading meanwhile, if much is waiting)."""
+        transport = self.transport
+        if transport is not None and transport.is_reading() and (
+                self.oversized is not None or self.queued_bytes > self.reader.max_frame_bytes):
+            transport.pause_reading()
+        if not self.scheduled and not self.writing_paused and (self.frames or self.oversized is not None):
+            self.scheduled = True
+            self.server.after_others(self._handle_frames)
 
     def send(self, correlation_id: int, body: Any, api: str = "", client_id: str = "") -> None:
         """Answer `correlation_id` with `body`, or, when that cannot be encoded, with an error that
@@ -303,11 +372,23 @@ class CoordinatorServer:
         self.bad_frames += 1
         self._emit(LogEvent(self.clock(), events.BadRequest(peer=conn.peer, error=message)))
 
+    def note_internal_error(self, exc: Exception) -> None:
+        _log.error("internal error: %r", exc)
+        self._emit(LogEvent(self.clock(), events.InternalError(error=repr(exc))))
+
     def note_answer_too_large(self, api: str, client_id: str, exc: AnswerTooLarge) -> None:
         self._emit(LogEvent(self.clock(), events.ResponseTooLarge(api, client_id, exc.size, exc.limit, exc.exact)))
 
     def note_answer_failed(self, api: str, client_id: str, exc: Exception) -> None:
         self._emit(LogEvent(self.clock(), events.ResponseEncodeFailed(api, client_id, error=repr(exc))))
+
+    def after_others(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once what is waiting now has run, and the requests read meanwhile with it:
+        after the next turn's reads and the group queues they fill (a call_soon would run before
+        those drains; a timer due at once, set from a call_soon, runs after them)."""
+        loop = self._loop
+        assert loop is not None
+        loop.call_soon(loop.call_later, 0, callback)
 
     def _enqueue(self, group_id: str, item: tuple) -> None:
         queue = self._queues.get(group_id)
