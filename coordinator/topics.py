@@ -54,12 +54,14 @@ class TopicStore:
             names = sorted(self.partitions)
         else:
             names = list(dict.fromkeys(t.name for t in req.topics))  # a set, as in Kafka: each topic once
+        # Every topic in the store has a legal name (each way in checks it), so only the others are.
+        illegal = {name for name in names if name not in self.partitions and topic_name_error(name) is not None}
         created: list[str] = []
         if req.topics is not None and req.allow_auto_topic_creation and self.config.auto_create_topics_enable:
             for name in names:
                 if len(created) == MAX_AUTO_CREATED_TOPICS:
                     break
-                if name not in self.partitions and topic_name_error(name) is None:
+                if name not in self.partitions and name not in illegal:
                     created.append(name)
         if max_answer_bytes is not None:
             partitions = sum(map(self.partitions.get, names, repeat(0))) + len(created) * self.config.num_partitions
@@ -68,12 +70,12 @@ class TopicStore:
                 raise AnswerTooLarge(floor, max_answer_bytes, exact=False)
         for name in created:
             self.partitions[name] = self.config.num_partitions
-        topics = [self._describe(name) for name in names]
+        topics = [self._describe(name, name in illegal) for name in names]
         broker = MetadataResponseBroker(node_id=self.config.broker_id, host=self.host, port=self.port)
         return MetadataResponse(brokers=[broker], controller_id=self.config.broker_id, topics=topics), created
 
-    def _describe(self, name: str) -> MetadataResponseTopic:
-        if topic_name_error(name) is not None:
+    def _describe(self, name: str, illegal: bool) -> MetadataResponseTopic:
+        if illegal:
             return MetadataResponseTopic(name=name, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
         count = self.partitions.get(name)
         if count is None:
