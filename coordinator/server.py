@@ -81,7 +81,8 @@ class _Connection(asyncio.Protocol):
     at a time: a burst of requests on one connection (each of which may make a large answer) then
     goes on in later turns of the event loop, so it never holds the loop for more than about one of
     them while every other connection's requests and every timer wait. Frames read are handled
-    even after the connection is lost (their answers go nowhere), as a burst handled at once was.
+    even after the connection is lost (their answers go nowhere), as a burst handled at once was,
+    but not once the server is stopping.
     Back-pressure: while more than socket.request.max.bytes of frames wait, the connection is not
     read, and while its answers wait for the client to read them (the transport's write buffer is
     over its high-water mark) none of its frames are handled: a client that does not read its
@@ -135,6 +136,9 @@ class _Connection(asyncio.Protocol):
         """Handle waiting frames for up to TURN_S; what is left waits for the next turn. At the
         end of the frames, read again, or refuse the oversized one."""
         self.scheduled = False
+        if self.server.stopping:
+            self.frames.clear()
+            return
         deadline = time.perf_counter() + TURN_S
         while self.frames and not self.writing_paused:
             frame = self.frames.popleft()
@@ -226,6 +230,7 @@ class CoordinatorServer:
         self._queues: dict[str, _GroupQueue] = {}
         self.driver: CoordinatorDriver | None = None  # built by start(): its timers need the loop
         self._server: asyncio.base_events.Server | None = None
+        self.stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.bad_frames = 0
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -328,6 +333,7 @@ class CoordinatorServer:
             self.group_log = None
 
     async def stop(self) -> None:
+        self.stopping = True  # frames still waiting on connections are dropped, not handled
         if self.driver is not None:
             self.driver.timers.cancel_all()
         if self._server is not None:
