@@ -75,7 +75,6 @@ from protocol.messages import (
     RecordBatch,
     RecordHeader,
     RequestHeader,
-    SyncGroupResponse,
 )
 
 T0 = 1_700_000_000_000
