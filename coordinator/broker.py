@@ -25,8 +25,8 @@ from coordinator.partition_log import LogStore, MemoryLogStore
 from protocol import events
 from protocol.effects import LogEvent, Output, Reply
 from coordinator.topics import TopicStore
+from protocol.errors import AnswerTooLarge, ErrorCode
 from protocol.types import TopicPartition
-from protocol.errors import ErrorCode
 from protocol.messages import (
     API,
     ApiVersionsResponse,
@@ -34,6 +34,8 @@ from protocol.messages import (
     DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribedGroupMember,
+    ErrorResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -49,6 +51,7 @@ from protocol.messages import (
     SyncGroupResponse,
     TxnOffsetCommitRequest,
 )
+from protocol.schema import floor_bytes
 
 GROUP_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
 # Also serialized on their group's queue (a commit is a heartbeat; a fetch sees earlier commits),
@@ -198,7 +201,10 @@ class Broker:
         return self._keep_if_created(group, out)
 
     def _on_OffsetFetch(self, req: OffsetFetchRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
-        return self._offsets_group(req.group_id).handle_offset_fetch(req, ctx.reply_to, now_ms)
+        try:
+            return self._offsets_group(req.group_id).handle_offset_fetch(req, ctx.reply_to, now_ms)
+        except AnswerTooLarge as exc:
+            return self._answer_too_large("OffsetFetch", exc, ctx, now_ms)
 
     def _offsets_group(self, group_id: str) -> Group:
         """The group an offset request goes to; for a group that does not exist, a Dead stand-in."""
@@ -265,20 +271,34 @@ class Broker:
         return group.on_txn_completed(producer_id, commit, now_ms) if group is not None else []
 
     def _on_DescribeGroups(self, req: DescribeGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
-        described = []
-        for gid in dict.fromkeys(req.groups):  # each id once, first-seen order (Kafka de-duplicates)
-            group = self.groups.get(gid)
-            described.append(group.describe() if group is not None else DescribedGroup(group_id=gid, group_state=GroupState.DEAD.value))
+        ids = list(dict.fromkeys(req.groups))  # each id once, first-seen order (Kafka de-duplicates)
+        found = [self.groups.get(gid) for gid in ids]
+        members = sum(len(g.members) for g in found if g is not None)
+        floor = len(ids) * floor_bytes(DescribedGroup) + members * floor_bytes(DescribedGroupMember)
+        if floor > self.config.response_max_bytes:
+            return self._answer_too_large("DescribeGroups", AnswerTooLarge(floor, self.config.response_max_bytes, exact=False),
+                                          ctx, now_ms)
+        described = [group.describe() if group is not None else DescribedGroup(group_id=gid, group_state=GroupState.DEAD.value)
+                     for gid, group in zip(ids, found)]
         return [Reply(ctx.reply_to, DescribeGroupsResponse(groups=described))]
 
     def _on_ListGroups(self, req: ListGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         wanted = {s.lower() for s in req.states_filter}
-        listed = [
-            ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value)
-            for g in self.groups.values()
-            if not wanted or g.state.value.lower() in wanted
-        ]
+        matching = [g for g in self.groups.values() if not wanted or g.state.value.lower() in wanted]
+        floor = len(matching) * floor_bytes(ListedGroup)
+        if floor > self.config.response_max_bytes:
+            return self._answer_too_large("ListGroups", AnswerTooLarge(floor, self.config.response_max_bytes, exact=False),
+                                          ctx, now_ms)
+        listed = [ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value)
+                  for g in matching]
         return [Reply(ctx.reply_to, ListGroupsResponse(groups=listed))]
+
+    def _answer_too_large(self, api: str, exc: AnswerTooLarge, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """Refuse a request whose answer cannot fit in grouplab.response.max.bytes, before building
+        it (and before changing anything): INVALID_REQUEST saying so, as the shell answers one that
+        turns out too large when encoded (docs/protocol.md §1)."""
+        return [Reply(ctx.reply_to, ErrorResponse(error_code=exc.code, error_message=exc.message_for(api))),
+                LogEvent(now_ms, events.ResponseTooLarge(api, ctx.client_id, exc.size, exc.limit, exc.exact))]
 
     # ------------------------------------------------------------------ cluster APIs
 
@@ -287,7 +307,10 @@ class Broker:
         return [Reply(ctx.reply_to, ApiVersionsResponse(api_keys=keys))]
 
     def _on_Metadata(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        response, created = self.topics.metadata(req)
+        try:
+            response, created = self.topics.metadata(req, self.config.response_max_bytes)
+        except AnswerTooLarge as exc:
+            return self._answer_too_large("Metadata", exc, ctx, now_ms)
         out: list[Output] = [self._persist_topic(t, now_ms) for t in created]
         out.append(Reply(ctx.reply_to, response))
         out += [LogEvent(now_ms, events.TopicCreated(t, self.topics.partitions[t], auto=True)) for t in created]

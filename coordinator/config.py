@@ -21,6 +21,10 @@ _KEYS: dict[str, tuple[str, object]] = {
     "auto.create.topics.enable": ("auto_create_topics_enable", True),
     # Kafka's default is 100 MiB; grouplab's frames carry group metadata only, so 1 MiB (DESIGN §2).
     "socket.request.max.bytes": ("socket_request_max_bytes", 1024 * 1024),
+    # grouplab's own: the largest answer the server sends (encoded payload); a larger one is not
+    # sent, the request is answered INVALID_REQUEST saying so (docs/protocol.md §1). Encoding one
+    # this size takes well under the 1 s a heartbeat may wait (docs/benchmarks.md).
+    "grouplab.response.max.bytes": ("response_max_bytes", 4 * 1024 * 1024),
     # Kafka's default -1 means "generate one"; grouplab runs one broker, node 0.
     "broker.id": ("broker_id", 0),
     # Longest committed_metadata an OffsetCommit may store (OFFSET_METADATA_TOO_LARGE beyond it).
@@ -53,6 +57,7 @@ class BrokerConfig:
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 1024 * 1024
+    response_max_bytes: int = 4 * 1024 * 1024
     broker_id: int = 0
     log_fsync: str = "always"
     log_segment_bytes: int = 1024 * 1024 * 1024
@@ -104,6 +109,8 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be >= 1")
         if self.socket_request_max_bytes < 64:
             raise ConfigError("socket.request.max.bytes must be >= 64")
+        if self.response_max_bytes < 1024:
+            raise ConfigError("grouplab.response.max.bytes must be >= 1024")
         if self.offset_metadata_max_bytes < 0:
             raise ConfigError("offset.metadata.max.bytes must be >= 0")
         if self.log_segment_bytes < 14:

@@ -336,9 +336,12 @@ class Group(StepOutputs):
 
     def handle_offset_fetch(self, req: OffsetFetchRequest, reply_to: Any, now_ms: int) -> list[Output]:
         """OffsetFetch: the committed offsets, whatever the state. On an absent group every
-        offset is -1 (and `topics` nil gives no topics), as in Kafka: not an error."""
+        offset is -1 (and `topics` nil gives no topics), as in Kafka: not an error. Raises
+        AnswerTooLarge, before anything else, when the answer cannot fit in
+        grouplab.response.max.bytes (the broker answers that)."""
+        response = fetch_response(self.offsets, req, self.config.response_max_bytes)
         self._begin(now_ms)
-        self._reply(reply_to, fetch_response(self.offsets, req))
+        self._reply(reply_to, response)
         return self._end()
 
     def on_txn_completed(self, producer_id: int, commit: bool, now_ms: int) -> list[Output]:

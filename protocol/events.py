@@ -412,6 +412,24 @@ class InternalError(Event):
     error: str
 
 
+@dataclass(slots=True)
+class ResponseTooLarge(Event):
+    NAME = "response_too_large"
+    api: str
+    client_id: str
+    bytes: int
+    limit: int
+    exact: bool
+
+
+@dataclass(slots=True)
+class ResponseEncodeFailed(Event):
+    NAME = "response_encode_failed"
+    api: str
+    client_id: str
+    error: str
+
+
 # ----------------------------------------------------------------------------- member state machine and delivery application (§4.4, §4.5b)
 
 
