@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import logging
 import time
 from collections import deque
@@ -453,7 +454,9 @@ class CoordinatorServer:
         try:
             step()
         except Exception as exc:  # pragma: no cover - a defect, reported loudly
-            _log.exception("state machine failed")
+            # One line for whoever runs it; the stack only when asked for (GROUPLAB_DEBUG=1).
+            _log.error("state machine failed: %r (a grouplab defect: please report it)", exc,
+                       exc_info=os.environ.get("GROUPLAB_DEBUG") == "1")
             self._emit(LogEvent(self.clock(), events.InternalError(error=repr(exc))))
             if ctx is not None:
                 to = ctx.reply_to
