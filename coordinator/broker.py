@@ -14,7 +14,7 @@ from typing import Any, Callable
 from coordinator.config import BrokerConfig
 from coordinator.group import Group, GroupState
 from coordinator.transactions import TransactionCoordinator
-from coordinator.group_log import GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, TxnRecord, latest
+from coordinator.group_log import GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, TxnRecord, live
 from coordinator.data_plane import (
     handle_fetch,
     handle_init_producer_id,
@@ -23,13 +23,16 @@ from coordinator.data_plane import (
 )
 from coordinator.partition_log import LogStore, MemoryLogStore
 from protocol import events
-from protocol.effects import LogEvent, Output, Reply
+from protocol.effects import ArmTimer, LogEvent, Output, Reply, TimerKey
 from coordinator.topics import TopicStore
 from protocol.errors import ErrorCode
 from protocol.messages import (
     API,
     ApiVersionsResponse,
     ApiVersionsResponseKey,
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -53,6 +56,8 @@ GROUP_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
 # Also serialized on their group's queue (a commit is a heartbeat; a fetch sees earlier commits),
 # but an empty group_id is valid for them, as in Kafka.
 OFFSET_APIS = frozenset({"OffsetCommit", "OffsetFetch"})
+# The broker's own timer: the retention check (offsets.retention.check.interval.ms).
+EXPIRY_TIMER: TimerKey = ("offsets_expiry",)
 
 
 @dataclass(slots=True)
@@ -101,6 +106,11 @@ class Broker:
         # FileLogStore (CoordinatorServer with a data_dir).
         self.logs: LogStore = logs if logs is not None else MemoryLogStore(self.config)
         self.groups: dict[str, Group] = {}
+        # Groups that were Empty, with no pending member id, after their last step, in that order
+        # (a dict: deterministic), the only ones the retention check looks at; it is armed while
+        # there is one.
+        self._empty: dict[str, None] = {}
+        self._expiry_armed = False
         self.txn = TransactionCoordinator(
             allocate_producer_id=lambda: self.logs.allocate_producer_id(),  # the store the shell set, read per call
             # The coordinator's markers are authoritative: they end the transaction on the
@@ -120,6 +130,12 @@ class Broker:
         """The group whose queue must serialize this request, or None for cluster-wide requests."""
         return body.group_id if api in GROUP_APIS or api in OFFSET_APIS else None
 
+    @staticmethod
+    def timer_key_queue(key: TimerKey) -> str | None:
+        """The queue a fired timer goes through (its group's, or its transactional id's), or None
+        for the broker's own (the retention check), which runs at once."""
+        return key[1] if len(key) > 1 else None  # type: ignore[return-value]
+
     def group(self, group_id: str) -> Group:
         g = self.groups.get(group_id)
         if g is None:
@@ -130,7 +146,10 @@ class Broker:
         if api in GROUP_APIS and not body.group_id:
             response = API[api].response(error_code=ErrorCode.INVALID_GROUP_ID, error_message="group_id must not be empty")
             return [Reply(ctx.reply_to, response)]
-        return self._handlers[api](body, ctx, now_ms)
+        out = self._handlers[api](body, ctx, now_ms)
+        if api in GROUP_APIS or api in OFFSET_APIS or api == "TxnOffsetCommit":
+            self._watch(body.group_id, out, now_ms)
+        return out
 
     def restore(self, records: list[Record], now_ms: int) -> list[Output]:
         """Rebuild topics and groups from a replayed log (only the latest record of each counts).
@@ -138,7 +157,7 @@ class Broker:
         session timers and log `group_loaded` per group."""
         out: list[Output] = []
         offsets: dict[str, list[OffsetCommitRecord]] = {}  # by group, in log order
-        for record in latest(records):
+        for record in live(records):
             if isinstance(record, TopicRecord):
                 self.topics.partitions[record.name] = record.partition_count
             elif isinstance(record, GroupMetadataRecord):
@@ -150,13 +169,52 @@ class Broker:
                 out += self.txn.restore(record, now_ms)
         for group_id, group_offsets in offsets.items():  # after the groups, into them (or a simple consumer's, Empty)
             out += self.group(group_id).restore_offsets(group_offsets, now_ms)
+        for group_id in self.groups:
+            self._watch(group_id, out, now_ms)
         return out
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
+        if key == EXPIRY_TIMER:
+            return self._check_expiry(now_ms)
         if key[0] == "txn":
             return self.txn.on_timer(key, now_ms)
         group = self.groups.get(key[1])
-        return group.on_timer(key, now_ms) if group is not None else []
+        if group is None:
+            return []
+        out = group.on_timer(key, now_ms)
+        self._watch(key[1], out, now_ms)
+        return out
+
+    # ------------------------------------------------------------------ expiry (docs/protocol.md §4.15)
+
+    def _watch(self, group_id: str, out: list[Output], now_ms: int) -> None:
+        """After a step of `group_id`: an Empty group is one the retention check must look at;
+        arm the check (appended to `out`) if it is not armed. Not while a member id is pending
+        (the dynamic join's first step: the group may be about to have members); the step that
+        ends the pending id (its expiry, LeaveGroup) comes back here."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is not GroupState.EMPTY or group.pending_members:
+            self._empty.pop(group_id, None)
+            return
+        self._empty[group_id] = None
+        if not self._expiry_armed:
+            self._expiry_armed = True
+            out.append(ArmTimer(EXPIRY_TIMER, now_ms + self.config.offsets_retention_check_interval_ms))
+
+    def _check_expiry(self, now_ms: int) -> list[Output]:
+        """The retention check: every Empty group expires what is due (Group.expire_offsets), and a
+        group left with nothing is dropped. Armed again while an Empty group remains."""
+        self._expiry_armed = False
+        out: list[Output] = []
+        retention_ms = self.config.offsets_retention_ms
+        for group_id in list(self._empty):
+            group = self.groups.get(group_id)
+            if group is not None and group.state is GroupState.EMPTY:
+                out += group.expire_offsets(now_ms, retention_ms)
+                if group.dead:
+                    del self.groups[group_id]
+            self._watch(group_id, out, now_ms)
+        return out
 
     # ------------------------------------------------------------------ group APIs
 
@@ -259,6 +317,29 @@ class Broker:
             group = self.groups.get(gid)
             described.append(group.describe() if group is not None else DescribedGroup(group_id=gid, group_state=GroupState.DEAD.value))
         return [Reply(ctx.reply_to, DescribeGroupsResponse(groups=described))]
+
+    def _on_DeleteGroups(self, req: DeleteGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """Kafka's DeleteGroups: each distinct group, in first-seen order, is deleted if Empty
+        (NONE; tombstones for its offsets and itself are persisted before the answer), else
+        NON_EMPTY_GROUP, or GROUP_ID_NOT_FOUND if there is none. `""` is a valid id here, as in
+        Kafka (a simple consumer's group)."""
+        persisted: list[Output] = []
+        rest: list[Output] = []  # the events and cancelled timers, after the answer
+        results = []
+        for gid in dict.fromkeys(req.groups_names):
+            group = self.groups.get(gid)
+            if group is None:
+                code = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.state is not GroupState.EMPTY:
+                code = ErrorCode.NON_EMPTY_GROUP
+            else:
+                code = ErrorCode.NONE
+                for o in group.delete(now_ms):
+                    (persisted if isinstance(o, Persist) else rest).append(o)
+                del self.groups[gid]
+                self._empty.pop(gid, None)
+            results.append(DeletableGroupResult(gid, code))
+        return [*persisted, Reply(ctx.reply_to, DeleteGroupsResponse(results=results)), *rest]
 
     def _on_ListGroups(self, req: ListGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         wanted = {s.lower() for s in req.states_filter}

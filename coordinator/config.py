@@ -26,6 +26,10 @@ _KEYS: dict[str, tuple[str, object]] = {
     # Longest committed_metadata an OffsetCommit may store (OFFSET_METADATA_TOO_LARGE beyond it).
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 4096),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", 900_000),
+    # Group expiry (KIP-211): offsets of a group Empty that long (a standalone group's: that long
+    # after their commit) expire at the next check, then the group, once Empty with none, is deleted.
+    "offsets.retention.minutes": ("offsets_retention_minutes", 10_080),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 600_000),
     # grouplab's own: when the durable group log (--data-dir) syncs appends to disk.
     "grouplab.log.fsync": ("log_fsync", "always"),
     # Partition logs (coordinator/partition_log.py), Kafka's names and defaults. The two flush
@@ -62,6 +66,12 @@ class BrokerConfig:
     message_max_bytes: int = 1_048_588
     offset_metadata_max_bytes: int = 4096
     transaction_max_timeout_ms: int = 900_000
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000
 
     @classmethod
     def names(cls) -> list[str]:
@@ -116,6 +126,10 @@ class BrokerConfig:
             raise ConfigError("log.flush.interval.ms must be >= 0")
         if self.message_max_bytes < 0:
             raise ConfigError("message.max.bytes must be >= 0")
+        for name, value in (("offsets.retention.minutes", self.offsets_retention_minutes),
+                            ("offsets.retention.check.interval.ms", self.offsets_retention_check_interval_ms)):
+            if value < 1:
+                raise ConfigError(f"{name} must be >= 1")
         if self.log_fsync not in LOG_FSYNC_POLICIES:
             raise ConfigError(f"grouplab.log.fsync must be one of {', '.join(LOG_FSYNC_POLICIES)}, got {self.log_fsync!r}")
 

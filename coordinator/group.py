@@ -9,10 +9,11 @@ States (docs/design.md §4):
       └──────────────────┼────┘                                                 ▼
                          └──── join of leader / changed member, leave, expiry ── Stable
 
-Dead is never entered: a `Group.absent` stand-in for a group that does not exist is Dead,
-generation 0 (what `offset_commit_rejected` writes for a missing group, docs/events.md). Offset
-requests to a missing group run on one, and storing offsets makes it Empty: a simple consumer's
-group, which the broker then keeps.
+A `Group.absent` stand-in for a group that does not exist is Dead, generation 0 (what
+`offset_commit_rejected` writes for a missing group, docs/events.md). Offset requests to a missing
+group run on one, and storing offsets makes it Empty: a simple consumer's group, which the broker
+then keeps. An Empty group becomes Dead when it is deleted (`delete`, for DeleteGroups) or expires
+(`expire_offsets`, the retention check: docs/protocol.md §4.15); the broker then drops it.
 
 Every public `handle_*` / `on_*` method validates first and returns an error reply without
 touching state when the input is not acceptable; state changes happen only after validation.
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Concatenate, Iterable, Mapping
 
 from coordinator.config import BrokerConfig
-from coordinator.group_log import GroupMetadataRecord, MemberMetadata, OffsetCommitRecord, Persist
+from coordinator.group_log import GroupMetadataRecord, GroupTombstone, MemberMetadata, OffsetCommitRecord, Persist
 from coordinator.offsets import CommitTriage, OffsetStore, fetch_response, partition_pairs
 from protocol.effects import ArmTimer, CancelTimer, Output, StepOutputs
 from protocol import consumer_protocol, events
@@ -129,6 +130,10 @@ class Group(StepOutputs):
     initial_delay_remaining_ms: int = 0
     new_member_added: bool = False
     rebalance_trigger: str = ""
+    # When the group last became Empty (KIP-211's current state timestamp): its offsets' retention
+    # counts from here. None for a group that has not been Empty since it had members (a simple
+    # consumer's): each offset's retention counts from its commit.
+    empty_since_ms: int | None = None
 
     def __post_init__(self) -> None:
         self.timers = Timers(self.group_id)
@@ -309,6 +314,8 @@ class Group(StepOutputs):
                 self.static_members[m.group_instance_id] = m.member_id
             self._arm_session(member)
         self.state = GroupState.STABLE if self.members else GroupState.EMPTY
+        if not self.members:
+            self.empty_since_ms = record.ts_ms  # an Empty record is written as the group becomes Empty
         self._log(events.GroupLoaded, leader=self.leader_id, protocol_name=self.protocol_name, members=list(self.members),
                   written_ms=record.ts_ms)
         return self._end()
@@ -366,6 +373,56 @@ class Group(StepOutputs):
             self.offsets.restore(record)
         self._log(events.OffsetsLoaded, committed_partitions=len(self.offsets.committed))
         return self._end()
+
+    # ------------------------------------------------------------------ expiry and deletion (docs/protocol.md §4.15)
+
+    @property
+    def dead(self) -> bool:
+        """Deleted or expired (or an `absent` stand-in): the broker does not keep it."""
+        return self.state is GroupState.DEAD
+
+    @property
+    def deletable(self) -> bool:
+        """Empty with nothing left to keep: no pending member id, no offset committed or staged."""
+        return (self.state is GroupState.EMPTY and not self.pending_members and not self.offsets.committed
+                and not self.offsets.pending)
+
+    def expire_offsets(self, now_ms: int, retention_ms: int) -> list[Output]:
+        """The retention check (offsets.retention.check.interval.ms), Kafka's since KIP-211. Only
+        an Empty group's offsets expire: `retention_ms` after it became Empty, or, for a group that
+        has had no members since (a simple consumer's, committing with generation -1), after each
+        offset's commit. Expired offsets get tombstones (`offsets_expired`); then a group left with
+        nothing (`deletable`) is deleted like DeleteGroups deletes it (`group_deleted`, Dead)."""
+        self._begin(now_ms)
+        if self.state is not GroupState.EMPTY:
+            return self._end()
+        expired = self.offsets.expired(now_ms, retention_ms, self.empty_since_ms)
+        if expired:
+            self._out += [Persist(t) for t in self.offsets.remove(expired, now_ms)]
+            self._log(events.OffsetsExpired, partitions=partition_pairs(expired), empty_since_ms=self.empty_since_ms)
+        if self.deletable:
+            self._delete("expired")
+        return self._end()
+
+    def delete(self, now_ms: int) -> list[Output]:
+        """DeleteGroups of this Empty group (the broker checked the state): its offsets, staged
+        ones included, and pending member ids go, tombstones are persisted, and it is Dead."""
+        self._begin(now_ms)
+        assert self.state is GroupState.EMPTY, self.state
+        self._delete("delete_groups")
+        return self._end()
+
+    def _delete(self, reason: str) -> None:
+        tombstones = self.offsets.remove(sorted(self.offsets.committed), self._now)
+        self._out += [Persist(t) for t in tombstones]
+        self._out.append(Persist(GroupTombstone(self.group_id, self._now)))
+        self.offsets.pending.clear()  # a transaction that later ends finds no group: nothing to do
+        for member_id in self.pending_members:
+            self._out.append(CancelTimer(self.timers.pending(member_id)))
+        self.pending_members.clear()
+        self.first_joins.clear()
+        self.state = GroupState.DEAD
+        self._log(events.GroupDeleted, reason=reason, offsets_deleted=len(tombstones))
 
     def validate_commit(self, member_id: str, group_instance_id: str | None, generation_id: int,
                         transactional: bool = False) -> ErrorCode | None:
@@ -809,6 +866,8 @@ class Group(StepOutputs):
     def _transition(self, to: GroupState) -> None:
         if to is not self.state:
             from_state, self.state = self.state, to
+            if to is GroupState.EMPTY:
+                self.empty_since_ms = self._now
             self._log(events.StateChanged, from_state=from_state, to_state=to)
 
     def _persist(self) -> None:

@@ -332,7 +332,11 @@ class CoordinatorServer:
                     record=type(record).__name__, key=list(record.key), error=repr(exc))))
 
     def _fire(self, key: tuple) -> None:
-        self._enqueue(key[1], ("timer", key))
+        queue = self.broker.timer_key_queue(key)
+        if queue is None:  # the broker's own (the retention check): no group's queue to wait in
+            self._run(lambda: self._driver().on_timer(key), None)
+        else:
+            self._enqueue(queue, ("timer", key))
 
     def _emit(self, ev: LogEvent) -> None:
         if self.events is not None:
