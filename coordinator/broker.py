@@ -39,6 +39,7 @@ from protocol.messages import (
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
+    JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
     LeaveGroupResponseMember,
@@ -220,6 +221,12 @@ class Broker:
 
     def _on_JoinGroup(self, req: JoinGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         existed = req.group_id in self.groups
+        refusal = None if existed else self._new_group_refusal(req.group_id)
+        if refusal is not None:
+            code, message = refusal
+            return [Reply(ctx.reply_to, JoinGroupResponse(error_code=code, member_id=req.member_id, error_message=message)),
+                    LogEvent(now_ms, events.JoinRejected(req.group_id, 0, GroupState.DEAD, req.member_id, code.name,
+                                                         message))]
         group = self.group(req.group_id)
         out = group.handle_join(req, ctx.reply_to, now_ms, ctx.client_id, ctx.client_host)
         if not existed and not group.members and not group.pending_members:
@@ -247,7 +254,8 @@ class Broker:
 
     def _on_OffsetCommit(self, req: OffsetCommitRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         group = self._offsets_group(req.group_id)
-        out = group.handle_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions)
+        out = group.handle_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions,
+                                         self._commit_refusal(group, req, transactional=False))
         return self._keep_if_created(group, out)
 
     def _on_OffsetFetch(self, req: OffsetFetchRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
@@ -257,6 +265,32 @@ class Broker:
         """The group an offset request goes to; for a group that does not exist, a Dead stand-in."""
         group = self.groups.get(group_id)
         return group if group is not None else Group.absent(group_id, self.config, self.new_member_id)
+
+    def _new_group_refusal(self, group_id: str) -> tuple[ErrorCode, str] | None:
+        """Why a group may not be made under `group_id` now (docs/protocol.md §4.12), or None: an
+        id longer than grouplab.max.id.length (INVALID_GROUP_ID), or grouplab.max.groups reached
+        (GROUP_MAX_SIZE_REACHED: not retriable, so a client stops and says so, where
+        COORDINATOR_NOT_AVAILABLE would have it retry for ever)."""
+        cfg = self.config
+        if len(group_id) > cfg.max_id_length:
+            return ErrorCode.INVALID_GROUP_ID, (f"group id of {len(group_id)} characters exceeds "
+                                                f"grouplab.max.id.length={cfg.max_id_length}")
+        if len(self.groups) >= cfg.max_groups:
+            return ErrorCode.GROUP_MAX_SIZE_REACHED, (
+                f"the coordinator holds grouplab.max.groups={cfg.max_groups} groups; delete some (DeleteGroups) "
+                f"or let them expire (offsets.retention.minutes)")
+        return None
+
+    def _commit_refusal(self, group: Group, req: OffsetCommitRequest | TxnOffsetCommitRequest,
+                        transactional: bool) -> ErrorCode | None:
+        """A commit that would make a new group (a stand-in it would accept) is refused as a
+        JoinGroup would be (`_new_group_refusal`)."""
+        if group.state is not GroupState.DEAD:
+            return None
+        if group.validate_commit(req.member_id, req.group_instance_id, req.generation_id, transactional) is not None:
+            return None  # refused anyway, with the group's own error
+        refusal = self._new_group_refusal(group.group_id)
+        return refusal[0] if refusal is not None else None
 
     def _keep_if_created(self, group: Group, out: list[Output]) -> list[Output]:
         """Keep a stand-in the step made a group (a simple consumer stored offsets)."""
@@ -304,6 +338,7 @@ class Broker:
         if precheck is None and txn is not None and req.group_id not in txn.groups:
             precheck = ErrorCode.INVALID_TXN_STATE
         group = self._offsets_group(req.group_id)
+        precheck = precheck or self._commit_refusal(group, req, transactional=True)
         out = group.handle_txn_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions, precheck)
         return self._keep_if_created(group, out)
 
@@ -321,14 +356,16 @@ class Broker:
     def _on_DeleteGroups(self, req: DeleteGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         """Kafka's DeleteGroups: each distinct group, in first-seen order, is deleted if Empty
         (NONE; tombstones for its offsets and itself are persisted before the answer), else
-        NON_EMPTY_GROUP, or GROUP_ID_NOT_FOUND if there is none. `""` is a valid id here, as in
-        Kafka (a simple consumer's group)."""
+        NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND if there is none, INVALID_GROUP_ID if its id is longer
+        than any group's may be. `""` is a valid id here, as in Kafka (a simple consumer's group)."""
         persisted: list[Output] = []
         rest: list[Output] = []  # the events and cancelled timers, after the answer
         results = []
         for gid in dict.fromkeys(req.groups_names):
             group = self.groups.get(gid)
-            if group is None:
+            if len(gid) > self.config.max_id_length:
+                code = ErrorCode.INVALID_GROUP_ID
+            elif group is None:
                 code = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.state is not GroupState.EMPTY:
                 code = ErrorCode.NON_EMPTY_GROUP

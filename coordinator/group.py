@@ -155,7 +155,7 @@ class Group(StepOutputs):
 
     def handle_join(self, req: JoinGroupRequest, reply_to: Any, now_ms: int, client_id: str = "", client_host: str = "") -> list[Output]:
         self._begin(now_ms)
-        error = self._validate_join(req)
+        error = self._validate_join(req, client_id)
         if error is not None:
             code, message = error
             self._reply(reply_to, JoinGroupResponse(error_code=code, member_id=req.member_id, error_message=message))
@@ -323,15 +323,16 @@ class Group(StepOutputs):
     # ------------------------------------------------------------------ offsets (docs/protocol.md §3.15, §3.16)
 
     def handle_offset_commit(self, req: OffsetCommitRequest, reply_to: Any, now_ms: int,
-                             partitions: Mapping[str, int]) -> list[Output]:
+                             partitions: Mapping[str, int], precheck: ErrorCode | None = None) -> list[Output]:
         """OffsetCommit, in Kafka's order. `partitions` (topic -> partition count) are the topics
         that exist: a partition of any other gets UNKNOWN_TOPIC_OR_PARTITION, and if none is left
         the group is not touched. Then `validate_commit`: a refusal answers every remaining
         partition (and the top-level `error_code`) with the error and changes nothing. Then
         metadata longer than offset.metadata.max.bytes gets OFFSET_METADATA_TOO_LARGE; the rest is
         stored and persisted (Persist outputs before the reply). An accepted commit from a member
-        of a Stable or PreparingRebalance group counts as its heartbeat."""
-        return self._commit_offsets(req, reply_to, now_ms, partitions, None, None)
+        of a Stable or PreparingRebalance group counts as its heartbeat. `precheck`, if given, is the
+        broker's refusal (a new group it will not make), answered like `validate_commit`'s."""
+        return self._commit_offsets(req, reply_to, now_ms, partitions, None, precheck)
 
     def handle_txn_offset_commit(self, req: TxnOffsetCommitRequest, reply_to: Any, now_ms: int,
                                  partitions: Mapping[str, int], precheck: ErrorCode | None) -> list[Output]:
@@ -507,7 +508,7 @@ class Group(StepOutputs):
 
     # ------------------------------------------------------------------ joins
 
-    def _validate_join(self, req: JoinGroupRequest) -> tuple[ErrorCode, str] | None:
+    def _validate_join(self, req: JoinGroupRequest, client_id: str) -> tuple[ErrorCode, str] | None:
         cfg = self.config
         if not cfg.group_min_session_timeout_ms <= req.session_timeout_ms <= cfg.group_max_session_timeout_ms:
             return ErrorCode.INVALID_SESSION_TIMEOUT, (
@@ -516,6 +517,14 @@ class Group(StepOutputs):
             )
         if req.rebalance_timeout_ms <= 0:
             return ErrorCode.INVALID_REQUEST, "rebalance_timeout_ms must be positive"
+        if len(req.protocols) > cfg.max_protocols_per_member:
+            return ErrorCode.INVALID_REQUEST, (f"{len(req.protocols)} protocols exceed "
+                                               f"grouplab.max.protocols.per.member={cfg.max_protocols_per_member}")
+        if len(client_id) > cfg.max_id_length:
+            return ErrorCode.INVALID_REQUEST, (f"client id of {len(client_id)} characters exceeds "
+                                               f"grouplab.max.id.length={cfg.max_id_length}")
+        if req.group_instance_id is not None and (problem := instance_id_problem(req.group_instance_id)):
+            return ErrorCode.INVALID_REQUEST, problem
         names = [p.name for p in req.protocols]
         if not req.protocol_type or not names or len(set(names)) != len(names):
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "protocol_type and a list of distinct protocols are required"
@@ -898,6 +907,23 @@ class Group(StepOutputs):
         """Log `event` with the group's G fields first (docs/events.md §4.1)."""
         if self.log_events:
             self._emit_log(event(self.group_id, self.generation_id, self.state, *args, **fields))
+
+
+INSTANCE_ID_MAX_LENGTH = 249  # Kafka's (JoinGroupRequest.validateGroupInstanceId), as for topic names
+_INSTANCE_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def instance_id_problem(instance_id: str) -> str | None:
+    """Kafka's rule for a group.instance.id, or None if it keeps it: 1 to 249 characters of ASCII
+    letters, digits, '.', '_' and '-'. (Kafka's client enforces it; grouplab's coordinator does,
+    since it stores the id.)"""
+    if not instance_id:
+        return "group.instance.id must not be empty"
+    if len(instance_id) > INSTANCE_ID_MAX_LENGTH:
+        return f"group.instance.id of {len(instance_id)} characters exceeds {INSTANCE_ID_MAX_LENGTH}"
+    if not _INSTANCE_ID_CHARS.issuperset(instance_id):
+        return f"group.instance.id {instance_id[:40]!r} has a character other than ASCII letters, digits, '.', '_' and '-'"
+    return None
 
 
 def _decode_for_log(protocol_type: str | None, data: bytes) -> Any:

@@ -1,7 +1,8 @@
 """DeleteGroups (API key 42 in Kafka; docs/protocol.md §3.11) and `grouplab delete`, like
 `kafka-consumer-groups --delete`: an Empty group and its offsets are deleted, with tombstones in
 the group log so a restart does not bring it back; a group with members is NON_EMPTY_GROUP, an
-unknown one GROUP_ID_NOT_FOUND; a repeated name is answered once. A refusal changes nothing."""
+unknown one GROUP_ID_NOT_FOUND, a longer id than any group may have INVALID_GROUP_ID; a repeated
+name is answered once. A refusal changes nothing."""
 
 from __future__ import annotations
 
@@ -84,13 +85,14 @@ def test_an_empty_group_is_deleted_with_its_offsets_and_tombstones_go_before_the
 
 
 def test_every_refusal_is_answered_per_group_and_changes_nothing() -> None:
-    b = broker()
+    b = broker(max_id_length=8)
     first = join(b, "busy")
     assert join(b, "busy", first.member_id, token="j2") is None  # parked: a member, PreparingRebalance
     commit(b, "empty", 1)
     before = {gid: (g.state, dict(g.offsets.committed), dict(g.members)) for gid, g in b.groups.items()}
-    results, out = delete(b, "busy", "nosuch")
-    assert results == [("busy", ErrorCode.NON_EMPTY_GROUP), ("nosuch", ErrorCode.GROUP_ID_NOT_FOUND)]
+    results, out = delete(b, "busy", "nosuch", "x" * 9)
+    assert results == [("busy", ErrorCode.NON_EMPTY_GROUP), ("nosuch", ErrorCode.GROUP_ID_NOT_FOUND),
+                       ("x" * 9, ErrorCode.INVALID_GROUP_ID)]
     assert [type(o) for o in out] == [Reply]  # nothing persisted, nothing logged
     assert {gid: (g.state, dict(g.offsets.committed), dict(g.members)) for gid, g in b.groups.items()} == before
 
