@@ -25,7 +25,8 @@ Fencing of OffsetCommit is Kafka's (`Group.validate_commit`: the classic group c
 `validateOffsetCommit` and `handleCommitOffsets`); docs/protocol.md §3.15 and §3.16 list every error.
 
 Durability: every stored offset is an `OffsetCommitRecord` in the group log (coordinator/
-group_log.py), emitted as a `Persist` output before the reply, restored by `Group.restore_offsets`.
+group_log.py), emitted as a `Persist` output before the reply, restored by `Group.restore_offsets`;
+an offset that expires or goes with its deleted group gets an `OffsetTombstone`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from coordinator.group_log import OffsetCommitRecord
+from coordinator.group_log import OffsetCommitRecord, OffsetTombstone
 from protocol.errors import AnswerTooLarge, ErrorCode
 from protocol.messages import (
     OffsetCommitRequest,
@@ -145,6 +146,24 @@ class OffsetStore:
 
     def has_pending(self, tp: TopicPartition) -> bool:
         return any(tp in staged for staged in self.pending.values())
+
+    # ------------------------------------------------------------------ expiry and deletion
+
+    def expired(self, now_ms: int, retention_ms: int, since_ms: int | None) -> list[TopicPartition]:
+        """The committed partitions whose retention has passed at `now_ms`, sorted: counted from
+        `since_ms` (when the group became Empty, KIP-211) or, if None, from each commit."""
+        return sorted(tp for tp, om in self.committed.items()
+                      if now_ms - (since_ms if since_ms is not None else om.commit_timestamp_ms) >= retention_ms)
+
+    def remove(self, partitions: Iterable[TopicPartition], now_ms: int) -> list[OffsetTombstone]:
+        """Forget the committed offsets of `partitions`; returns a tombstone each, to persist so
+        that a restart does not bring them back."""
+        tombstones = []
+        for tp in partitions:
+            if self.committed.pop(tp, None) is not None:
+                self._position.pop(tp, None)
+                tombstones.append(OffsetTombstone(self.group_id, tp.topic, tp.partition, now_ms))
+        return tombstones
 
     # ------------------------------------------------------------------ durability
 

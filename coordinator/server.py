@@ -8,7 +8,8 @@
   how big it would be; an answer that cannot be encoded at all (MemoryError included) is replaced by
   UNKNOWN_SERVER_ERROR. Either keeps the connection and the rest of the step (`_Connection.send`).
 - Group requests go through one serialized input queue per group (a deque drained by a scheduled
-  callback, so handlers never await); timer firings come back through the same queue.
+  callback, so handlers never await); timer firings come back through the same queue. A queue
+  lives only while it holds inputs, so ids that are never seen again cost nothing.
 - The Broker runs in a CoordinatorDriver (coordinator/driver.py), which carries out its outputs;
   this shell gives it the wall clock, loop.call_later timers, the connections to reply on, the
   group log and the event log.
@@ -75,9 +76,13 @@ def _conn_of(token: _ReplyTo) -> tuple[str, int]:
 
 
 class _GroupQueue:
-    __slots__ = ("items", "scheduled")
+    """One group's pending inputs. It exists only while it holds some: `_drain` removes it once
+    empty, so a request for a group id that never comes back leaves nothing behind."""
 
-    def __init__(self) -> None:
+    __slots__ = ("group_id", "items", "scheduled")
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
         self.items: deque[tuple] = deque()
         self.scheduled = False
 
@@ -426,7 +431,7 @@ class CoordinatorServer:
     def _enqueue(self, group_id: str, item: tuple) -> None:
         queue = self._queues.get(group_id)
         if queue is None:
-            queue = self._queues[group_id] = _GroupQueue()
+            queue = self._queues[group_id] = _GroupQueue(group_id)
         queue.items.append(item)
         if not queue.scheduled:
             queue.scheduled = True
@@ -443,6 +448,9 @@ class CoordinatorServer:
             else:
                 key = item[1]
                 self._run(lambda: self._driver().on_timer(key), None)
+        # Drained: forget the queue (a later input makes a new one; nothing of this one is left).
+        if self._queues.get(queue.group_id) is queue:
+            del self._queues[queue.group_id]
 
     def _driver(self) -> CoordinatorDriver:
         assert self.driver is not None, "requests and timers come only after start()"
@@ -483,7 +491,11 @@ class CoordinatorServer:
                     record=type(record).__name__, key=list(record.key), error=repr(exc))))
 
     def _fire(self, key: tuple) -> None:
-        self._enqueue(key[1], ("timer", key))
+        queue = self.broker.timer_key_queue(key)
+        if queue is None:  # the broker's own (the retention check): no group's queue to wait in
+            self._run(lambda: self._driver().on_timer(key), None)
+        else:
+            self._enqueue(queue, ("timer", key))
 
     def _emit(self, ev: LogEvent) -> None:
         if self.events is not None:

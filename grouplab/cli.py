@@ -1,4 +1,4 @@
-"""`grouplab` command line: run, coordinator, consumer, describe, topics, assign."""
+"""`grouplab` command line: run, coordinator, consumer, describe, delete, topics, assign."""
 
 from __future__ import annotations
 
@@ -638,6 +638,38 @@ async def cmd_describe(args: argparse.Namespace) -> int:
     problems += [f"group {g.group_id!r}: {AdminError(g.error_code, None)}" for g in failed]
     if problems:
         raise CliError("; ".join(problems) + (" (list the groups with --all-groups)" if missing else ""))
+    return 0
+
+
+async def cmd_delete(args: argparse.Namespace) -> int:
+    """Like kafka-consumer-groups --delete: DeleteGroups of each group; the deleted ones are
+    printed, any that could not be deleted make one line on stderr and exit 1."""
+    from grouplab.admin import AdminClient, AdminError, parse_bootstrap
+    from protocol.errors import ErrorCode
+
+    host, port = parse_bootstrap(args.bootstrap_server)
+    async with AdminClient(host, port) as admin:
+        groups = args.group or []
+        if args.all_groups:
+            groups = await admin.list_groups()
+            if not groups:
+                err.print("the coordinator has no groups")
+                return 0
+        if not groups:
+            raise UsageError("give --group NAME (repeatable) or --all-groups")
+        results = await admin.delete_groups(groups)
+    deleted = [g for g, code in results.items() if code == 0]
+    if deleted:
+        console.print(f"deleted group{'s' * (len(deleted) != 1)} {', '.join(map(repr, deleted))}", markup=False,
+                      highlight=False)
+    # What each refusal means to the person who asked (kafka-consumer-groups names only the code).
+    meaning = {ErrorCode.GROUP_ID_NOT_FOUND: "does not exist (GROUP_ID_NOT_FOUND)",
+               ErrorCode.NON_EMPTY_GROUP: "has members; stop them or let them leave first (NON_EMPTY_GROUP)",
+               ErrorCode.INVALID_GROUP_ID: "is not a valid group id (INVALID_GROUP_ID)"}
+    failed = [f"{g!r} {meaning.get(ErrorCode.from_code(code)) or AdminError(code, None)}"
+              for g, code in results.items() if code]
+    if failed:
+        raise CliError(f"could not delete: {'; '.join(failed)}")
     return 0
 
 
@@ -1475,6 +1507,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--all-groups", action="store_true", help="describe every group the coordinator has")
     d.add_argument("--format", choices=["table", "json"], default="table", help="output format")
 
+    x = sub.add_parser("delete", help="delete Empty groups and their committed offsets, like kafka-consumer-groups "
+                                      "--delete (a group with members is refused)")
+    add_bootstrap(x)
+    x.add_argument("--group", action="append", help="group to delete (repeatable)")
+    x.add_argument("--all-groups", action="store_true", help="delete every group the coordinator has (those with "
+                                                             "members are refused and reported)")
+
     t = sub.add_parser("topics", help="create topics, add partitions, list topics")
     tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")
     tc = tsub.add_parser("create", help="create a topic")
@@ -1562,7 +1601,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _ASYNC = {"run": cmd_run, "ui": cmd_ui, "coordinator": cmd_coordinator, "consumer": cmd_consumer, "describe": cmd_describe,
-          "topics": cmd_topics}
+          "delete": cmd_delete, "topics": cmd_topics}
 
 
 def _run_async(coro_fn: Any, args: argparse.Namespace) -> int:

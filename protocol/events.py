@@ -210,6 +210,20 @@ class OffsetsLoaded(GroupEvent):
     committed_partitions: int
 
 
+@dataclass(slots=True)
+class OffsetsExpired(GroupEvent):
+    NAME = "offsets_expired"
+    partitions: PartitionPairs
+    empty_since_ms: int | None
+
+
+@dataclass(slots=True)
+class GroupDeleted(GroupEvent):
+    NAME = "group_deleted"
+    reason: str  # "expired" or "delete_groups" (docs/events.md)
+    offsets_deleted: int
+
+
 # ----------------------------------------------------------------------------- coordinator: transactions (§4.1b)
 
 
