@@ -26,6 +26,15 @@ from protocol.schema import floor_bytes
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 MAX_PARTITIONS_PER_TOPIC = 1_000_000  # a bound, so one request cannot exhaust memory
+# What one partition costs in a Metadata answer, rounded up (43 bytes measured with a 1-character
+# topic name and small ids): a topic is never made bigger than grouplab.response.max.bytes can
+# describe, or every client that asked for its metadata would be refused (docs/protocol.md §4.12).
+METADATA_BYTES_PER_PARTITION = 64
+
+
+def max_partitions_per_topic(config: object) -> int:
+    limit = getattr(config, "response_max_bytes", 4 * 1024 * 1024)
+    return max(1, min(MAX_PARTITIONS_PER_TOPIC, limit // METADATA_BYTES_PER_PARTITION))
 # Topics one Metadata request may auto-create: more are answered UNKNOWN_TOPIC_OR_PARTITION (retriable:
 # the next request creates the next ones), so no request holds the coordinator long (issue 11).
 MAX_AUTO_CREATED_TOPICS = 1000
@@ -99,8 +108,10 @@ class TopicStore:
                 code, message = ErrorCode.INVALID_REQUEST, f"topic {t.name!r} appears more than once in the request"
             elif t.name in self.partitions:
                 code, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
-            elif not 1 <= count <= MAX_PARTITIONS_PER_TOPIC:
-                code, message = ErrorCode.INVALID_PARTITIONS, f"number of partitions must be 1..{MAX_PARTITIONS_PER_TOPIC}, got {count}"
+            elif not 1 <= count <= max_partitions_per_topic(self.config):
+                code, message = ErrorCode.INVALID_PARTITIONS, (
+                    f"number of partitions must be 1..{max_partitions_per_topic(self.config)} "
+                    f"(what grouplab.response.max.bytes can describe), got {count}")
             elif t.replication_factor not in (-1, 1):
                 code, message = ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be 1 (grouplab runs one broker)"
             if code is ErrorCode.NONE and not req.validate_only:
@@ -118,8 +129,9 @@ class TopicStore:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {t.name!r} does not exist"
             elif t.count <= current:
                 code, message = ErrorCode.INVALID_PARTITIONS, f"topic {t.name!r} has {current} partitions; the new count must be larger, got {t.count}"
-            elif t.count > MAX_PARTITIONS_PER_TOPIC:
-                code, message = ErrorCode.INVALID_PARTITIONS, f"at most {MAX_PARTITIONS_PER_TOPIC} partitions per topic"
+            elif t.count > (most := max_partitions_per_topic(self.config)):
+                code, message = ErrorCode.INVALID_PARTITIONS, (
+                    f"at most {most} partitions per topic (what grouplab.response.max.bytes can describe)")
             if code is ErrorCode.NONE and not req.validate_only:
                 self.partitions[t.name] = t.count
             results.append(CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
