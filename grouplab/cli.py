@@ -544,8 +544,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         scenario = scenario.with_assignors(check_assignors(parse_list(args.assignor)))
     interrupted = False
     if len(seeds) == 1:
-        timeline = Timeline(scenario.group_id)
+        timeline = Timeline(scenario.group_id, session_timeout_ms=scenario.session_timeout_ms())
         result = run_seed(scenario, seeds[0], args.run_dir, listener=timeline)
+        costs_line = timeline.finish(result.ended_ms)
         console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seeds[0]}"))
         results = [result]
     else:
@@ -577,6 +578,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                   f"{summary['rebalances']} rebalances, {summary['partitions_moved']} partitions moved, "
                   f"settled after the faults in median {summary['settle_ms_median']} ms (max {summary['settle_ms_max']} ms); "
                   + ("[green]all invariants held[/]" if not summary["failed"] else f"[red]failed seeds: {summary['failed']}[/]"))
+    if len(seeds) == 1:
+        console.print(costs_line)
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps({"scenario": scenario.name, "totals": summary, "seeds": rows,
                                                        "interrupted": interrupted}, indent=2))

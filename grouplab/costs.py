@@ -83,7 +83,11 @@ class Stall:
 
     @property
     def verb(self) -> str:
-        return VERBS.get(self.fault, self.fault)
+        """What happened, for sentences: `crashed`, `hung`, `crashed (producer fenced)`, ..."""
+        verb = VERBS.get(self.fault, self.fault)
+        if self.detail and self.fault in ("process_crashed", "process_exited"):
+            verb += f" ({self.detail.replace('_', ' ') if self.fault == 'process_crashed' else self.detail})"
+        return verb
 
     @property
     def span_ms(self) -> int | None:
@@ -641,7 +645,7 @@ def _until(stall: Stall, session_timeout_ms: int | None) -> str:
     if by == "left":
         return "until it left the group"
     if by == "fenced":
-        return "until its static replacement fenced it"
+        return "until its replacement with the same group.instance.id fenced it"
     if by in ("lost", "revoked", "closed"):
         why = f" ({stall.ended_detail})" if stall.ended_detail else ""
         return f"until it {'gave them up as lost' if by == 'lost' else 'revoked them'}{why}"

@@ -233,7 +233,7 @@ def test_a_static_restart_is_fenced_and_its_new_process_consumes() -> None:
     stall = costs.stalls[0]
     assert (stall.ended_by, stall.unowned_after_ms, stall.repaired_generation) == ("fenced", 100, None)
     assert [h.end_reason for h in costs.holdings if h.member_id == "b-1"] == ["fenced", "fenced"]
-    assert "until its static replacement fenced it" in describe_stall(reports[0])
+    assert "until its replacement with the same group.instance.id fenced it" in describe_stall(reports[0])
     assert_adds_up(costs, 20_000)
 
 
