@@ -17,6 +17,7 @@ from consumer.assignors import UnknownAssignor, assignor_names, get_assignor
 from consumer.config import ConsumerConfig, ConsumerConfigError
 from coordinator.config import BrokerConfig, ConfigError
 from coordinator.group_log import LogLockedError
+from protocol.effects import wall_clock_ms
 from protocol.types import Subscription, TopicPartition, format_partitions
 
 # Piped output (not a terminal, no COLUMNS) is laid out this wide, so that no table cell is cut to
@@ -112,9 +113,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise UsageError("--timeout must be more than 0 seconds")
     # Every consumer override is checked now, before the coordinator starts.
-    ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
-                   assignors=assignors).with_overrides(args.consumer_config or [])
-    view = RebalanceView(console, args.group)
+    consumer_config = ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
+                                     assignors=assignors).with_overrides(args.consumer_config or [])
+    view = RebalanceView(console, args.group, session_timeout_ms=consumer_config.session_timeout_ms)
     run_dir = Path(args.run_dir) if args.run_dir else None
     delivery = None
     if args.delivery:
@@ -153,7 +154,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
             how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
             console.print(f"[yellow]stopping {victim.client.config.client_id} ({how})…[/]")
             await cluster.stop_consumer(victim, leave=not args.crash)
-            await cluster.wait_stable(args.timeout)
+            await _with_countdown(view, cluster.wait_stable(args.timeout))
             await asyncio.sleep(args.hold)
             console.print("[green]adding a consumer…[/]")
             await cluster.add_consumer()
@@ -180,11 +181,13 @@ async def cmd_run(args: argparse.Namespace) -> int:
                                              {tp.partition: offset for tp, offset in _committed(cluster).items()
                                               if tp.topic == delivery.input_topic})
         await cluster.close()
+        costs_line = view.finish(wall_clock_ms())
         console.print(summary_table(view.records))
         processed = sum(sum(app.stats.processed.values()) for app in apps)
         kind = "records" if delivery is not None else "synthetic records"
         console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} {kind} processed"
                       + (f" · event log: {run_dir}/" if run_dir else ""))
+        console.print(costs_line)
         if account is not None:
             console.print(_delivery_table(delivery, account, processed))
         if cluster.proxy is not None:
@@ -192,6 +195,26 @@ async def cmd_run(args: argparse.Namespace) -> int:
     if timed_out:
         raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
     return 130 if interrupted else 0
+
+
+async def _with_countdown(view: Any, waiting: Any) -> None:
+    """Await `waiting` (the group settling); meanwhile, while a member that stopped is still in
+    the group, say when its session will have run out: once, and on a terminal as a live line."""
+    text = view.countdown(wall_clock_ms())
+    if text is None:
+        await waiting
+        return
+    console.print(f"[yellow]{text}[/]")
+    task = asyncio.ensure_future(waiting)
+    try:
+        if console.is_terminal:
+            with console.status(text) as status:
+                while not task.done() and (text := view.countdown(wall_clock_ms())) is not None:
+                    status.update(text)
+                    await asyncio.wait([task], timeout=0.5)
+        await task
+    finally:
+        task.cancel()
 
 
 def listen_error(host: str, port: int, exc: OSError) -> str:

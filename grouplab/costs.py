@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
@@ -680,3 +681,18 @@ def describe_stall(report: StallReport, origin_ms: int = 0, session_timeout_ms: 
         else:
             text += f"; the rebalance then took {r.ended_ms - s.removed_ms:,} ms"
     return text
+
+
+def describe_partition_time(t: PartitionTime, stalls: Iterable[Stall] = ()) -> str:
+    """`partition time (24 partitions, 15,130.7 partition-s): 80.7% consumed · 47.2 partition-s
+    assigned but not consumed (charged to 3 stops: crash ×3) · 2,874.3 partition-s unowned`."""
+    if not t.total_ms:
+        return "partition time: no partition was ever assigned"
+    charged = [s for s in stalls if s.partitions]
+    kinds = Counter(s.fault.replace("_", " ") for s in charged)
+    which = ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items()))
+    return (f"partition time ({t.partitions} partitions, {t.total_ms / 1000:,.1f} partition-s): "
+            f"{t.consumed_ms / t.total_ms:.1%} consumed · "
+            f"{t.assigned_not_consumed_ms / 1000:,.1f} partition-s assigned but not consumed"
+            + (f" (charged to {len(charged)} stop{'s' if len(charged) != 1 else ''}: {which})" if charged else "")
+            + f" · {t.unowned_ms / 1000:,.1f} partition-s unowned")

@@ -6,12 +6,11 @@ the group settled."""
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 from dataclasses import dataclass, field
 
 from rich.table import Table
 
-from grouplab.costs import CostTracker, StallReport, describe_stall
+from grouplab.costs import CostTracker, StallReport, describe_partition_time, describe_stall
 from protocol import events
 from protocol.effects import LogEvent
 
@@ -61,17 +60,8 @@ class Timeline:
         run's partition time as a line for the summary."""
         self.costs.finish(end_ms)
         self._costs()
-        t = self.costs.totals(group_id=self.group_id)
-        if not t.total_ms:
-            return "partition time: no partition was ever assigned"
-        stalls = [s for s in self.costs.stalls if s.partitions and s.group_id == self.group_id]
-        kinds = Counter(s.fault.replace("_", " ") for s in stalls)
-        charged = ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items()))
-        return (f"partition time ({t.partitions} partitions, {t.total_ms / 1000:,.1f} partition-s): "
-                f"{t.consumed_ms / t.total_ms:.1%} consumed · "
-                f"{t.assigned_not_consumed_ms / 1000:,.1f} partition-s assigned but not consumed"
-                + (f" (charged to {len(stalls)} stops: {charged})" if stalls else "")
-                + f" · {t.unowned_ms / 1000:,.1f} partition-s unowned")
+        return describe_partition_time(self.costs.totals(group_id=self.group_id),
+                                       (s for s in self.costs.stalls if s.group_id == self.group_id))
 
     def render(self, limit: int = 60, title: str = "timeline") -> Table:
         table = Table(title=title, title_justify="left", header_style="bold")
