@@ -545,6 +545,22 @@ def _excerpt(line: dict[str, Any] | None, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
 
 
+# ----------------------------------------------------------------------------- plot
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from grouplab.plot import chart_from_run, save
+
+    if Path(args.out).suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--out must end in .png or .svg (got {args.out!r})")
+    chart = chart_from_run(args.run_dir, args.group, args.title)
+    path = save(chart, args.out)
+    console.print(f"wrote {path} ({len(chart.lanes)} partitions, {len(chart.bars):,} ownership intervals, "
+                  f"{len(chart.idle):,} assigned but not consumed, {len(chart.bands)} rebalances, "
+                  f"{len(chart.faults)} faults)")
+    return 0
+
+
 # ----------------------------------------------------------------------------- simulate
 
 
@@ -1108,6 +1124,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "and check that it answers the same (docs/events.md §7)")
     rp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate/coordinator --run-dir)")
 
+    pl = sub.add_parser("plot", help="draw a run's partition ownership over time: rebalances, faults and the time "
+                                     "partitions were assigned but not consumed (no Spark)")
+    pl.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate --run-dir)")
+    pl.add_argument("--out", required=True, metavar="FILE", help="timeline.png or timeline.svg (the format is the extension)")
+    pl.add_argument("--group", help="the consumer group to draw (default: the run's group with the most partitions)")
+    pl.add_argument("--title", help="the chart's title (default: the run directory's name and the group)")
+
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
@@ -1151,6 +1174,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_analyze(args)
         if args.command == "replay":
             return cmd_replay(args)
+        if args.command == "plot":
+            return cmd_plot(args)
         return _run_async(_ASYNC[args.command], args)
     except KeyboardInterrupt:
         fail(args.command, "interrupted")

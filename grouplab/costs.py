@@ -139,6 +139,18 @@ class Holding:
 
 
 @dataclass(frozen=True, slots=True)
+class Fault:
+    """A fault the run's logs record, for pictures: the simulator's `fault_injected` (not the
+    per-message rule form), `coordinator_crashed`, `process_crashed`, `process_exited`, and a
+    real run's `app_crashed`. Only some stop a member (see Stall)."""
+
+    ts_ms: int
+    group_id: str
+    fault: str
+    clients: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class StallReport:
     """A stall whose assigned-but-not-consumed time is over, once: when the coordinator removed
     the member, with the rebalance that followed (ready when it completes); otherwise when its
@@ -221,6 +233,8 @@ class CostTracker:
         self.stalls: list[Stall] = []
         self.segments: list[Segment] = []  # closed ones, in the order they closed
         self.holdings: list[Holding] = []  # closed ones
+        self.faults: list[Fault] = []
+        self.completed: list[Rebalance] = []  # every rebalance completed, as feed returned them
         self.now = 0
         self.finished = False
         self._lanes: dict[tuple[str, TopicPartition], _Lane] = {}
@@ -230,7 +244,8 @@ class CostTracker:
         self._group_start: dict[str, int] = {}
         self._created: dict[str, tuple[int, int]] = {}  # topic -> (partition count, ts of its latest growth)
         self._stable_at: dict[tuple[str, int], int] = {}  # (group, generation) -> its group_stable ts
-        self._resumes: list[tuple[int, int, Stall]] = []  # (until_ms, seq, stall): hang and slow ends
+        self._resumes: list[tuple[int, int, Stall, _Process]] = []  # (until_ms, seq, ...): hang and slow ends
+        self._timed: dict[int, tuple[Stall, _Process]] = {}  # the hang and slow spells still on
         self._seq = itertools.count()
         self._anc: dict[int, set[_Lane]] = {}  # stall index -> lanes assigned-not-consumed because of it
         self._pending: list[Stall] = []  # ended by a removal: reported with the next rebalance of the group
@@ -258,6 +273,7 @@ class CostTracker:
         if handler is not None:
             handler(self, node, ts, payload)
         if rebalance is not None:
+            self.completed.append(rebalance)
             self._stable_at[(rebalance.group_id, rebalance.generation)] = rebalance.ended_ms
             self._report_removed(rebalance)
         return rebalance
@@ -287,13 +303,50 @@ class CostTracker:
     # ------------------------------------------------------------------ reading
 
     def open_segments(self, now_ms: int | None = None) -> list[Segment]:
-        """Every lane's current segment, as if it ended at `now_ms` (ended_by "open")."""
-        now = self.now if now_ms is None else max(now_ms, self.now)
+        """Every lane's current segment, as if it ended at `now_ms` (ended_by "open"); a hang or
+        slow spell due to end by then ends in it at its time, as `finish(now_ms)` would end it."""
         if self.finished:
             return []
-        return [Segment(lane.group_id, lane.tp, lane.state, lane.since, now, lane.client, lane.member,
-                        lane.generation, lane.stall.index if lane.stall else None, "open")
-                for lane in self._lanes.values()]
+        now = self.now if now_ms is None else max(now_ms, self.now)
+        return [seg for lane in self._lanes.values() for seg in self._project(lane, now)]
+
+    def _project(self, lane: _Lane, now: int) -> list[Segment]:
+        """The lane's open segment up to `now`, split where a holder's timed stop ends."""
+        def segment(start: int, end: int, state: State, hold: _Hold | None, stall: Stall | None,
+                    ended_by: str) -> Segment:
+            return Segment(lane.group_id, lane.tp, state, start, end, hold.process.node if hold else lane.client,
+                           hold.member_id if hold else lane.member, hold.generation if hold else lane.generation,
+                           stall.index if stall is not None else None, ended_by)
+
+        ends = sorted({max(h.process.stall.until_ms, lane.since) for h in lane.holders.values()
+                       if h.process.stall is not None and h.process.stall.until_ms is not None
+                       and h.process.stall.until_ms <= now})
+        if lane.state != ASSIGNED_NOT_CONSUMED or not ends:
+            return [segment(lane.since, now, lane.state, None, lane.stall, "open")]
+        out: list[Segment] = []
+        start, state, stall = lane.since, lane.state, lane.stall
+        hold: _Hold | None = None
+        for t in ends:
+            def stopped(p: _Process) -> Stall | None:
+                st = p.stall
+                return None if st is None or st.until_ms is not None and st.until_ms <= t else st
+            new_state, new_hold, new_stall = _state_of(lane, stopped)
+            if (new_state, new_stall) == (state, stall):
+                continue
+            if t > start:
+                out.append(segment(start, t, state, hold, stall, "resumed"))
+            start, state, hold, stall = t, new_state, new_hold, new_stall
+        if now > start:
+            out.append(segment(start, now, state, hold, stall, "open"))
+        return out
+
+    def open_holdings(self, now_ms: int | None = None) -> list[Holding]:
+        """Every holding still open, as if it ended at `now_ms` (end_reason "open")."""
+        if self.finished:
+            return []
+        now = self.now if now_ms is None else max(now_ms, self.now)
+        return [Holding(lane.group_id, lane.tp, node, h.member_id, h.generation, h.start_ms, now, "open")
+                for lane in self._lanes.values() for node, h in lane.holders.items()]
 
     def all_segments(self, now_ms: int | None = None) -> list[Segment]:
         return self.segments + self.open_segments(now_ms)
@@ -328,20 +381,20 @@ class CostTracker:
         """(assigned-but-not-consumed, unowned right after) partition-ms of `stall`, open segments
         up to `now_ms` included."""
         anc, after = stall.assigned_not_consumed_ms, stall.unowned_after_ms
-        if not self.finished:
-            now = self.now if now_ms is None else max(now_ms, self.now)
-            for lane in self._lanes.values():
-                if lane.stall is stall:
-                    if lane.state == ASSIGNED_NOT_CONSUMED:
-                        anc += now - lane.since
-                    elif lane.state == UNOWNED:
-                        after += now - lane.since
+        for seg in self.open_segments(now_ms):
+            if seg.stall == stall.index:
+                if seg.state == ASSIGNED_NOT_CONSUMED:
+                    anc += seg.duration_ms
+                elif seg.state == UNOWNED:
+                    after += seg.duration_ms
         return anc, after
 
     def waiting(self, now_ms: int | None = None) -> list[Stall]:
         """Stalls whose partitions are assigned but not consumed now, with the member still in the
         group: what a session timeout (or the end of a hang) will end."""
-        return [s for s in self.stalls if self._anc.get(s.index) and s.removed_ms is None]
+        now = self.now if now_ms is None else now_ms
+        return [s for s in self.stalls if self._anc.get(s.index) and s.removed_ms is None
+                and (s.until_ms is None or s.until_ms > now)]
 
     # ------------------------------------------------------------------ coordinator events
 
@@ -379,25 +432,30 @@ class CostTracker:
     # ------------------------------------------------------------------ simulator events
 
     def _fault_injected(self, node: str, ts: int, ev: events.FaultInjected) -> None:
+        self.faults.append(Fault(ts, ev.group_id, ev.fault, tuple(ev.members)))
         if ev.fault not in STOPPING_FAULTS:
             return
         until = ts + ev.duration_ms if ev.fault in TIMED_FAULTS else None
         for member in ev.members:
             self._stop(member, ev.group_id, ts, ev.fault, None, until)
 
+    def _coordinator_crashed(self, node: str, ts: int, ev: events.CoordinatorCrashed) -> None:
+        self.faults.append(Fault(ts, ev.group_id, "coordinator_crashed", ()))
+
     def _process_crashed(self, node: str, ts: int, ev: events.ProcessCrashed) -> None:
+        self.faults.append(Fault(ts, ev.group_id, "process_crashed", (ev.member,)))
         self._stop(ev.member, ev.group_id, ts, "process_crashed", ev.point, None)
 
     def _process_exited(self, node: str, ts: int, ev: events.ProcessExited) -> None:
+        self.faults.append(Fault(ts, ev.group_id, "process_exited", (ev.member,)))
         self._stop(ev.member, ev.group_id, ts, "process_exited", ev.error, None)
 
     def _process_started(self, node: str, ts: int, ev: events.ProcessStarted) -> None:
         self._new_process(ev.member)
 
     def _faults_over(self, node: str, ts: int, ev: events.FaultsOver) -> None:
-        for proc in list(self._processes.values()):
-            if proc.stall is not None and proc.stall.until_ms is not None:
-                self._resume(proc, proc.stall, ts)
+        for stall, proc in list(self._timed.values()):
+            self._resume(proc, stall, ts)
 
     # ------------------------------------------------------------------ member events
 
@@ -439,6 +497,7 @@ class CostTracker:
 
     def _app_crashed(self, node: str, ts: int, ev: events.AppCrashed) -> None:
         self._member_other(node, ts, ev)
+        self.faults.append(Fault(ts, ev.group_id, "app_crashed", (node,)))
         self._stop(node, ev.group_id, ts, "app_crashed", None, None)
 
     # ------------------------------------------------------------------ processes and stops
@@ -465,11 +524,13 @@ class CostTracker:
         self._stalls_of.setdefault((stall.group_id, stall.member_id), []).append(stall)
         proc.stall, proc.used = stall, True
         if until is not None:
-            heapq.heappush(self._resumes, (until, next(self._seq), stall))
+            heapq.heappush(self._resumes, (until, next(self._seq), stall, proc))
+            self._timed[stall.index] = (stall, proc)
         for lane in sorted(proc.lanes, key=_lane_order):
             self._evaluate(lane, ts, "stopped", None)
 
     def _resume(self, proc: _Process, stall: Stall, ts: int, why: str = "resumed") -> None:
+        self._timed.pop(stall.index, None)
         if proc.stall is not stall:
             return
         proc.stall = None
@@ -481,14 +542,8 @@ class CostTracker:
         """Hang and slow spells that ended by `ts`, at the time they ended."""
         resumes = self._resumes
         while resumes and resumes[0][0] <= ts:
-            until, _, stall = heapq.heappop(resumes)
-            for proc in self._processes_of(stall):
-                self._resume(proc, stall, until)
-
-    def _processes_of(self, stall: Stall) -> Iterable[_Process]:
-        proc = self._processes.get(stall.client_id)
-        if proc is not None and proc.stall is stall:
-            yield proc
+            until, _, stall, proc = heapq.heappop(resumes)
+            self._resume(proc, stall, until)
 
     # ------------------------------------------------------------------ lanes
 
@@ -517,19 +572,7 @@ class CostTracker:
 
     def _evaluate(self, lane: _Lane, ts: int, why: str, generation: int | None, detail: str | None = None) -> None:
         """The lane's state from its holders now; a new segment if it changed."""
-        holders = lane.holders.values()
-        live = [h for h in holders if h.process.stall is None]
-        if live:
-            hold: _Hold | None = max(live, key=lambda h: h.start_ms)
-            state: State = CONSUMED
-            stall = None
-        elif holders:
-            hold = max(holders, key=lambda h: h.start_ms)
-            state, stall = ASSIGNED_NOT_CONSUMED, hold.process.stall
-        else:
-            hold, state = None, UNOWNED
-            # The time right after an assigned-but-not-consumed stretch is the stall's too.
-            stall = lane.stall if lane.state != CONSUMED else None
+        state, hold, stall = _state_of(lane, lambda p: p.stall)
         client = hold.process.node if hold else None
         member = hold.member_id if hold else None
         if (state, client, member, stall) == (lane.state, lane.client, lane.member, lane.stall):
@@ -597,6 +640,20 @@ class CostTracker:
 REMOVAL_REASONS = ("session_timeout", "rebalance_timeout", "sync_timeout", "left")
 
 
+def _state_of(lane: _Lane, stopped: Callable[[_Process], Stall | None]) -> tuple[State, _Hold | None, Stall | None]:
+    """A lane's state from its holders, given which processes have stopped: consumed by the
+    latest live holder, else assigned-but-not-consumed by the latest one, else unowned (the time
+    right after an assigned-but-not-consumed stretch is still that stall's)."""
+    holders = lane.holders.values()
+    live = [h for h in holders if stopped(h.process) is None]
+    if live:
+        return CONSUMED, max(live, key=lambda h: h.start_ms), None
+    if holders:
+        hold = max(holders, key=lambda h: h.start_ms)
+        return ASSIGNED_NOT_CONSUMED, hold, stopped(hold.process)
+    return UNOWNED, None, lane.stall if lane.state != CONSUMED else None
+
+
 def _lane_order(lane: _Lane) -> tuple[str, str, int]:
     return (lane.group_id, lane.tp.topic, lane.tp.partition)
 
@@ -613,6 +670,7 @@ _COORDINATOR: dict[type, Handler] = {
 }
 _SIMULATOR: dict[type, Handler] = {
     events.FaultInjected: CostTracker._fault_injected,  # not RuleFaultInjected: a message fault stops nobody
+    events.CoordinatorCrashed: CostTracker._coordinator_crashed,
     events.ProcessCrashed: CostTracker._process_crashed,
     events.ProcessExited: CostTracker._process_exited,
     events.ProcessStarted: CostTracker._process_started,

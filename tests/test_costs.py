@@ -308,7 +308,7 @@ def random_logs(draw: Any) -> list[tuple[str, LogEvent]]:
     return lines
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_logs(), st.integers(0, 5_000), st.data())
 def test_every_partitions_three_times_add_up_and_a_snapshot_equals_the_finished_prefix(
         lines: list[tuple[str, LogEvent]], tail: int, data: Any) -> None:
