@@ -905,13 +905,15 @@ def _runs_table(runs: list[dict[str, Any]]) -> Any:
     table = Table(title="runs", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
     # "log lines", not "events": `grouplab simulate` counts every simulator event (timers and
     # messages too), which is more than the lines its nodes log.
-    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "p50\nms", "p99\nms", "delivery"):
+    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "not consumed\npart.-s",
+                  "p50\nms", "p99\nms", "delivery"):
         table.add_column(label, justify="left" if label in ("run", "delivery") else "right")
     for r in runs:
         delivery = "-" if not r.get("delivery_mode") else f"{r['delivery_mode']}: {r['lost']} lost, {r['duplicated']} dup."
         table.add_row(r["run"], f"{r['events']:,}", str(r["malformed_lines"]), str(r["rebalances"]),
                       str(r["partitions_moved"]),
                       "-" if r["unowned_partition_ms"] is None else f"{r['unowned_partition_ms'] / 1000:,.1f}",
+                      "-" if r.get("assigned_not_consumed_ms") is None else f"{r['assigned_not_consumed_ms'] / 1000:,.1f}",
                       "-" if r["rebalance_p50_ms"] is None else str(r["rebalance_p50_ms"]),
                       "-" if r["rebalance_p99_ms"] is None else str(r["rebalance_p99_ms"]), delivery)
     return table

@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
-from grouplab.rebalances import Rebalance, RebalanceTracker
+from grouplab.rebalances import TRACKED_EVENTS, Rebalance, RebalanceTracker
 from protocol import events
 from protocol.effects import LogEvent
 from protocol.types import TopicPartition
@@ -269,7 +269,7 @@ class CostTracker:
         elif node in ("run", "proxy"):
             handler = None
         else:
-            handler = _MEMBER.get(type(payload), CostTracker._member_other)
+            handler = _MEMBER.get(type(payload))
         if handler is not None:
             handler(self, node, ts, payload)
         if rebalance is not None:
@@ -417,14 +417,14 @@ class CostTracker:
         for stall in self._stalls_of.get(key, ()):
             if stall.removed_ms is None:
                 stall.removed_ms, stall.removal_reason = ts, reason
-        for lane in list(self._by_member.get(key, ())):
+        for lane in sorted(self._by_member.get(key, ()), key=_lane_order):
             for n, hold in list(lane.holders.items()):
                 if hold.member_id == ev.member_id:
                     self._end_hold(lane, n, ts, "removed", why=reason)
 
     def _static_member_replaced(self, node: str, ts: int, ev: events.StaticMemberReplaced) -> None:
         key = (ev.group_id, ev.old_member_id)
-        for lane in list(self._by_member.get(key, ())):
+        for lane in sorted(self._by_member.get(key, ()), key=_lane_order):
             for n, hold in list(lane.holders.items()):
                 if hold.member_id == ev.old_member_id:
                     self._end_hold(lane, n, ts, "fenced")
@@ -677,6 +677,9 @@ _SIMULATOR: dict[type, Handler] = {
     events.FaultsOver: CostTracker._faults_over,
 }
 _MEMBER: dict[type, Handler] = {
+    events.MemberIdReceived: CostTracker._member_other,  # these three only tell the member id
+    events.Joined: CostTracker._member_other,
+    events.SyncCompleted: CostTracker._member_other,
     events.CoordinatorConnected: CostTracker._coordinator_connected,
     events.PartitionsAssigned: CostTracker._partitions_assigned,
     events.PartitionsRevoked: CostTracker._partitions_released,
@@ -754,3 +757,13 @@ def describe_partition_time(t: PartitionTime, stalls: Iterable[Stall] = ()) -> s
             f"{t.assigned_not_consumed_ms / 1000:,.1f} partition-s assigned but not consumed"
             + (f" (charged to {len(charged)} stop{'s' if len(charged) != 1 else ''}: {which})" if charged else "")
             + f" · {t.unowned_ms / 1000:,.1f} partition-s unowned")
+
+
+def _names(types: Iterable[type]) -> set[str]:
+    return {t.NAME for t in types}  # type: ignore[attr-defined]
+
+
+# Every event the fold (and the RebalanceTracker it feeds) reads: a reader may hand it only these
+# lines and get the same result (the Spark pipeline does, to keep its input small).
+COST_EVENTS: frozenset[str] = frozenset(
+    _names(_COORDINATOR) | _names(_SIMULATOR) | _names(_MEMBER) | TRACKED_EVENTS)

@@ -184,6 +184,8 @@ _HANDLERS: dict[type, Callable[[GroupHistory, int, Any], Rebalance | None]] = {
     events.GroupLoaded: GroupHistory._group_loaded,
     events.GroupStable: GroupHistory._group_stable,
 }
+# The coordinator events the tracker reads: a reader may hand it only these.
+TRACKED_EVENTS: frozenset[str] = frozenset(cls.NAME for cls in _HANDLERS)  # type: ignore[attr-defined]
 
 
 class RebalanceTracker:

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grouplab.costs import (ASSIGNED_NOT_CONSUMED, CONSUMED, UNOWNED, CostTracker, Segment, StallReport,
-                            describe_stall)
+from grouplab.costs import (ASSIGNED_NOT_CONSUMED, COST_EVENTS, CONSUMED, UNOWNED, CostTracker, Segment,
+                            StallReport, describe_stall)
 from grouplab.runlog import payload_of, read_run
 from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import load_scenario
@@ -347,6 +347,13 @@ def test_simulated_runs_add_up_live_and_from_their_run_directory(scenario: str, 
         files.feed(node, ev)
     files.finish(log.end_ms)
     assert sorted(files.segments, key=repr) == sorted(live.segments, key=repr)
+    # Fed only the lines it reads (as the Spark pipeline feeds it), it says the same.
+    only = CostTracker()
+    for node, ev in log.events:
+        if ev.event in COST_EVENTS:
+            only.feed(node, ev)
+    only.finish(log.end_ms)
+    assert only.segments == files.segments and only.holdings == files.holdings and only.stalls == files.stalls
     stalled = [s for s in live.stalls if s.partitions]
     assert stalled and live.totals().assigned_not_consumed_ms > 0
     expected_fault = {"crash-storm": "crash", "hang": "hang", "slow-consumer": "slow"}[scenario]
