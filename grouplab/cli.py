@@ -17,6 +17,7 @@ from consumer.assignors import UnknownAssignor, assignor_names, get_assignor
 from consumer.config import ConsumerConfig, ConsumerConfigError
 from coordinator.config import BrokerConfig, ConfigError
 from coordinator.group_log import LogLockedError
+from protocol.effects import wall_clock_ms
 from protocol.types import Subscription, TopicPartition, format_partitions
 
 if TYPE_CHECKING:
@@ -213,7 +214,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be more than 0 seconds")
     if not args.ui and (args.ui_port is not None or args.open or args.lang != "en"):
         raise UsageError("--ui-port, --open and --lang only apply with --ui")
-    view = RebalanceView(console, args.group)
+    consumer_config = ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
+                                     assignors=assignors).with_overrides(args.consumer_config or [])
+    view = RebalanceView(console, args.group, session_timeout_ms=consumer_config.session_timeout_ms)
     run_dir = Path(args.run_dir) if args.run_dir else None
     delivery = None
     if args.delivery:
@@ -260,7 +263,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                 how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
                 console.print(f"[yellow]stopping {name} ({how})…[/]")
                 await cluster.stop_consumer(victim, leave=not args.crash)
-            await cluster.wait_stable(args.timeout)
+            await _with_countdown(view, cluster.wait_stable(args.timeout))
             await asyncio.sleep(args.hold)
             console.print("[green]adding a consumer…[/]")
             await cluster.add_consumer()
@@ -289,11 +292,13 @@ async def cmd_run(args: argparse.Namespace) -> int:
                                              {tp.partition: offset for tp, offset in _committed(cluster).items()
                                               if tp.topic == delivery.input_topic})
         await cluster.close()
+        costs_line = view.finish(wall_clock_ms())
         console.print(summary_table(view.records))
         processed = sum(sum(app.stats.processed.values()) for app in apps)
         kind = "records" if delivery is not None else "synthetic records"
         console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} {kind} processed"
                       + (f" · event log: {run_dir}/" if run_dir else ""))
+        console.print(costs_line)
         if account is not None:
             console.print(_delivery_table(delivery, account, processed))
         if cluster.proxy is not None and cluster.proxy.rules:
@@ -429,6 +434,26 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
     if timed_out:
         raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
     return 130 if interrupted else 0
+
+
+async def _with_countdown(view: Any, waiting: Any) -> None:
+    """Await `waiting` (the group settling); meanwhile, while a member that stopped is still in
+    the group, say when its session will have run out: once, and on a terminal as a live line."""
+    text = view.countdown(wall_clock_ms())
+    if text is None:
+        await waiting
+        return
+    console.print(f"[yellow]{text}[/]")
+    task = asyncio.ensure_future(waiting)
+    try:
+        if console.is_terminal:
+            with console.status(text) as status:
+                while not task.done() and (text := view.countdown(wall_clock_ms())) is not None:
+                    status.update(text)
+                    await asyncio.wait([task], timeout=0.5)
+        await task
+    finally:
+        task.cancel()
 
 
 def listen_error(host: str, port: int, exc: OSError) -> str:
@@ -966,6 +991,22 @@ def _excerpt(line: dict[str, Any] | None, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
 
 
+# ----------------------------------------------------------------------------- plot
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from grouplab.plot import chart_from_run, save
+
+    if Path(args.out).suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--out must end in .png or .svg (got {args.out!r})")
+    chart = chart_from_run(args.run_dir, args.group, args.title)
+    path = save(chart, args.out)
+    console.print(f"wrote {path} ({len(chart.lanes)} partitions, {len(chart.bars):,} ownership intervals, "
+                  f"{len(chart.idle):,} assigned but not consumed, {len(chart.bands)} rebalances, "
+                  f"{len(chart.faults)} faults)")
+    return 0
+
+
 # ----------------------------------------------------------------------------- simulate
 
 
@@ -988,8 +1029,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         scenario = scenario.with_assignors(check_assignors(parse_list(args.assignor)))
     interrupted = False
     if len(seeds) == 1:
-        timeline = Timeline(scenario.group_id)
+        timeline = Timeline(scenario.group_id, session_timeout_ms=scenario.session_timeout_ms())
         result = run_seed(scenario, seeds[0], args.run_dir, listener=timeline)
+        costs_line = timeline.finish(result.ended_ms)
         console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seeds[0]}"))
         results = [result]
     else:
@@ -1023,6 +1065,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                   f"{summary['rebalances']} rebalances, {summary['partitions_moved']} partitions moved, "
                   f"settled after the faults in median {summary['settle_ms_median']} ms (max {summary['settle_ms_max']} ms); "
                   + ("[green]all invariants held[/]" if not summary["failed"] else f"[red]failed seeds: {summary['failed']}[/]"))
+    if len(seeds) == 1:
+        console.print(costs_line)
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps({"scenario": scenario.name, "totals": summary, "seeds": rows,
                                                        "interrupted": interrupted}, indent=2))
@@ -1309,13 +1353,15 @@ def _runs_table(runs: list[dict[str, Any]]) -> Any:
     table = Table(title="runs", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
     # "log lines", not "events": `grouplab simulate` counts every simulator event (timers and
     # messages too), which is more than the lines its nodes log.
-    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "p50\nms", "p99\nms", "delivery"):
+    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "not consumed\npart.-s",
+                  "p50\nms", "p99\nms", "delivery"):
         table.add_column(label, justify="left" if label in ("run", "delivery") else "right")
     for r in runs:
         delivery = "-" if not r.get("delivery_mode") else f"{r['delivery_mode']}: {r['lost']} lost, {r['duplicated']} dup."
         table.add_row(r["run"], f"{r['events']:,}", str(r["malformed_lines"]), str(r["rebalances"]),
                       str(r["partitions_moved"]),
                       "-" if r["unowned_partition_ms"] is None else f"{r['unowned_partition_ms'] / 1000:,.1f}",
+                      "-" if r.get("assigned_not_consumed_ms") is None else f"{r['assigned_not_consumed_ms'] / 1000:,.1f}",
                       "-" if r["rebalance_p50_ms"] is None else str(r["rebalance_p50_ms"]),
                       "-" if r["rebalance_p99_ms"] is None else str(r["rebalance_p99_ms"]), delivery)
     return table
@@ -1586,6 +1632,13 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("lessons", help="list the built-in lessons: `grouplab explain LESSON` tells one (docs/explain.md)")
     ls.add_argument("--lang", default="en", help="language of the titles: en or zh")
 
+    pl = sub.add_parser("plot", help="draw a run's partition ownership over time: rebalances, faults and the time "
+                                     "partitions were assigned but not consumed (no Spark)")
+    pl.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate --run-dir)")
+    pl.add_argument("--out", required=True, metavar="FILE", help="timeline.png or timeline.svg (the format is the extension)")
+    pl.add_argument("--group", help="the consumer group to draw (default: the run's group with the most partitions)")
+    pl.add_argument("--title", help="the chart's title (default: the run directory's name and the group)")
+
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
@@ -1637,6 +1690,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_explain(args)
         if args.command == "lessons":
             return cmd_lessons(args)
+        if args.command == "plot":
+            return cmd_plot(args)
         return _run_async(_ASYNC[args.command], args)
     except KeyboardInterrupt:
         fail(args.command, "interrupted")

@@ -191,6 +191,8 @@ _HANDLERS: dict[type, Callable[[GroupHistory, int, Any], Rebalance | None]] = {
     events.GroupStable: GroupHistory._group_stable,
     events.GroupDeleted: GroupHistory._group_deleted,
 }
+# The coordinator events the tracker reads: a reader may hand it only these.
+TRACKED_EVENTS: frozenset[str] = frozenset(cls.NAME for cls in _HANDLERS)  # type: ignore[attr-defined]
 
 
 class RebalanceTracker:

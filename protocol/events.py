@@ -645,6 +645,13 @@ class AppStopping(MemberShellEvent):
     NAME = "app_stopping"
 
 
+@dataclass(slots=True)
+class AppCrashed(MemberShellEvent):
+    """The application was killed without a goodbye: readers charge its partitions' idle time to it."""
+
+    NAME = "app_crashed"
+
+
 # ----------------------------------------------------------------------------- producer (§4.5a)
 
 
