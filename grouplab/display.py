@@ -13,6 +13,7 @@ from rich.table import Table
 
 from grouplab.costs import CostTracker, describe_partition_time, describe_stall
 from grouplab.rebalances import Rebalance
+from protocol import events
 from protocol.effects import LogEvent
 from protocol.types import TopicPartition, format_partitions
 
@@ -110,10 +111,14 @@ class RebalanceView:
     records: list[RebalanceRecord] = field(default_factory=list)
     costs: CostTracker = field(default_factory=CostTracker)
     origin_ms: int | None = None  # the first event's ts_ms: time zero of "crashed at 4.2 s"
+    initial_delay_ms: int | None = None  # group.initial.rebalance.delay.ms, from coordinator_started
 
     def __call__(self, node: str, ev: LogEvent) -> None:
         if self.origin_ms is None:
             self.origin_ms = ev.ts_ms
+        if isinstance(ev.payload, events.CoordinatorStarted):
+            delay = ev.payload.config.get("group.initial.rebalance.delay.ms")
+            self.initial_delay_ms = delay if isinstance(delay, int) else None
         rebalance = self.costs.feed(node, ev)
         if rebalance is not None and self.group_id in (None, rebalance.group_id):
             self._show(rebalance)
@@ -141,9 +146,18 @@ class RebalanceView:
             f"rebalance took {record.duration_ms} ms · {record.moved} partitions moved · "
             f"{record.revoked} revoked (eager would revoke {record.eager_revoked})"
             + (f" · [yellow]{record.withheld} withheld until their owners revoke them[/]" if record.withheld else "")
-            + f"\n[dim]trigger: {record.trigger}[/]")
+            + f"\n[dim]trigger: {record.trigger}[/]"
+            + (f"\n[dim]most of it waiting for more members: the group was new (empty), so the coordinator "
+               f"waits group.initial.rebalance.delay.ms ({self.initial_delay_ms} ms) before forming it, and again "
+               f"after each member that arrives meanwhile, up to the rebalance timeout (KIP-134)[/]"
+               if self._initial(rebalance) else ""))
         self._costs()  # the stops this rebalance's removals ended: their cost came before it began
         self.console.print(assignment_table(record.assignments, record.leader, rebalance.clients, moved_to))
+
+    def _initial(self, rebalance: Rebalance) -> bool:
+        """Did this rebalance form a group from empty, so that the initial delay was part of it?"""
+        return bool(self.initial_delay_ms) and not rebalance.previous_owners and rebalance.cause in (
+            "member_joined", "static_member_joined")
 
     def countdown(self, now_ms: int) -> str | None:
         """`waiting for session timeout: consumer-1 removed in ~7 s`, while a member that stopped

@@ -131,3 +131,13 @@ def test_a_crash_is_counted_down_and_charged_its_session_timeout(tmp_path: Path)
                      r"\(charged to 1 stop: app crashed ×1\)", out), out
     crashed = [json.loads(x) for x in (run_dir / "consumer-1.jsonl").read_text().splitlines()]
     assert crashed[-1]["event"] == "app_crashed"  # its last line
+
+
+def test_the_first_generation_says_it_waited_for_more_members() -> None:
+    """With the default group.initial.rebalance.delay.ms (3 s) the first rebalance takes seconds: the
+    screen says why (KIP-134) instead of leaving a bare 'took 6011 ms'."""
+    proc = subprocess.run(grouplab("run", "--consumers", "2", "--hold", "0.1", "--timeout", "30",
+                                   "--consumer-config", "session.timeout.ms=6000"),
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("group.initial.rebalance.delay.ms (3000 ms)") == 1, proc.stdout  # the first one only
