@@ -1,4 +1,4 @@
-"""`grouplab` command line: run, coordinator, consumer, describe, topics, assign."""
+"""`grouplab` command line: run, coordinator, consumer, describe, delete, topics, assign."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 
@@ -17,7 +17,11 @@ from consumer.assignors import UnknownAssignor, assignor_names, get_assignor
 from consumer.config import ConsumerConfig, ConsumerConfigError
 from coordinator.config import BrokerConfig, ConfigError
 from coordinator.group_log import LogLockedError
+from protocol.effects import wall_clock_ms
 from protocol.types import Subscription, TopicPartition, format_partitions
+
+if TYPE_CHECKING:
+    from grouplab.teach.lessons import Lesson
 
 # Piped output (not a terminal, no COLUMNS) is laid out this wide, so that no table cell is cut to
 # "partiti…" at rich's default of 80; on a terminal rich measures it, and COLUMNS always wins.
@@ -210,7 +214,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be more than 0 seconds")
     if not args.ui and (args.ui_port is not None or args.open or args.lang != "en"):
         raise UsageError("--ui-port, --open and --lang only apply with --ui")
-    view = RebalanceView(console, args.group)
+    consumer_config = ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
+                                     assignors=assignors).with_overrides(args.consumer_config or [])
+    view = RebalanceView(console, args.group, session_timeout_ms=consumer_config.session_timeout_ms)
     run_dir = Path(args.run_dir) if args.run_dir else None
     delivery = None
     if args.delivery:
@@ -257,7 +263,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                 how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
                 console.print(f"[yellow]stopping {name} ({how})…[/]")
                 await cluster.stop_consumer(victim, leave=not args.crash)
-            await cluster.wait_stable(args.timeout)
+            await _with_countdown(view, cluster.wait_stable(args.timeout))
             await asyncio.sleep(args.hold)
             console.print("[green]adding a consumer…[/]")
             await cluster.add_consumer()
@@ -286,11 +292,13 @@ async def cmd_run(args: argparse.Namespace) -> int:
                                              {tp.partition: offset for tp, offset in _committed(cluster).items()
                                               if tp.topic == delivery.input_topic})
         await cluster.close()
+        costs_line = view.finish(wall_clock_ms())
         console.print(summary_table(view.records))
         processed = sum(sum(app.stats.processed.values()) for app in apps)
         kind = "records" if delivery is not None else "synthetic records"
         console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} {kind} processed"
                       + (f" · event log: {run_dir}/" if run_dir else ""))
+        console.print(costs_line)
         if account is not None:
             console.print(_delivery_table(delivery, account, processed))
         if cluster.proxy is not None and cluster.proxy.rules:
@@ -430,6 +438,26 @@ def check_zookeeper(hosts: str | None) -> None:
         host, sep, port = hosts.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise UsageError(f"--zookeeper expects HOST:PORT (e.g. 127.0.0.1:2181), got {hosts!r}")
+
+
+async def _with_countdown(view: Any, waiting: Any) -> None:
+    """Await `waiting` (the group settling); meanwhile, while a member that stopped is still in
+    the group, say when its session will have run out: once, and on a terminal as a live line."""
+    text = view.countdown(wall_clock_ms())
+    if text is None:
+        await waiting
+        return
+    console.print(f"[yellow]{text}[/]")
+    task = asyncio.ensure_future(waiting)
+    try:
+        if console.is_terminal:
+            with console.status(text) as status:
+                while not task.done() and (text := view.countdown(wall_clock_ms())) is not None:
+                    status.update(text)
+                    await asyncio.wait([task], timeout=0.5)
+        await task
+    finally:
+        task.cancel()
 
 
 def listen_error(host: str, port: int, exc: OSError) -> str:
@@ -642,6 +670,38 @@ async def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_delete(args: argparse.Namespace) -> int:
+    """Like kafka-consumer-groups --delete: DeleteGroups of each group; the deleted ones are
+    printed, any that could not be deleted make one line on stderr and exit 1."""
+    from grouplab.admin import AdminClient, AdminError, parse_bootstrap
+    from protocol.errors import ErrorCode
+
+    host, port = parse_bootstrap(args.bootstrap_server)
+    async with AdminClient(host, port) as admin:
+        groups = args.group or []
+        if args.all_groups:
+            groups = await admin.list_groups()
+            if not groups:
+                err.print("the coordinator has no groups")
+                return 0
+        if not groups:
+            raise UsageError("give --group NAME (repeatable) or --all-groups")
+        results = await admin.delete_groups(groups)
+    deleted = [g for g, code in results.items() if code == 0]
+    if deleted:
+        console.print(f"deleted group{'s' * (len(deleted) != 1)} {', '.join(map(repr, deleted))}", markup=False,
+                      highlight=False)
+    # What each refusal means to the person who asked (kafka-consumer-groups names only the code).
+    meaning = {ErrorCode.GROUP_ID_NOT_FOUND: "does not exist (GROUP_ID_NOT_FOUND)",
+               ErrorCode.NON_EMPTY_GROUP: "has members; stop them or let them leave first (NON_EMPTY_GROUP)",
+               ErrorCode.INVALID_GROUP_ID: "is not a valid group id (INVALID_GROUP_ID)"}
+    failed = [f"{g!r} {meaning.get(ErrorCode.from_code(code)) or AdminError(code, None)}"
+              for g, code in results.items() if code]
+    if failed:
+        raise CliError(f"could not delete: {'; '.join(failed)}")
+    return 0
+
+
 async def cmd_topics(args: argparse.Namespace) -> int:
     from grouplab.admin import AdminClient, parse_bootstrap
 
@@ -810,39 +870,44 @@ def check_lang(lang: str) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    """Arguments and display; the story is grouplab/teach/explain.py's."""
+    """Arguments and display; the story is grouplab/teach/explain.py's (and a lesson's, lessons.py's)."""
     import tempfile
 
     from grouplab.replay import ReplayRefused
     from grouplab.teach.catalog import Catalog
-    from grouplab.teach.explain import Filter, markdown, mermaid, narrate_run, select, text_lines
+    from grouplab.teach.explain import Filter, mermaid, narrate_run, select, text_lines
+    from grouplab.teach.lessons import Told, comparison_text, markdown_page, tell
 
     check_lang(args.lang)
+    if args.lessons:
+        return cmd_lessons(args)
+    if not args.target:
+        raise UsageError("give a RUN_DIR, a scenario or a lesson to explain (grouplab lessons lists the lessons)")
     c = Catalog(args.lang)
     target = Path(args.target)
+    asked = Filter(args.from_s, args.to_s, args.generation)
+    lesson: Lesson | None = None
     with tempfile.TemporaryDirectory(prefix="grouplab-explain-") as tmp:
-        if (target / "trace").is_dir() or (target.is_dir() and not target.suffix == ".toml"):
-            run_dir, label = target, str(target)
-        else:  # a scenario: run it on the simulator first, into a directory that goes afterwards
-            from grouplab.sim.runner import run_seed
-            from grouplab.sim.scenario import ScenarioError, load_scenario, resolve_scenario
-
-            try:
-                scenario = load_scenario(resolve_scenario(args.target))
-            except ScenarioError as exc:
-                raise UsageError(f"{args.target}: not a run directory, and {exc}") from None
-            run_dir, label = Path(tmp), f"{scenario.name}, seed {args.seed}"
-            run_seed(scenario, args.seed, run_dir)
         try:
-            story = narrate_run(run_dir, args.lang)
+            if (target / "trace").is_dir() or (target.is_dir() and not target.suffix == ".toml"):
+                told = [Told(None, story := narrate_run(target, args.lang), select(story, asked))]
+                label = str(target)
+            else:  # a scenario or a lesson: run it on the simulator first, into a directory that goes afterwards
+                lesson = _lesson_or_scenario(args.target)
+                seed = args.seed if args.seed is not None else lesson.spec.seed
+                told = tell(lesson, seed, args.lang, asked, Path(tmp))
+                label = f"{lesson.scenario.name}, seed {seed}"
         except ReplayRefused as exc:
             raise CliError(exc) from None
-    steps = select(story, Filter(args.from_s, args.to_s, args.generation))
-    title = c.t("title.run", group=story.group or "?", run=label)
+    story, steps = told[0].story, told[0].steps
+    if lesson is not None and lesson.scenario.lesson is not None:  # a lesson: its title and introduction first
+        title, intro = c.t("title.lesson", title=lesson.title(c)), lesson.intro(c)
+    else:
+        title, intro = c.t("title.run", group=story.group or "?", run=label), None
     if args.format == "markdown":
-        text = markdown(story, steps, c, title, show_all=args.all)
+        text = markdown_page(told, c, title, intro, args.all)
     elif args.format == "mermaid":
-        text = mermaid(story, steps, c, show_all=args.all)
+        text = mermaid(story, steps, c, show_all=args.all)  # a lesson's variants: the first one's diagram
     else:
         text = ""
     if text:
@@ -852,7 +917,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(text)
         return 0
-    if not steps:
+    if not any(t.steps for t in told):
         err.print(c.t("filtered.none"))
         return 1
 
@@ -864,8 +929,62 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return answer.strip().lower() != "q"
 
     console.print(title, style="bold", markup=False, highlight=False)
-    for style, line in text_lines(story, steps, c, show_all=args.all, on_step=wait if args.step else None):
-        console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+    if intro:
+        console.print(intro, markup=False, highlight=False)
+    stopped = False
+
+    def step() -> bool:
+        nonlocal stopped
+        stopped = not wait()
+        return not stopped
+
+    for t in told:
+        if t.label is not None:
+            console.print(f"\n── {t.label} ──", style="bold", markup=False, highlight=False)
+        for style, line in text_lines(t.story, t.steps, c, show_all=args.all, on_step=step if args.step else None):
+            console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+        if stopped:
+            return 0
+    if len(told) > 1:
+        console.print(f"\n── {c.t('compare.title')} ──", style="bold", markup=False, highlight=False)
+        for line in comparison_text(told, c):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _lesson_or_scenario(target: str) -> Lesson:
+    """A scenario file or built-in scenario name, else a built-in lesson name; one line if neither."""
+    from grouplab.sim.scenario import ScenarioError, builtin_scenario_names, resolve_scenario
+    from grouplab.teach.lessons import find_lesson, lesson_names, load_lesson
+
+    try:
+        path = resolve_scenario(target)
+    except ScenarioError:
+        found = find_lesson(target)
+        if found is None:
+            raise UsageError(f"{target}: not a run directory, a scenario or a lesson (lessons: {', '.join(lesson_names())}; "
+                             f"built-in scenarios: {', '.join(builtin_scenario_names())})") from None
+        path = found
+    try:
+        return load_lesson(path)
+    except ScenarioError as exc:
+        raise UsageError(f"{target}: not a run directory, and {exc}") from None
+
+
+def cmd_lessons(args: argparse.Namespace) -> int:
+    """The built-in lessons with their titles, in the chosen language."""
+    from grouplab.teach.catalog import Catalog
+    from grouplab.teach.lessons import find_lesson, lesson_names, load_lesson
+
+    check_lang(args.lang)
+    c = Catalog(args.lang)
+    names = lesson_names()
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+        path = find_lesson(name)
+        assert path is not None
+        console.print(f"{name:<{width}}  {load_lesson(path).title(c)}", markup=False, highlight=False, soft_wrap=True)
+    err.print(c.t("lessons.hint"))
     return 0
 
 
@@ -874,6 +993,22 @@ def _excerpt(line: dict[str, Any] | None, limit: int = 400) -> str:
         return "(nothing)"
     text = json.dumps(line, separators=(",", ":"))
     return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
+
+
+# ----------------------------------------------------------------------------- plot
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from grouplab.plot import chart_from_run, save
+
+    if Path(args.out).suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--out must end in .png or .svg (got {args.out!r})")
+    chart = chart_from_run(args.run_dir, args.group, args.title)
+    path = save(chart, args.out)
+    console.print(f"wrote {path} ({len(chart.lanes)} partitions, {len(chart.bars):,} ownership intervals, "
+                  f"{len(chart.idle):,} assigned but not consumed, {len(chart.bands)} rebalances, "
+                  f"{len(chart.faults)} faults)")
+    return 0
 
 
 # ----------------------------------------------------------------------------- simulate
@@ -900,8 +1035,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         scenario = scenario.with_assignors(check_assignors(parse_list(args.assignor)))
     interrupted = False
     if len(seeds) == 1:
-        timeline = Timeline(scenario.group_id)
+        timeline = Timeline(scenario.group_id, session_timeout_ms=scenario.session_timeout_ms())
         result = run_seed(scenario, seeds[0], args.run_dir, listener=timeline)
+        costs_line = timeline.finish(result.ended_ms)
         console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seeds[0]}"))
         results = [result]
     else:
@@ -935,6 +1071,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                   f"{summary['rebalances']} rebalances, {summary['partitions_moved']} partitions moved, "
                   f"settled after the faults in median {summary['settle_ms_median']} ms (max {summary['settle_ms_max']} ms); "
                   + ("[green]all invariants held[/]" if not summary["failed"] else f"[red]failed seeds: {summary['failed']}[/]"))
+    if len(seeds) == 1:
+        console.print(costs_line)
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps({"scenario": scenario.name, "totals": summary, "seeds": rows,
                                                        "interrupted": interrupted}, indent=2))
@@ -1347,13 +1485,15 @@ def _runs_table(runs: list[dict[str, Any]]) -> Any:
     table = Table(title="runs", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
     # "log lines", not "events": `grouplab simulate` counts every simulator event (timers and
     # messages too), which is more than the lines its nodes log.
-    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "p50\nms", "p99\nms", "delivery"):
+    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "not consumed\npart.-s",
+                  "p50\nms", "p99\nms", "delivery"):
         table.add_column(label, justify="left" if label in ("run", "delivery") else "right")
     for r in runs:
         delivery = "-" if not r.get("delivery_mode") else f"{r['delivery_mode']}: {r['lost']} lost, {r['duplicated']} dup."
         table.add_row(r["run"], f"{r['events']:,}", str(r["malformed_lines"]), str(r["rebalances"]),
                       str(r["partitions_moved"]),
                       "-" if r["unowned_partition_ms"] is None else f"{r['unowned_partition_ms'] / 1000:,.1f}",
+                      "-" if r.get("assigned_not_consumed_ms") is None else f"{r['assigned_not_consumed_ms'] / 1000:,.1f}",
                       "-" if r["rebalance_p50_ms"] is None else str(r["rebalance_p50_ms"]),
                       "-" if r["rebalance_p99_ms"] is None else str(r["rebalance_p99_ms"]), delivery)
     return table
@@ -1545,6 +1685,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--all-groups", action="store_true", help="describe every group the coordinator has")
     d.add_argument("--format", choices=["table", "json"], default="table", help="output format")
 
+    x = sub.add_parser("delete", help="delete Empty groups and their committed offsets, like kafka-consumer-groups "
+                                      "--delete (a group with members is refused)")
+    add_bootstrap(x)
+    x.add_argument("--group", action="append", help="group to delete (repeatable)")
+    x.add_argument("--all-groups", action="store_true", help="delete every group the coordinator has (those with "
+                                                             "members are refused and reported)")
+
     t = sub.add_parser("topics", help="create topics, add partitions, list topics")
     tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")
     tc = tsub.add_parser("create", help="create a topic")
@@ -1631,10 +1778,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("explain", help="tell a run message by message: who sent what, what the coordinator "
                         "decided and why (docs/explain.md)")
-    ex.add_argument("target", metavar="RUN_DIR|SCENARIO",
+    ex.add_argument("target", metavar="RUN_DIR|SCENARIO|LESSON", nargs="?",
                     help="a run directory (run/simulate/coordinator --run-dir), or a scenario or lesson to simulate")
-    ex.add_argument("--seed", type=int, default=1, help="the seed to simulate a SCENARIO with")
+    ex.add_argument("--seed", type=int, help="the seed to simulate a SCENARIO with (default 1; a lesson's own)")
     ex.add_argument("--lang", default="en", help="language of the explanations: en or zh")
+    ex.add_argument("--lessons", action="store_true", help="list the built-in lessons (as `grouplab lessons`)")
     ex.add_argument("--format", choices=["text", "markdown", "mermaid"], default="text",
                     help="text for the terminal, markdown for a page to hand out, mermaid for a sequence diagram")
     ex.add_argument("--out", metavar="FILE", help="write markdown or mermaid here instead of stdout")
@@ -1644,6 +1792,16 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--generation", type=int, metavar="N",
                     help="only the rebalance that formed generation N and that generation's life")
     ex.add_argument("--all", action="store_true", help="also tell routine messages (heartbeats, commits) one by one")
+
+    ls = sub.add_parser("lessons", help="list the built-in lessons: `grouplab explain LESSON` tells one (docs/explain.md)")
+    ls.add_argument("--lang", default="en", help="language of the titles: en or zh")
+
+    pl = sub.add_parser("plot", help="draw a run's partition ownership over time: rebalances, faults and the time "
+                                     "partitions were assigned but not consumed (no Spark)")
+    pl.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate --run-dir)")
+    pl.add_argument("--out", required=True, metavar="FILE", help="timeline.png or timeline.svg (the format is the extension)")
+    pl.add_argument("--group", help="the consumer group to draw (default: the run's group with the most partitions)")
+    pl.add_argument("--title", help="the chart's title (default: the run directory's name and the group)")
 
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
@@ -1660,7 +1818,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _ASYNC = {"run": cmd_run, "ui": cmd_ui, "coordinator": cmd_coordinator, "consumer": cmd_consumer, "describe": cmd_describe,
-          "topics": cmd_topics}
+          "delete": cmd_delete, "topics": cmd_topics}
 
 
 def _run_async(coro_fn: Any, args: argparse.Namespace) -> int:
@@ -1696,6 +1854,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_replay(args)
         if args.command == "explain":
             return cmd_explain(args)
+        if args.command == "lessons":
+            return cmd_lessons(args)
+        if args.command == "plot":
+            return cmd_plot(args)
         return _run_async(_ASYNC[args.command], args)
     except KeyboardInterrupt:
         fail(args.command, "interrupted")

@@ -210,6 +210,20 @@ class OffsetsLoaded(GroupEvent):
     committed_partitions: int
 
 
+@dataclass(slots=True)
+class OffsetsExpired(GroupEvent):
+    NAME = "offsets_expired"
+    partitions: PartitionPairs
+    empty_since_ms: int | None
+
+
+@dataclass(slots=True)
+class GroupDeleted(GroupEvent):
+    NAME = "group_deleted"
+    reason: str  # "expired" or "delete_groups" (docs/events.md)
+    offsets_deleted: int
+
+
 # ----------------------------------------------------------------------------- coordinator: transactions (§4.1b)
 
 
@@ -412,6 +426,24 @@ class InternalError(Event):
     error: str
 
 
+@dataclass(slots=True)
+class ResponseTooLarge(Event):
+    NAME = "response_too_large"
+    api: str
+    client_id: str
+    bytes: int
+    limit: int
+    exact: bool
+
+
+@dataclass(slots=True)
+class ResponseEncodeFailed(Event):
+    NAME = "response_encode_failed"
+    api: str
+    client_id: str
+    error: str
+
+
 # ----------------------------------------------------------------------------- member state machine and delivery application (§4.4, §4.5b)
 
 
@@ -611,6 +643,13 @@ class BadResponse(MemberShellEvent):
 @dataclass(slots=True)
 class AppStopping(MemberShellEvent):
     NAME = "app_stopping"
+
+
+@dataclass(slots=True)
+class AppCrashed(MemberShellEvent):
+    """The application was killed without a goodbye: readers charge its partitions' idle time to it."""
+
+    NAME = "app_crashed"
 
 
 # ----------------------------------------------------------------------------- producer (§4.5a)
