@@ -3,12 +3,11 @@ read from the same two streams whether the run was simulated or over sockets —
 (coordinator, members, and the run's or simulator's own lines) and the coordinator's message
 trace (docs/events.md §7).
 
-Nothing is worked out twice: who consumes what, and the partition-milliseconds nobody did, are
-the dashboard's fold (grouplab/ui/model.py: a partition is consumed when the consumer the group
-assigned it to holds it and is not stopped); completed rebalances and who took part are the
-rebalance tracker's (grouplab/rebalances.py). The probe only cuts them at the changes and says
-when each change settled: a rebalance completed since the change, the group Stable with exactly
-the live consumers as members, and every subscribed partition consumed.
+Nothing is worked out twice: which partitions are consumed, assigned but not consumed (their
+owner stopped) or unowned is the cost fold's (grouplab/costs.py), and completed rebalances and who
+took part in them are the rebalance tracker's it feeds (grouplab/rebalances.py). The probe only
+cuts them at the changes and says when each change settled: a rebalance completed since the
+change, its members exactly the live consumers, and every partition of the group consumed.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grouplab.compare.script import Figures
-from grouplab.rebalances import RebalanceTracker
-from grouplab.ui.model import DashboardModel
+from grouplab.costs import CONSUMED, CostTracker
 from protocol.effects import LogEvent
 
 
@@ -31,6 +29,7 @@ class _Window:
     requests: Counter[str] = field(default_factory=Counter)
     rebalances: Counter[str] = field(default_factory=Counter)
     rebalanced: bool = False  # a rebalance completed since the change (every change of the script needs one)
+    members: set[str] = field(default_factory=set)  # the consumers of the last one
     settled_ms: int | None = None
     idle_ms: int | None = None
 
@@ -40,10 +39,8 @@ class CoordinatorProbe:
     `begin(at_ms, live)` when it happens (over sockets), or at a time given in advance
     (`expect`: the simulator's schedule), before any input stamped at or after it."""
 
-    def __init__(self, group_id: str, topics: dict[str, int], consumers: set[str]) -> None:
-        self.model = DashboardModel(group_id)
-        self.model.topics.update(topics)
-        self.tracker = RebalanceTracker()
+    def __init__(self, group_id: str, consumers: set[str]) -> None:
+        self.costs = CostTracker()
         self.group_id = group_id
         self.consumers = set(consumers)  # requests from others (an admin's) are not the group's
         self.windows: list[_Window] = []
@@ -57,8 +54,7 @@ class CoordinatorProbe:
 
     def begin(self, at_ms: int, live: set[str]) -> None:
         self._close(at_ms)
-        self.windows.append(_Window(at_ms, set(live), self._idle()))
-        self._check(at_ms)
+        self.windows.append(_Window(at_ms, set(live), self._idle(at_ms)))
 
     def _roll(self, ts_ms: int) -> None:
         while self._expected and self._expected[0][0] <= ts_ms:
@@ -66,10 +62,9 @@ class CoordinatorProbe:
             self.begin(at, live)
 
     def _close(self, at_ms: int) -> None:
-        self.model.advance(at_ms)
         if self.windows and self.windows[-1].idle_ms is None:
             w = self.windows[-1]
-            w.idle_ms = self._idle() - w.idle_at_start
+            w.idle_ms = self._idle(at_ms) - w.idle_at_start
 
     def finish(self, end_ms: int) -> list[Figures]:
         self._roll(end_ms)
@@ -90,33 +85,18 @@ class CoordinatorProbe:
 
     def feed(self, node: str, ev: LogEvent) -> None:
         self._roll(ev.ts_ms)
-        if node == "simulator":
-            self._simulator(ev)
-        else:
-            self.model.feed(node, ev)
-        rebalance = self.tracker.feed(node, ev)
+        rebalance = self.costs.feed(node, ev)
         w = self._open()
         if rebalance is not None and rebalance.group_id == self.group_id and w is not None:
             w.rebalances.update(rebalance.clients.values())
-            w.rebalanced = True
+            w.rebalanced, w.members = True, set(rebalance.clients.values())
         self._check(ev.ts_ms)
 
     def trace(self, line: dict[str, Any]) -> None:
-        ts = int(line.get("ts_ms", 0))
-        self._roll(ts)
-        self.model.trace(line)
+        self._roll(int(line.get("ts_ms", 0)))
         w = self._open()
         if w is not None and line.get("kind") == "request" and line.get("client_id") in self.consumers:
             w.requests[str(line.get("api"))] += 1
-        self._check(ts)
-
-    def _simulator(self, ev: LogEvent) -> None:
-        """The simulator's crash is the cluster's `member_crashed` (node `run`) to the dashboard's fold."""
-        f = ev.fields
-        if ev.event == "fault_injected" and f.get("fault") == "crash":
-            for client in f.get("members") or []:
-                member = next((m.member_id for m in self.model.group.members.values() if m.client_id == client), "")
-                self.model.event("run", "member_crashed", ev.ts_ms, {"client_id": client, "member_id": member})
 
     # ------------------------------------------------------------------ settling
 
@@ -125,20 +105,16 @@ class CoordinatorProbe:
         w = self.windows[-1] if self.windows else None
         return w if w is not None and w.settled_ms is None else None
 
-    def _idle(self) -> int:
-        return self.model.group.unowned_ms + sum(f.not_consumed_ms for f in self.model.faults)
+    def _idle(self, now_ms: int) -> int:
+        """Partition-ms without a consumer so far: assigned but not consumed, and unowned."""
+        t = self.costs.totals(now_ms, self.group_id)
+        return t.assigned_not_consumed_ms + t.unowned_ms
 
     def _check(self, ts_ms: int) -> None:
         w = self._open()
-        if w is None or not self._settled(w):
+        if w is None or not w.rebalanced or w.members != w.live:
             return
-        self.model.advance(ts_ms)
-        w.settled_ms = ts_ms
-        w.idle_ms = self._idle() - w.idle_at_start
-
-    def _settled(self, w: _Window) -> bool:
-        g = self.model.group
-        if not w.rebalanced or g.state != "Stable" or {m.client_id for m in g.members.values()} != w.live:
-            return False
-        cells = self.model.partition_states().values()
-        return bool(cells) and all(c["state"] == "consumed" for c in cells)
+        segments = [seg for seg in self.costs.open_segments(ts_ms) if seg.group_id == self.group_id]
+        if segments and all(seg.state == CONSUMED for seg in segments):
+            w.settled_ms = ts_ms
+            w.idle_ms = self._idle(ts_ms) - w.idle_at_start

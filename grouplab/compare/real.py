@@ -52,7 +52,7 @@ async def _coordinator(script: Script, timeout_s: float, hold_s: float, say: Say
     from grouplab.cluster import LocalCluster
 
     s = script.settings
-    probe = CoordinatorProbe(s.group, s.topics, set(script.consumers))
+    probe = CoordinatorProbe(s.group, set(script.consumers))
     cluster = LocalCluster(dict(s.topics), s.group, ["range"],
                            consumer_overrides=[f"session.timeout.ms={s.session_timeout_ms}",
                                                f"metadata.max.age.ms={s.metadata_max_age_ms}"],

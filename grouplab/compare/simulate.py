@@ -52,7 +52,7 @@ def zk_scenario(script: Script) -> ZkScenario:
 
 
 def simulate_coordinator(script: Script, seed: int) -> list[Figures]:
-    probe = CoordinatorProbe(script.settings.group, script.settings.topics, set(script.consumers))
+    probe = CoordinatorProbe(script.settings.group, set(script.consumers))
     for change, live in zip(script.changes, script.live_after):
         probe.expect(change.at_ms, live)
     result = run_seed(coordinator_scenario(script), seed, listener=probe.feed, trace_listener=probe.trace)
