@@ -161,6 +161,7 @@ def test_version() -> None:
     ("coordinator", ["(default: 9092)", "(default: 127.0.0.1)"]),
     ("simulate", ["(default: 1)", "(default: 60)"]),
     ("sweep", ["(default: 1-100)"]),
+    ("compare", ["(default: 5)", "(default: t0:6,t1:6)", "(default: 10000)", "(default: 300000)", "(default: 30000)"]),
 ])
 def test_help_shows_defaults(command: str, expected: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-m", "grouplab.cli", command, "--help"], capture_output=True, text=True,
