@@ -351,10 +351,7 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
                          "--protocol zk takes --zookeeper, --streams and --consumer-config (Kafka 0.8 names)")
     if args.consumers == 0 and not args.forever:
         raise UsageError("--consumers 0 needs --forever; give --consumers 1 or more")
-    if args.zookeeper is not None:
-        host, sep, port = args.zookeeper.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise UsageError(f"--zookeeper expects HOST:PORT (e.g. 127.0.0.1:2181), got {args.zookeeper!r}")
+    check_zookeeper(args.zookeeper)
     streams = 1 if args.streams is None else args.streams
     LegacyConfig(args.group, "consumer-1", {t: streams for t in topics},
                  assignment_strategy=args.assignor).with_overrides(args.consumer_config)
@@ -434,6 +431,13 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
     if timed_out:
         raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
     return 130 if interrupted else 0
+
+
+def check_zookeeper(hosts: str | None) -> None:
+    if hosts is not None:
+        host, sep, port = hosts.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise UsageError(f"--zookeeper expects HOST:PORT (e.g. 127.0.0.1:2181), got {hosts!r}")
 
 
 async def _with_countdown(view: Any, waiting: Any) -> None:
@@ -1022,6 +1026,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else [1 if args.seed is None else args.seed]
     if args.run_dir and len(seeds) > 1:
         raise UsageError("--run-dir writes one run's event log: use it with --seed, not --seeds")
+    if args.protocol == "zk":
+        return cmd_simulate_zk(args, seeds)
     scenario = load_scenario(resolve_scenario(args.scenario))
     if args.members:
         scenario = scenario.with_members(args.members)
@@ -1073,6 +1079,132 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if interrupted:
         return 130
     return 1 if summary["failed"] else 0
+
+
+def cmd_simulate_zk(args: argparse.Namespace, seeds: list[int]) -> int:
+    """A ZooKeeper-era scenario (scenarios/zk/, docs/legacy.md §5) in its simulator."""
+    from grouplab.zk.scenario import load_zk_scenario
+    from grouplab.zk.sim import Violation
+    from grouplab.zk.simulate import ZkTimeline, changes_table, run_zk_seed, summary_line
+
+    if args.members or args.assignor or args.summary_json:
+        raise UsageError("--members, --assignor and --summary-json are for coordinator scenarios; "
+                         "a ZooKeeper-era scenario sets its consumers itself")
+    scenario = load_zk_scenario(args.scenario)
+    results, failed = [], []
+    for seed in seeds:
+        timeline = ZkTimeline(scenario.group) if len(seeds) == 1 else None
+        try:
+            result = run_zk_seed(scenario, seed, args.run_dir, listener=timeline)
+        except Violation as v:
+            failed.append(v)
+            console.print(f"[red bold]seed {seed}: {v}[/]", markup=True, highlight=False)
+            console.print(f"  replay: grouplab simulate --protocol zk --scenario {args.scenario} --seed {seed} "
+                          f"--run-dir runs/zk-seed-{seed}", markup=False)
+            continue
+        results.append(result)
+        if timeline is not None:
+            console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seed}"))
+            console.print(changes_table(result, "what each change cost (until everything was quiet and every "
+                                                "partition fetched)"))
+    console.print(summary_line(scenario, results, failed))
+    return 1 if failed else 0
+
+
+# ----------------------------------------------------------------------------- compare
+
+
+def _compare_script(args: argparse.Namespace) -> Any:
+    from grouplab.compare.script import Settings, real_names, script, sim_names
+
+    topics = parse_topic_sizes(args.topics)
+    grow = args.add or f"{next(iter(topics))}:{topics[next(iter(topics))] + 2}"
+    topic, sep, total = grow.rpartition(":")
+    if not sep or not topic or not total.isdigit():
+        raise UsageError(f"--add expects TOPIC:TOTAL (the topic's new partition count), got {grow!r}")
+    settings = Settings(args.consumers, topics, (topic, int(total)), args.session_timeout_ms,
+                        args.zk_session_timeout_ms, args.metadata_max_age_ms, args.gap_ms, args.group)
+    # Both designs' configurations are checked before anything runs: a bad timeout is one line.
+    ConsumerConfig(group_id=settings.group, topics=list(topics)).with_overrides(
+        [f"session.timeout.ms={settings.session_timeout_ms}", f"metadata.max.age.ms={settings.metadata_max_age_ms}"])
+    broker = BrokerConfig()
+    if not broker.group_min_session_timeout_ms <= settings.session_timeout_ms <= broker.group_max_session_timeout_ms:
+        raise UsageError(f"--session-timeout-ms {settings.session_timeout_ms}: the coordinator accepts "
+                         f"{broker.group_min_session_timeout_ms} to {broker.group_max_session_timeout_ms} ms "
+                         "(group.min.session.timeout.ms, group.max.session.timeout.ms)")
+    from consumer.legacy.config import LegacyConfig
+    from coordinator.registry import TICK_TIME_MS
+
+    LegacyConfig(settings.group, "check", {t: 1 for t in topics}).with_overrides(
+        [f"zookeeper.session.timeout.ms={settings.zk_session_timeout_ms}"])
+    if not 2 * TICK_TIME_MS <= settings.zk_session_timeout_ms <= 20 * TICK_TIME_MS:
+        raise UsageError(f"--zk-session-timeout-ms {settings.zk_session_timeout_ms}: ZooKeeper negotiates a "
+                         f"session timeout into 2 to 20 × tickTime, {2 * TICK_TIME_MS} to {20 * TICK_TIME_MS} ms "
+                         f"with tickTime {TICK_TIME_MS}")
+    if args.real:
+        return script(settings, real_names(args.consumers))
+    return script(settings, sim_names(args.consumers), 1 if args.seed is None else args.seed)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """The same membership changes under the coordinator protocol and the ZooKeeper era, side by
+    side (docs/legacy.md §7): in the simulators (default) or over real sockets (--real)."""
+    from grouplab.compare.script import CompareError
+
+    if not args.real and (args.zookeeper is not None or args.timeout is not None or args.hold is not None):
+        raise UsageError("--zookeeper, --timeout and --hold are for runs over real sockets: add --real")
+    if args.real and args.seed is not None:
+        raise UsageError("--seed is for the simulators; a run over real sockets (--real) has none")
+    check_zookeeper(args.zookeeper)
+    script = _compare_script(args)
+    if args.real:
+        return _run_async(lambda a: _compare_real(a, script), args)
+    from grouplab.compare.simulate import simulate_coordinator, simulate_zk
+
+    seed = 1 if args.seed is None else args.seed
+    try:
+        co, zk = simulate_coordinator(script, seed), simulate_zk(script, seed)
+    except CompareError as exc:
+        raise CliError(exc) from None
+    except AssertionError as exc:  # the ZooKeeper-era simulator's Violation names the seed
+        raise CliError(f"the ZooKeeper-era simulator: {exc}") from None
+    _compare_output(args, script, co, zk, "simulator", seed)
+    return 0
+
+
+async def _compare_real(args: argparse.Namespace, script: Any) -> int:
+    from grouplab.compare.real import run_real
+    from grouplab.compare.script import CompareError
+
+    def say(line: str) -> None:  # progress on stdout, as `run` prints it (none with --format json)
+        if args.format == "table":
+            console.print(line, style="dim", markup=False, soft_wrap=True)
+
+    where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
+    say(f"running the script over real sockets: a coordinator on 127.0.0.1, and {where}…")
+    try:
+        co, zk = await run_real(script, args.zookeeper, 120.0 if args.timeout is None else args.timeout,
+                                1.0 if args.hold is None else args.hold, say)
+    except CompareError as exc:
+        raise CliError(exc) from None
+    _compare_output(args, script, co, zk, "real", None)
+    return 0
+
+
+def _compare_output(args: argparse.Namespace, script: Any, co: Any, zk: Any, mode: str, seed: int | None) -> None:
+    from grouplab.compare.report import as_json, conclusion, render
+
+    s = script.settings
+    if args.format == "json":
+        print(json.dumps(as_json(script, co, zk, mode, seed), indent=2, ensure_ascii=False))
+        return
+    where = f"simulated, seed {seed}" if mode == "simulator" else "over real sockets"
+    console.print(f"[bold]grouplab compare[/] ({where}) · group {s.group} · topics "
+                  f"{', '.join(f'{t}:{n}' for t, n in s.topics.items())} · session.timeout.ms {s.session_timeout_ms}, "
+                  f"zookeeper.session.timeout.ms {s.zk_session_timeout_ms}, metadata.max.age.ms "
+                  f"{s.metadata_max_age_ms} · every figure counts from the change until the group settled")
+    console.print(render(script, co, zk, mode))
+    console.print(conclusion(script, co, zk), soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- sweep (Spark)
@@ -1576,7 +1708,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)",
                        epilog=SIMULATE_EPILOG)
     s.add_argument("--scenario", required=True,
-                   help="a scenario TOML file or a built-in name, e.g. crash-storm (scenarios/crash-storm.toml)")
+                   help="a scenario TOML file or a built-in name, e.g. crash-storm (scenarios/crash-storm.toml); "
+                        "with --protocol zk, e.g. herd (scenarios/zk/herd.toml)")
+    s.add_argument("--protocol", choices=["coordinator", "zk"], default="coordinator",
+                   help="zk: a ZooKeeper-era scenario in its simulator (docs/legacy.md §5)")
     s.add_argument("--seed", type=int, help="run one seed and print its timeline (default: 1)")
     s.add_argument("--seeds", help="run many seeds: 1-500 or 1-10,42; reports every failing seed")
     s.add_argument("--run-dir", help="write the run's JSON event log here (one file per node), with --seed")
@@ -1585,6 +1720,35 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--summary-json", metavar="OUT", help="write per-seed and total metrics as JSON")
     s.add_argument("--timeline-rows", type=at_least(0), default=60, help="timeline rows to print (0: all)")
     s.add_argument("--trace-lines", type=at_least(0), default=20, help="steps shown before a violation")
+
+    cp = sub.add_parser("compare", help="the same membership changes under the coordinator protocol and the "
+                                        "ZooKeeper era, side by side (docs/legacy.md §7)",
+                        description="N consumers join, one leaves, one crashes, partitions are added, one joins: "
+                                    "under both designs, in the simulators (deterministic: a seed gives the same "
+                                    "tables) or over real sockets (--real). Per change: requests to the coordinator "
+                                    "vs registry operations, time to a settled assignment, partition-seconds "
+                                    "without a consumer, rebalances per consumer, failed claims.")
+    cp.add_argument("--consumers", type=at_least(3), default=5, help="consumers that join first")
+    cp.add_argument("--topics", default="t0:6,t1:6", help="TOPIC:PARTITIONS,... every consumer reads")
+    cp.add_argument("--add", metavar="TOPIC:TOTAL", help="the partitions added: TOPIC's new count "
+                                                         "(default: the first topic's + 2)")
+    cp.add_argument("--seed", type=int, help="the simulators' seed (default: 1)")
+    cp.add_argument("--session-timeout-ms", type=at_least(1), default=10_000, metavar="MS",
+                    help="the coordinator protocol's session.timeout.ms")
+    cp.add_argument("--zk-session-timeout-ms", type=at_least(1), default=10_000, metavar="MS",
+                    help="the ZooKeeper era's zookeeper.session.timeout.ms")
+    cp.add_argument("--metadata-max-age-ms", type=at_least(1), default=300_000, metavar="MS",
+                    help="metadata.max.age.ms: how soon the coordinator protocol's leader sees new partitions")
+    cp.add_argument("--gap-ms", type=at_least(0), default=30_000, metavar="MS",
+                    help="simulators: quiet time after each change, beyond the timeouts it must wait for")
+    cp.add_argument("--group", default="grouplab", help="group.id of both groups")
+    cp.add_argument("--real", action="store_true", help="run over real sockets instead: a local coordinator, and "
+                                                        "the embedded registry or --zookeeper")
+    cp.add_argument("--zookeeper", metavar="HOST:PORT", help="with --real: a real ZooKeeper instead of the embedded registry")
+    cp.add_argument("--timeout", type=seconds, help="with --real: seconds each change may take to settle (default: 120)")
+    cp.add_argument("--hold", type=seconds, help="with --real: seconds between a change settling and the next "
+                                                 "(default: 1)")
+    cp.add_argument("--format", choices=["table", "json"], default="table", help="output format")
 
     w = sub.add_parser("sweep", help="many simulations as Spark tasks: assignors × member counts × seeds, "
                                      "compared in Parquet tables and an HTML report (docs/pipeline.md)")
@@ -1680,6 +1844,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_assign(args)
         if args.command == "simulate":
             return cmd_simulate(args)
+        if args.command == "compare":
+            return cmd_compare(args)
         if args.command == "sweep":
             return cmd_sweep(args)
         if args.command == "analyze":

@@ -750,6 +750,15 @@ class RuleFaultInjected(FaultInjected):
 
 
 @dataclass(slots=True)
+class DelayFaultInjected(FaultInjected):
+    """A ZooKeeper-era simulator fault that delays what a consumer hears or sends for a while
+    (grouplab/zk/sim.py: delay_watches, slow_release): by how much."""
+
+    NAME = "fault_injected"
+    delay_ms: int
+
+
+@dataclass(slots=True)
 class CoordinatorCrashed(SimulatorEvent):
     NAME = "coordinator_crashed"
     down_ms: int
@@ -886,6 +895,7 @@ class ZkWatchFired(LegacyEvent):
 class ZkSessionExpired(LegacyEvent):
     NAME = "zk_session_expired"
     session_id: int
+    fetching: PartitionPairs  # what its fetchers still read: they run on until the next rebalance (Kafka 0.8)
 
 
 @dataclass(slots=True)
@@ -933,6 +943,13 @@ class ZkOwnershipClaimed(LegacyEvent):
     NAME = "zk_ownership_claimed"
     attempt: int
     partitions: PartitionPairs
+
+
+@dataclass(slots=True)
+class ZkOffsetsReset(LegacyEvent):
+    NAME = "zk_offsets_reset"
+    policy: str  # auto.offset.reset: smallest or largest
+    offsets: list[list[Any]]  # [topic, partition, offset] where each fetcher starts for want of a committed offset
 
 
 @dataclass(slots=True)
