@@ -52,7 +52,7 @@ TIMED_FAULTS = ("hang", "slow")
 # What a fault did, for sentences: "m-3 crashed at 12.0 s".
 VERBS = {"crash": "crashed", "static_restart": "crashed (static restart)", "hang": "hung",
          "slow": "stopped polling (slow)", "process_crashed": "crashed", "process_exited": "exited",
-         "app_crashed": "crashed"}
+         "app_crashed": "crashed", "partition": "was cut off"}
 
 
 @dataclass
@@ -266,6 +266,8 @@ class CostTracker:
             handler = _COORDINATOR.get(type(payload))
         elif node == "simulator":
             handler = _SIMULATOR.get(type(payload))
+        elif node == "run" and isinstance(payload, events.FreeFormEvent):
+            handler = _RUN.get(payload.NAME)
         elif node in ("run", "proxy"):
             handler = None
         else:
@@ -456,6 +458,23 @@ class CostTracker:
     def _faults_over(self, node: str, ts: int, ev: events.FaultsOver) -> None:
         for stall, proc in list(self._timed.values()):
             self._resume(proc, stall, ts)
+
+    # ------------------------------------------------------------------ a real run's own faults
+
+    def _member_fault(self, node: str, ts: int, ev: events.FreeFormEvent) -> None:
+        """`grouplab run`'s hang, slow and partition (docs/ui.md §5): the member writes nothing
+        while it lasts, so the harness's `run` line is the only word of it; until its
+        `member_fault_over`. (A crash is the member's own `app_crashed`.)"""
+        client = str(ev.values.get("client_id") or "")
+        fault = str(ev.values.get("fault") or "")
+        proc = self._process(client)
+        self.faults.append(Fault(ts, proc.group_id, fault, (client,)))
+        self._stop(client, proc.group_id, ts, fault, None, None)
+
+    def _member_fault_over(self, node: str, ts: int, ev: events.FreeFormEvent) -> None:
+        proc = self._processes.get(str(ev.values.get("client_id") or ""))
+        if proc is not None and proc.stall is not None and ev.values.get("how") != "crashed":
+            self._resume(proc, proc.stall, ts)
 
     # ------------------------------------------------------------------ member events
 
@@ -676,6 +695,10 @@ _SIMULATOR: dict[type, Handler] = {
     events.ProcessStarted: CostTracker._process_started,
     events.FaultsOver: CostTracker._faults_over,
 }
+_RUN: dict[str, Handler] = {  # by name: the harness's lines are free-form (docs/ui.md §5)
+    "member_fault": CostTracker._member_fault,
+    "member_fault_over": CostTracker._member_fault_over,
+}
 _MEMBER: dict[type, Handler] = {
     events.MemberIdReceived: CostTracker._member_other,  # these three only tell the member id
     events.Joined: CostTracker._member_other,
@@ -766,4 +789,4 @@ def _names(types: Iterable[type]) -> set[str]:
 # Every event the fold (and the RebalanceTracker it feeds) reads: a reader may hand it only these
 # lines and get the same result (the Spark pipeline does, to keep its input small).
 COST_EVENTS: frozenset[str] = frozenset(
-    _names(_COORDINATOR) | _names(_SIMULATOR) | _names(_MEMBER) | TRACKED_EVENTS)
+    _names(_COORDINATOR) | _names(_SIMULATOR) | _names(_MEMBER) | set(_RUN) | TRACKED_EVENTS)

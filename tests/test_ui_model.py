@@ -98,6 +98,7 @@ def test_a_killed_member_owns_its_partitions_unconsumed_until_removed_then_the_r
     model.trace(heartbeat(3000, "consumer-2", B, "c2", 2))
     model.trace(response(3001, "Heartbeat", "c2", 2))
     run_note(model, 4000, "member_crashed", client_id="consumer-2", member_id=B, session_timeout_ms=6000)
+    model.feed("consumer-2", LogEvent(4000, E.AppCrashed(G, B)))  # the dying application's last line
 
     snap = model.snapshot(5000)
     assert cells(snap)["t0-1"] == ("not_consumed", "consumer-2", 1)
