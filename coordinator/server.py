@@ -28,6 +28,7 @@ from coordinator.broker import Broker, RequestContext, uuid_member_ids
 from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
 from coordinator.group_log import GroupLog, Record
+from coordinator.kafka_wire.listener import KafkaListener
 from coordinator.partition_log import INT64_MAX, FileLogStore
 from coordinator.trace import TraceRecorder, TraceSink
 from protocol import events
@@ -123,6 +124,7 @@ class CoordinatorServer:
         new_member_id: Callable[[str], str] = uuid_member_ids,
         data_dir: str | Path | None = None,
         trace: TraceSink | None = None,
+        kafka_port: int | None = None,
     ) -> None:
         self.config = config or BrokerConfig()
         self.host = host
@@ -142,6 +144,10 @@ class CoordinatorServer:
         self.group_log: GroupLog | None = None
         self.log_store: FileLogStore | None = None  # partition logs under DATA_DIR/logs/ (with a data_dir)
         self._flusher: asyncio.TimerHandle | None = None
+        # The Kafka-wire listener (coordinator/kafka_wire/): real Kafka clients, the same Broker.
+        self.kafka_port = kafka_port
+        self.kafka: KafkaListener | None = None
+        self._kafka_server: asyncio.base_events.Server | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -163,12 +169,23 @@ class CoordinatorServer:
             raise
         self.port = self._server.sockets[0].getsockname()[1]
         self.broker.topics.port = self.port
+        if self.kafka_port is not None:
+            self.kafka = KafkaListener(self, self.config.socket_request_max_bytes, self.config.broker_id)
+            try:
+                self._kafka_server = await self._loop.create_server(self.kafka.protocol, self.host, self.kafka_port,
+                                                                    backlog=4096)
+            except BaseException:
+                self._server.close()
+                driver.timers.cancel_all()
+                self._close_log()
+                raise
+            self.kafka_port = self._kafka_server.sockets[0].getsockname()[1]
         if self.trace is not None:
             self.trace.start(self.clock(), host=self.host, port=self.port, config=self.config.as_kafka_names(),
                              topics=dict(self.broker.topics.partitions), recovered=self._recovered_state())
         self._emit(LogEvent(self.clock(), events.CoordinatorStarted(
             self.host, self.port, config=self.config.as_kafka_names(),
-            data_dir=str(self.data_dir) if self.data_dir else None)))
+            data_dir=str(self.data_dir) if self.data_dir else None, kafka_port=self.kafka_port)))
         driver.apply(restored)
         self._schedule_flush()
         return self
@@ -253,6 +270,11 @@ class CoordinatorServer:
     async def stop(self) -> None:
         if self.driver is not None:
             self.driver.timers.cancel_all()
+        if self._kafka_server is not None and self.kafka is not None:
+            self._kafka_server.close()
+            self.kafka.close_all()
+            await self._kafka_server.wait_closed()
+            self._kafka_server = None
         if self._server is not None:
             self._server.close()
             for conn in list(self.connections):
@@ -284,13 +306,17 @@ class CoordinatorServer:
             return
         header = request.header
         ctx = RequestContext(_ReplyTo(conn, header.correlation_id), header.client_id, conn.peer.rsplit(":", 1)[0])
-        group_id = self.broker.group_key(header.api, request.body)
-        if group_id is None:
-            self._run(lambda: self._driver().handle(header.api, request.body, ctx), ctx)
-        else:
-            self._enqueue(group_id, ("request", header.api, request.body, ctx))
+        self.submit(header.api, request.body, ctx)
 
-    def note_bad_frame(self, conn: _Connection, message: str) -> None:
+    def submit(self, api: str, body: Any, ctx: RequestContext) -> None:
+        """A decoded request, from either port: on its group's queue, or run now if cluster-wide."""
+        group_id = self.broker.group_key(api, body)
+        if group_id is None:
+            self._run(lambda: self._driver().handle(api, body, ctx), ctx)
+        else:
+            self._enqueue(group_id, ("request", api, body, ctx))
+
+    def note_bad_frame(self, conn: Any, message: str) -> None:
         self.bad_frames += 1
         self._emit(LogEvent(self.clock(), events.BadRequest(peer=conn.peer, error=message)))
 
@@ -330,7 +356,8 @@ class CoordinatorServer:
             if ctx is not None:
                 ctx.reply_to.conn.send(ctx.reply_to.correlation_id,
                                        ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=repr(exc)))
-            return
+        if self.kafka is not None and self.kafka.parked:
+            self.kafka.wake()  # the step may have made records visible to a parked Fetch
 
     def _reply(self, out: Reply) -> None:
         out.to.conn.send(out.to.correlation_id, out.body)
