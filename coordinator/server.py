@@ -57,6 +57,10 @@ class _ReplyTo:
         return hash((id(self.conn), self.correlation_id))
 
 
+class KafkaPortError(OSError):
+    """The Kafka-wire listener could not listen (its port, not the msgpack one, is the culprit)."""
+
+
 class DataDirError(Exception):
     """The data directory cannot be opened or recovered (not a directory, no permission, a full
     disk): said as such, not as a failure to listen."""
@@ -118,7 +122,7 @@ class CoordinatorServer:
         self,
         config: BrokerConfig | None = None,
         host: str = "127.0.0.1",
-        port: int = 9092,
+        port: int = 9192,
         events: Any = None,
         clock: Callable[[], int] = wall_clock_ms,
         new_member_id: Callable[[str], str] = uuid_member_ids,
@@ -174,10 +178,12 @@ class CoordinatorServer:
             try:
                 self._kafka_server = await self._loop.create_server(self.kafka.protocol, self.host, self.kafka_port,
                                                                     backlog=4096)
-            except BaseException:
+            except BaseException as exc:
                 self._server.close()
                 driver.timers.cancel_all()
                 self._close_log()
+                if isinstance(exc, OSError):
+                    raise KafkaPortError(exc.errno, exc.strerror) from exc
                 raise
             self.kafka_port = self._kafka_server.sockets[0].getsockname()[1]
         if self.trace is not None:

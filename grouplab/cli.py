@@ -99,7 +99,7 @@ def check_assignors(names: list[str]) -> list[str]:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
-    from coordinator.server import DataDirError
+    from coordinator.server import DataDirError, KafkaPortError
     from grouplab.cluster import LocalCluster
     from grouplab.display import RebalanceView, summary_table
 
@@ -127,19 +127,24 @@ async def cmd_run(args: argparse.Namespace) -> int:
                                20 if args.processing_ms is None else args.processing_ms)
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
                            run_dir, port=args.port, listeners=[view], data_dir=args.data_dir,
-                           faults=args.faults, fault_seed=args.fault_seed, delivery=delivery)
+                           faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
+                           kafka_port=args.kafka_port)
     try:
         await cluster.start()
     except DataDirError as exc:
         await cluster.close()
         raise CliError(exc) from None
+    except KafkaPortError as exc:
+        await cluster.close()
+        raise CliError(listen_error(cluster.host, args.kafka_port, exc, "--kafka-port")) from None
     except OSError as exc:
         await cluster.close()
         raise CliError(listen_error(cluster.host, args.port, exc)) from None
     console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
                   f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
                   + (f" · event log in {run_dir}/" if run_dir else "")
-                  + (f" · group log in {args.data_dir}/" if args.data_dir else ""))
+                  + (f" · group log in {args.data_dir}/" if args.data_dir else "")
+                  + (f" · Kafka clients on {cluster.host}:{cluster.kafka_port}" if cluster.kafka_port is not None else ""))
     if cluster.proxy is not None:
         console.print(f"[bold]fault proxy[/] on {cluster.host}:{cluster.proxy.port} (consumers connect through it) · "
                       f"faults {', '.join(rule.spec() for rule in cluster.proxy.rules)}"
@@ -211,13 +216,13 @@ async def cmd_run(args: argparse.Namespace) -> int:
     return 130 if interrupted else 0
 
 
-def listen_error(host: str, port: int, exc: OSError) -> str:
+def listen_error(host: str, port: int | None, exc: OSError, flag: str = "--port") -> str:
     import errno
 
     if exc.errno == errno.EADDRINUSE:
         return (f"cannot listen on {host}:{port}: the port is already in use; stop what uses it "
-                f"or pick another --port (0: any free port)")
-    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port"
+                f"or pick another {flag} (0: any free port)")
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and {flag}"
 
 
 def _committed(cluster: Any) -> dict:
@@ -258,7 +263,7 @@ def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
 
 
 async def cmd_coordinator(args: argparse.Namespace) -> int:
-    from coordinator.server import CoordinatorServer, DataDirError
+    from coordinator.server import CoordinatorServer, DataDirError, KafkaPortError
     from grouplab.eventlog import EventLog, run_dir_log, stderr_log
     from grouplab.readable import CoordinatorView
     from grouplab.tracefile import TraceFile, trace_path
@@ -270,7 +275,7 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
         events.listeners.append(CoordinatorView(err, args.lang))
     trace = TraceFile(trace_path(args.run_dir)) if args.run_dir else None
     server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir,
-                               trace=trace)
+                               trace=trace, kafka_port=args.kafka_port)
 
     def close_logs() -> None:
         events.close()
@@ -282,6 +287,9 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     except DataDirError as exc:
         close_logs()
         raise CliError(exc) from None
+    except KafkaPortError as exc:
+        close_logs()
+        raise CliError(listen_error(args.host, args.kafka_port, exc, "--kafka-port")) from None
     except OSError as exc:
         close_logs()
         raise CliError(listen_error(args.host, args.port, exc)) from None
@@ -292,7 +300,8 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     logs = server.log_store.recovery.partitions if server.log_store is not None else 0
     restored = (f" · restored {groups} group{'s' * (groups != 1)} and {topics} topic{'s' * (topics != 1)} "
                 f"from {args.data_dir} ({logs} partition log{'s' * (logs != 1)})") if args.data_dir else ""
-    err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{restored} (Ctrl-C to stop)")
+    kafka = f" · Kafka clients on {args.host}:{server.kafka_port}" if server.kafka_port is not None else ""
+    err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{kafka}{restored} (Ctrl-C to stop)")
     try:
         await server.serve_forever()
     except asyncio.CancelledError:
@@ -1002,6 +1011,11 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def port_or_off(text: str) -> int | None:
+    """--kafka-port: a port, or `off` for no Kafka-wire listener."""
+    return None if text == "off" else port_number(text)
+
+
 def port_number(text: str) -> int:
     if not text.isdigit() or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"a port is a number from 0 to 65535, not {text!r}")
@@ -1054,7 +1068,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config-file", metavar="FILE", help="a server.properties-style file of overrides")
 
     def add_bootstrap(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
+        sp.add_argument("--bootstrap-server", default="127.0.0.1:9192", metavar="HOST:PORT",
                         help="the coordinator to talk to")
 
     r = sub.add_parser("run", help="a coordinator plus N simulated consumers, showing each rebalance live",
@@ -1065,6 +1079,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--assignor", default="range", help=f"preference list of {', '.join(assignor_names())}")
     r.add_argument("--group", default="grouplab", help="the consumers' group.id")
     r.add_argument("--port", type=port_number, default=0, help="coordinator port (0: any free port)")
+    r.add_argument("--kafka-port", type=port_or_off, default=None, metavar="PORT",
+                   help="also listen for real Kafka clients on PORT (Kafka's own protocol, docs/kafka-wire.md; "
+                        "0: any free port); they can join the run's group beside grouplab's consumers")
     r.add_argument("--run-dir", help="write the JSON event log, one file per node, into this directory")
     r.add_argument("--hold", type=seconds, default=2.0, help="seconds to keep processing between steps")
     r.add_argument("--timeout", type=seconds, default=120.0, help="seconds to wait for each rebalance")
@@ -1087,7 +1104,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("coordinator", help="run the coordinator server alone")
     c.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    c.add_argument("--port", type=port_number, default=9092, help="port to listen on (0: any free port)")
+    c.add_argument("--port", type=port_number, default=9192,
+                   help="port of grouplab's msgpack protocol, for grouplab's own clients (0: any free port)")
+    c.add_argument("--kafka-port", type=port_or_off, default=9092, metavar="PORT",
+                   help="port of Kafka's own protocol, for real Kafka clients (kafka-python, aiokafka, librdkafka, "
+                        "Java; docs/kafka-wire.md); 0: any free port, off: none")
     c.add_argument("--run-dir", help="write the JSON event log to RUN_DIR/coordinator.jsonl and the message trace "
                    "to RUN_DIR/trace/coordinator.jsonl (grouplab replay, explain)")
     c.add_argument("--log-json", action="store_true",

@@ -43,6 +43,7 @@ class LocalCluster:
         faults: list[str] | None = None,
         fault_seed: int | None = None,
         delivery: "DeliveryRun | None" = None,
+        kafka_port: int | None = None,
     ) -> None:
         self.delivery = delivery
         if delivery is not None:
@@ -58,6 +59,7 @@ class LocalCluster:
         self.port = port
         self.listeners = list(listeners or [])
         self.data_dir = data_dir
+        self.kafka_port = kafka_port  # a Kafka-wire listener for real clients (None: none)
         # Parsed now, so that a bad SPEC fails before anything starts (FaultSpecError, a ValueError).
         self.fault_rules: list[Rule] = [parse_spec(spec) for spec in faults or []]
         self.fault_seed = fault_seed
@@ -84,9 +86,10 @@ class LocalCluster:
     async def start(self) -> "LocalCluster":
         self._trace = TraceFile(trace_path(self.run_dir)) if self.run_dir else None
         self.server = CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"),
-                                        data_dir=self.data_dir, trace=self._trace)
+                                        data_dir=self.data_dir, trace=self._trace, kafka_port=self.kafka_port)
         await self.server.start()
         self.port = self.server.port
+        self.kafka_port = self.server.kafka_port
         if self.fault_rules:
             self.proxy = FaultProxy(self.host, self.port, self.host, 0, seed=self.fault_seed, events=self._log("proxy"))
             await self.proxy.start()
