@@ -1,0 +1,286 @@
+"""Real Kafka clients on grouplab (issue 14): kafka-python, aiokafka and confluent-kafka
+(librdkafka), each in its own process (tests/kafka_client_worker.py), in groups on the Kafka-wire
+listener, beside grouplab's own consumers on the msgpack port. Every wait is on a condition with a
+timeout; nothing asserts a timing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+import pytest
+
+from consumer.client import GroupMemberClient
+from consumer.config import ConsumerConfig
+from coordinator.config import BrokerConfig
+from coordinator.group import GroupState
+from coordinator.server import CoordinatorServer
+from grouplab.admin import AdminClient
+from protocol.consumer_protocol import decode_assignment
+from protocol.types import TopicPartition
+
+from conftest import EventRecorder
+
+pytestmark = pytest.mark.e2e
+HOST = "127.0.0.1"
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = ROOT / "tests" / "kafka_client_worker.py"
+TOPIC = "t"
+PARTITIONS = 6
+BROKER = ["group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000"]
+TIMEOUT_S = 60.0
+ASSIGNORS = {"kafka-python": ["range", "roundrobin", "cooperative-sticky"],
+             "aiokafka": ["range", "roundrobin", "sticky"],
+             "confluent-kafka": ["range", "roundrobin", "cooperative-sticky"]}
+
+
+class Worker:
+    """One real consumer process and what it said: its assignment, its records, its revocations."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, changed: asyncio.Event, name: str) -> None:
+        self.proc = proc
+        self.name = name
+        self.assigned: set[TopicPartition] | None = None
+        self.records: list[tuple[int, int, str]] = []
+        self.revoked: list[set[TopicPartition]] = []
+        self.closed = False
+        self._changed = changed
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        async for line in self.proc.stdout:
+            msg = json.loads(line)
+            if "assigned" in msg:
+                self.assigned = {TopicPartition(t, p) for t, p in msg["assigned"]}
+            if "records" in msg:
+                self.records += [(p, o, v) for _t, p, o, v in msg["records"]]
+            if "revoked" in msg:
+                self.revoked.append({TopicPartition(t, p) for t, p in msg["revoked"]})
+            if "closed" in msg:
+                self.closed = True
+            self._changed.set()
+
+    async def stop(self) -> None:
+        """Close cleanly (a LeaveGroup, unless static) and wait for the process to end."""
+        if self.proc.returncode is None:
+            assert self.proc.stdin is not None
+            with contextlib.suppress(ConnectionError):
+                self.proc.stdin.write(b"stop\n")
+                await self.proc.stdin.drain()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 30)
+            except asyncio.TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        await self._reader
+
+    async def kill(self) -> None:
+        """A crash: no LeaveGroup, the sockets just close."""
+        self.proc.kill()
+        await self.proc.wait()
+        await self._reader
+
+
+class Env:
+    def __init__(self, recorder: EventRecorder, tmp_path: Path, stack: contextlib.AsyncExitStack) -> None:
+        self.recorder = recorder
+        self.tmp_path = tmp_path
+        self.stack = stack
+        self.server: CoordinatorServer | None = None
+        self.workers: list[Worker] = []
+        self.changed = asyncio.Event()
+
+    async def start_server(self, data_dir: Path | None = None, topics: bool = True) -> CoordinatorServer:
+        self.server = CoordinatorServer(BrokerConfig().with_overrides(BROKER), HOST, 0, kafka_port=0,
+                                        events=self.recorder.log("coordinator"), data_dir=data_dir)
+        await self.server.start()
+        if topics:
+            async with AdminClient(HOST, self.server.port) as admin:
+                await admin.create_topics({TOPIC: PARTITIONS})
+        return self.server
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.server is not None
+        return f"{HOST}:{self.server.kafka_port}"
+
+    async def worker(self, client: str, group: str = "g", assignor: str = "range", **options: Any) -> Worker:
+        n = len(self.workers)
+        spec = {"client": client, "bootstrap": self.bootstrap, "group": group, "topic": TOPIC,
+                "assignor": assignor, "client_id": f"{client}-{n}", **options}
+        stderr = open(self.tmp_path / f"worker-{n}.err", "ab")  # noqa: SIM115 - closed with the process
+        self.stack.callback(stderr.close)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(WORKER), json.dumps(spec), stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        w = Worker(proc, self.changed, spec["client_id"])
+        self.workers.append(w)
+        return w
+
+    async def wait_until(self, predicate: Callable[[], bool], what: str, timeout_s: float = TIMEOUT_S) -> None:
+        async def loop() -> None:
+            while not predicate():
+                self.changed.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), 0.1)
+        try:
+            await asyncio.wait_for(loop(), timeout_s)
+        except asyncio.TimeoutError:
+            states = {w.name: (sorted(p for _t, p in w.assigned or []), len(w.records)) for w in self.workers}
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; "
+                                 f"(partitions, records) per consumer: {states}") from None
+
+    def group(self, group_id: str = "g") -> Any:
+        assert self.server is not None
+        return self.server.broker.groups.get(group_id)
+
+    def converged(self, workers: list[Worker], group_id: str = "g", extra: int = 0,
+                  extra_assigned: Callable[[], set[TopicPartition]] = set) -> bool:
+        """The group is Stable with these members (and `extra` others), and their assignments
+        split the topic's partitions: each partition owned by exactly one."""
+        g = self.group(group_id)
+        if g is None or g.state is not GroupState.STABLE or len(g.members) != len(workers) + extra:
+            return False
+        owned: list[TopicPartition] = [tp for w in workers for tp in (w.assigned or set())]
+        owned += list(extra_assigned())
+        return sorted(owned) == [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+
+    async def produce(self, count: int, start: int = 0) -> set[str]:
+        assert self.server is not None
+        values = set()
+        async with AdminClient(HOST, self.server.port) as admin:
+            for p in range(PARTITIONS):
+                batch = [f"r{i}".encode() for i in range(start, start + count) if i % PARTITIONS == p]
+                values |= {b.decode() for b in batch}
+                await admin.produce(TOPIC, p, batch)
+        return values
+
+    async def close(self) -> None:
+        for w in self.workers:
+            if w.proc.returncode is None:
+                w.proc.kill()
+                await w.proc.wait()
+        if self.server is not None:
+            await self.server.stop()
+
+
+@pytest.fixture
+async def env(recorder: EventRecorder, tmp_path: Path) -> AsyncIterator[Env]:
+    async with contextlib.AsyncExitStack() as stack:
+        e = Env(recorder, tmp_path, stack)
+        try:
+            yield e
+        finally:
+            await e.close()
+
+
+def consumed(workers: list[Worker]) -> list[str]:
+    return [v for w in workers for _p, _o, v in w.records]
+
+
+@pytest.mark.parametrize("client, assignor", [(c, a) for c, names in ASSIGNORS.items() for a in names])
+async def test_three_consumers_of_one_library_consume_every_record_once(env: Env, client: str, assignor: str) -> None:
+    """The library's own assignor leads (the group's protocol is its name), the three share the
+    partitions, and every record produced is consumed exactly once."""
+    await env.start_server()
+    workers = []
+    for _ in range(3):  # one after another: each join is a rebalance the others go through
+        workers.append(await env.worker(client, assignor=assignor))
+        await env.wait_until(lambda: env.converged(workers), f"{len(workers)} {client} consumers to share the topic")
+    assert env.group().protocol_name == assignor
+    values = await env.produce(60)
+    await env.wait_until(lambda: len(consumed(workers)) >= 60, "every record to be consumed")
+    await asyncio.sleep(0.3)  # a duplicate, if any, would show now
+    assert sorted(consumed(workers)) == sorted(values)
+    for w in workers:
+        await w.stop()
+    await env.wait_until(lambda: env.group().state is GroupState.EMPTY, "the group to be empty after they leave")
+
+
+async def test_committed_offsets_survive_a_coordinator_restart(env: Env, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    await env.start_server(data_dir=data)
+    first = await env.worker("confluent-kafka")
+    await env.wait_until(lambda: env.converged([first]), "the consumer to own the topic")
+    await env.produce(30)
+    await env.wait_until(lambda: len(first.records) == 30, "the first 30 records")
+    await first.stop()
+    assert env.server is not None
+    await env.server.stop()
+    await env.start_server(data_dir=data, topics=False)
+    later = await env.produce(12, start=30)
+    second = await env.worker("kafka-python")
+    await env.wait_until(lambda: len(second.records) >= 12, "the records after the commit")
+    await asyncio.sleep(0.3)
+    assert sorted(v for _p, _o, v in second.records) == sorted(later)  # nothing before the committed offsets
+
+
+async def test_a_killed_member_is_removed_after_its_session_timeout(env: Env, recorder: EventRecorder) -> None:
+    await env.start_server()
+    survivor = await env.worker("aiokafka", session_ms=3000)
+    victim = await env.worker("confluent-kafka", session_ms=3000)
+    await env.wait_until(lambda: env.converged([survivor, victim]), "the two to share the topic")
+    victim_id = next(m for m, member in env.group().members.items() if member.client_id == victim.name)
+    await victim.kill()
+    await env.wait_until(lambda: bool(recorder.events("member_removed", member_id=victim_id)),
+                         "the coordinator to remove the killed member")
+    removed = recorder.events("member_removed", member_id=victim_id)[0]
+    assert "session" in json.dumps(removed.fields)
+    await env.wait_until(lambda: env.converged([survivor]), "its partitions to move to the survivor")
+
+
+async def test_a_mixed_group_of_every_library_and_grouplab_converges(env: Env) -> None:
+    """kafka-python, aiokafka and librdkafka on the Kafka port and grouplab's own consumer on the
+    msgpack port, in one group: every leader reads every member's Kafka ConsumerProtocol metadata."""
+    server = await env.start_server()
+    config = ConsumerConfig(group_id="g", topics=[TOPIC], client_id="grouplab-0", assignors=["range"]).with_overrides(
+        ["session.timeout.ms=6000", "heartbeat.interval.ms=300"])
+    own = GroupMemberClient(config, HOST, server.port)
+    await own.start()
+    try:
+        workers = [await env.worker(c) for c in ("kafka-python", "aiokafka", "confluent-kafka")]
+
+        def own_assigned() -> set[TopicPartition]:
+            return set(own.assignment) if own.generation_id == env.group().generation_id else set()
+
+        await env.wait_until(lambda: env.converged(workers, extra=1, extra_assigned=own_assigned),
+                             "the mixed group to converge")
+        async with AdminClient(HOST, server.port) as admin:
+            (described,) = await admin.describe_groups(["g"])
+        clients = {m.client_id for m in described.members}
+        assert clients == {"grouplab-0", "kafka-python-0", "aiokafka-1", "confluent-kafka-2"}
+        cover = sorted(tp for m in described.members for tp in decode_assignment(m.member_assignment).partitions)
+        assert cover == [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+    finally:
+        await own.close()
+
+
+async def test_librdkafka_cooperative_sticky_keeps_its_partitions_through_a_join(env: Env) -> None:
+    await env.start_server()
+    first = await env.worker("confluent-kafka", assignor="cooperative-sticky")
+    await env.wait_until(lambda: env.converged([first]), "the first consumer to own the topic")
+    second = await env.worker("confluent-kafka", assignor="cooperative-sticky")
+    await env.wait_until(lambda: env.converged([first, second]), "the two to share the topic")
+    assert first.assigned and second.assigned
+    # Incremental: only what moved to the newcomer was revoked; the rest stayed owned all along.
+    assert first.revoked and set().union(*first.revoked) == second.assigned
+
+
+async def test_a_static_member_restarts_without_a_rebalance(env: Env, recorder: EventRecorder) -> None:
+    await env.start_server()
+    a = await env.worker("confluent-kafka", instance_id="a", session_ms=10000)
+    b = await env.worker("confluent-kafka", instance_id="b", session_ms=10000)
+    await env.wait_until(lambda: env.converged([a, b]), "the two static members to share the topic")
+    generation, owned = env.group().generation_id, a.assigned
+    await a.stop()  # a static member does not leave
+    again = await env.worker("confluent-kafka", instance_id="a", session_ms=10000)
+    await env.wait_until(lambda: again.assigned == owned and env.converged([again, b]),
+                         "the restarted member to take its old place")
+    assert env.group().generation_id == generation
+    assert recorder.events("static_member_replaced", group_instance_id="a")
