@@ -144,7 +144,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
                   f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
                   + (f" · event log in {run_dir}/" if run_dir else "")
                   + (f" · group log in {args.data_dir}/" if args.data_dir else "")
-                  + (f" · Kafka clients on {cluster.host}:{cluster.kafka_port}" if cluster.kafka_port is not None else ""))
+                  + (f" · Kafka clients on {cluster.host}:{cluster.kafka_client_port}"
+                     + (" (through a Kafka-wire fault proxy)" if cluster.kafka_proxy is not None else "")
+                     if cluster.kafka_port is not None else ""))
     if cluster.proxy is not None:
         console.print(f"[bold]fault proxy[/] on {cluster.host}:{cluster.proxy.port} (consumers connect through it) · "
                       f"faults {', '.join(rule.spec() for rule in cluster.proxy.rules)}"

@@ -64,6 +64,7 @@ class LocalCluster:
         self.fault_rules: list[Rule] = [parse_spec(spec) for spec in faults or []]
         self.fault_seed = fault_seed
         self.proxy: FaultProxy | None = None
+        self.kafka_proxy: FaultProxy | None = None  # the same rules in front of the Kafka-wire listener
         self.server: CoordinatorServer | None = None
         self.apps: list[SimulatedConsumerApp] = []
         self.stopped: list[SimulatedConsumerApp] = []
@@ -95,6 +96,12 @@ class LocalCluster:
             await self.proxy.start()
             for rule in self.fault_rules:
                 self.proxy.add(rule)
+            if self.kafka_port is not None:
+                self.kafka_proxy = FaultProxy(self.host, self.kafka_port, self.host, 0, seed=self.fault_seed,
+                                              events=self._log("kafka-proxy"), wire="kafka")
+                await self.kafka_proxy.start()
+                for rule in self.fault_rules:
+                    self.kafka_proxy.add(rule)
         # With a data directory the topics may have survived from an earlier run.
         missing = {t: n for t, n in self.topics.items() if t not in self.server.broker.topics.partitions}
         if missing:
@@ -110,6 +117,11 @@ class LocalCluster:
     def consumer_port(self) -> int:
         """Where consumers connect: the fault proxy if there is one, else the coordinator."""
         return self.proxy.port if self.proxy is not None else self.port
+
+    @property
+    def kafka_client_port(self) -> int | None:
+        """Where real Kafka clients connect: the Kafka-wire fault proxy if there is one."""
+        return self.kafka_proxy.port if self.kafka_proxy is not None else self.kafka_port
 
     async def add_consumer(self, name: str | None = None, topics: list[str] | None = None,
                            assignors: list[str] | None = None) -> SimulatedConsumerApp:
@@ -182,6 +194,8 @@ class LocalCluster:
         await asyncio.sleep(0.05)  # let the last LeaveGroups land before the server goes
         if self.proxy is not None:
             await self.proxy.stop()
+        if self.kafka_proxy is not None:
+            await self.kafka_proxy.stop()
         if self.server is not None:
             await self.server.stop()
         for log in self._logs:

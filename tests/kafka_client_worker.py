@@ -8,7 +8,8 @@ It prints JSON lines on stdout: {"assigned": [[topic, partition], ...]} whenever
 changes, {"records": [[topic, partition, offset, value], ...]} for what each poll returned (then
 committed synchronously), {"revoked": [...]} when librdkafka's rebalance callback takes partitions
 away, {"closed": true} when it left. A line "stop" on stdin makes it close
-cleanly (LeaveGroup, except a static member); SIGKILL is a crash without leaving.
+cleanly (LeaveGroup, except a static member); SIGKILL is a crash without leaving. "options" are passed to the client's constructor as they are
+(its own config names).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def run_kafka_python(o: dict[str, Any]) -> None:
                       group_instance_id=o.get("instance_id"), auto_offset_reset="earliest", enable_auto_commit=False,
                       partition_assignment_strategy=[assignors[o["assignor"]]],
                       session_timeout_ms=o["session_ms"], heartbeat_interval_ms=o["heartbeat_ms"],
-                      metadata_max_age_ms=5000)
+                      metadata_max_age_ms=5000, **o.get("options", {}))
     t = Tracker()
     while not STOP.is_set():
         batch = c.poll(200)
@@ -85,7 +86,7 @@ def run_aiokafka(o: dict[str, Any]) -> None:
                              auto_offset_reset="earliest", enable_auto_commit=False,
                              partition_assignment_strategy=[assignors[o["assignor"]]],
                              session_timeout_ms=o["session_ms"], heartbeat_interval_ms=o["heartbeat_ms"],
-                             metadata_max_age_ms=5000)
+                             metadata_max_age_ms=5000, **o.get("options", {}))
         await c.start()
         t = Tracker()
         while not STOP.is_set():
@@ -109,6 +110,7 @@ def run_confluent(o: dict[str, Any]) -> None:
             "heartbeat.interval.ms": o["heartbeat_ms"], "topic.metadata.refresh.interval.ms": 5000}
     if o.get("instance_id"):
         conf["group.instance.id"] = o["instance_id"]
+    conf.update(o.get("options", {}))
     c = Consumer(conf)
 
     def on_revoke(consumer: Any, partitions: Any) -> None:
@@ -128,6 +130,9 @@ def run_confluent(o: dict[str, Any]) -> None:
 
 def main() -> None:
     o = json.loads(sys.argv[1])
+    if o.get("debug"):
+        import logging
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
     o.setdefault("client_id", o["client"])
     o.setdefault("session_ms", 6000)
     o.setdefault("heartbeat_ms", 300)

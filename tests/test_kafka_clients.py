@@ -21,6 +21,7 @@ from coordinator.config import BrokerConfig
 from coordinator.group import GroupState
 from coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
+from grouplab.faults.proxy import FaultProxy
 from protocol.consumer_protocol import decode_assignment
 from protocol.types import TopicPartition
 
@@ -95,6 +96,7 @@ class Env:
         self.server: CoordinatorServer | None = None
         self.workers: list[Worker] = []
         self.changed = asyncio.Event()
+        self.bootstrap_port: int | None = None  # a fault proxy's, when clients go through one
 
     async def start_server(self, data_dir: Path | None = None, topics: bool = True) -> CoordinatorServer:
         self.server = CoordinatorServer(BrokerConfig().with_overrides(BROKER), HOST, 0, kafka_port=0,
@@ -108,12 +110,13 @@ class Env:
     @property
     def bootstrap(self) -> str:
         assert self.server is not None
-        return f"{HOST}:{self.server.kafka_port}"
+        return f"{HOST}:{self.bootstrap_port or self.server.kafka_port}"
 
     async def worker(self, client: str, group: str = "g", assignor: str = "range", **options: Any) -> Worker:
         n = len(self.workers)
         spec = {"client": client, "bootstrap": self.bootstrap, "group": group, "topic": TOPIC,
-                "assignor": assignor, "client_id": f"{client}-{n}", **options}
+                "assignor": assignor, "client_id": options.pop("client_id", f"{client}-{n}"), "debug": bool(os.environ.get("KAFKA_WORKER_DEBUG")),
+                **options}
         stderr = open(self.tmp_path / f"worker-{n}.err", "ab")  # noqa: SIM115 - closed with the process
         self.stack.callback(stderr.close)
         proc = await asyncio.create_subprocess_exec(
@@ -133,8 +136,10 @@ class Env:
             await asyncio.wait_for(loop(), timeout_s)
         except asyncio.TimeoutError:
             states = {w.name: (sorted(p for _t, p in w.assigned or []), len(w.records)) for w in self.workers}
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; "
-                                 f"(partitions, records) per consumer: {states}") from None
+            log = self.tmp_path / "coordinator-events.txt"
+            log.write_text("".join(f"{ev.ts_ms} {ev.event} {ev.fields}\n" for _n, ev in self.recorder.records))
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; (partitions, records) per "
+                                 f"consumer: {states}; the coordinator's events are in {log}") from None
 
     def group(self, group_id: str = "g") -> Any:
         assert self.server is not None
@@ -284,3 +289,29 @@ async def test_a_static_member_restarts_without_a_rebalance(env: Env, recorder: 
                          "the restarted member to take its old place")
     assert env.group().generation_id == generation
     assert recorder.events("static_member_replaced", group_instance_id="a")
+
+
+# A short rebalance timeout (max.poll.interval) and request timeout, in each library's own names, so
+# that a lost SyncGroup costs seconds, not the defaults' minutes.
+QUICK = {"kafka-python": {"max_poll_interval_ms": 6000, "request_timeout_ms": 8000},
+         "aiokafka": {"max_poll_interval_ms": 6000, "rebalance_timeout_ms": 6000, "request_timeout_ms": 8000},
+         "confluent-kafka": {"max.poll.interval.ms": 6000, "socket.timeout.ms": 8000}}
+
+
+async def test_every_client_recovers_when_the_leaders_sync_group_is_dropped(env: Env, recorder: EventRecorder) -> None:
+    """The Kafka-wire fault proxy (it reads Kafka's frames, and keeps clients on itself by
+    rewriting the broker address in Metadata and FindCoordinator) drops the leader's SyncGroup once:
+    the followers wait, the coordinator removes the leader after the rebalance timeout, and every
+    client — the leader too, after its request times out — rejoins and the group converges."""
+    server = await env.start_server()
+    proxy = FaultProxy(HOST, server.kafka_port, HOST, 0, seed=1, events=recorder.log("kafka-proxy"), wire="kafka")
+    await proxy.start()
+    env.stack.push_async_callback(proxy.stop)
+    env.bootstrap_port = proxy.port
+    leader = await env.worker("kafka-python", client_id="leader", options=QUICK["kafka-python"], session_ms=6000)
+    await env.wait_until(lambda: env.converged([leader]), "the leader to own the topic")
+    proxy.add_spec("SyncGroup:drop:link=leader:limit=1")
+    others = [await env.worker(c, options=QUICK[c], session_ms=6000) for c in ("aiokafka", "confluent-kafka")]
+    await env.wait_until(lambda: bool(recorder.events("fault_injected", node="kafka-proxy")), "the SyncGroup drop")
+    await env.wait_until(lambda: env.converged([leader, *others]), "every client to recover", timeout_s=90)
+    assert all(link.client_id for link in proxy.links)  # every connection went through the proxy, identified
