@@ -9,6 +9,8 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
@@ -315,3 +317,62 @@ async def test_every_client_recovers_when_the_leaders_sync_group_is_dropped(env:
     await env.wait_until(lambda: bool(recorder.events("fault_injected", node="kafka-proxy")), "the SyncGroup drop")
     await env.wait_until(lambda: env.converged([leader, *others]), "every client to recover", timeout_s=90)
     assert all(link.client_id for link in proxy.links)  # every connection went through the proxy, identified
+
+
+async def test_grouplab_run_with_a_kafka_port_takes_real_clients_into_its_group(env: Env, tmp_path: Path) -> None:
+    """`grouplab run --kafka-port`: the run's simulated consumers and a real client share one
+    group; the run's trace replays identically and `explain` tells the real client's joins."""
+    from grouplab.cluster import LocalCluster
+    from grouplab.replay import replay
+
+    run_dir = tmp_path / "run"
+    cluster = LocalCluster({TOPIC: PARTITIONS}, "g", ["range"], BrokerConfig().with_overrides(BROKER),
+                           ["session.timeout.ms=6000", "heartbeat.interval.ms=300"], run_dir, kafka_port=0)
+    await cluster.start()
+    try:
+        assert cluster.server is not None
+        env.server = cluster.server
+        app = await cluster.add_consumer()
+        real = await env.worker("confluent-kafka", client_id="real-1")
+        await env.wait_until(lambda: env.converged([real], extra=1, extra_assigned=lambda: set(app.client.assignment)
+                                                   if app.client.generation_id == env.group().generation_id else set()),
+                             "the run's consumer and the real client to share the topic")
+        await real.stop()
+        await env.wait_until(lambda: len(env.group().members) == 1, "the real client to leave")
+    finally:
+        env.server = None
+        await cluster.close()
+    result = replay(run_dir)
+    assert result.identical, result.difference
+    out = subprocess.run([sys.executable, "-m", "grouplab.cli", "explain", str(run_dir)], capture_output=True,
+                         text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert "real-1 → coordinator: JoinGroup" in out.stdout
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (Debian: apt-get install kcat)")
+async def test_kcat_produces_and_consumes_in_a_group(env: Env) -> None:
+    """kcat (librdkafka from Debian): -P writes records, -G consumes them as a balanced group member."""
+    await env.start_server()
+    produce = await asyncio.create_subprocess_exec(
+        "kcat", "-b", env.bootstrap, "-P", "-t", TOPIC, "-p", "0", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(produce.communicate(b"one\ntwo\nthree\n"), 60)
+    assert produce.returncode == 0, err
+    consume = await asyncio.create_subprocess_exec(
+        "kcat", "-b", env.bootstrap, "-G", "kcat-group", "-o", "beginning", "-e", "-f", "%s\\n", TOPIC,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    lines: list[str] = []
+    try:
+        assert consume.stdout is not None
+        while len(lines) < 3:
+            line = await asyncio.wait_for(consume.stdout.readline(), 60)
+            assert line, "kcat ended before reading the records"
+            lines.append(line.decode().strip())
+    finally:
+        if consume.returncode is None:
+            consume.kill()
+        await consume.wait()
+    assert lines == ["one", "two", "three"]
+    g = env.group("kcat-group")
+    assert g is not None and g.protocol_type == "consumer"

@@ -36,6 +36,11 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitResponse,
 )
 
+from protocol.messages import API as GROUPLAB_APIS
+
+
+_EDGE = ("ApiVersions", "FindCoordinator")  # answered by the listener itself
+
 
 class KafkaApi(NamedTuple):
     key: int
@@ -71,5 +76,7 @@ _TABLE = [
     KafkaApi(42, "DeleteGroups", 0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
 ]
 
-APIS: dict[int, KafkaApi] = {api.key: api for api in _TABLE}
+# DeleteGroups only where the coordinator has it (it comes with group expiry): ApiVersions never
+# advertises an API the Broker would not serve.
+APIS: dict[int, KafkaApi] = {api.key: api for api in _TABLE if api.name in GROUPLAB_APIS or api.name in _EDGE}
 API_VERSIONS_KEY = 18

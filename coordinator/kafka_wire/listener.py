@@ -33,7 +33,7 @@ from coordinator.kafka_wire.long_poll import fetch_ready
 from coordinator.kafka_wire.translate import Refused, View, to_grouplab, to_kafka
 from protocol.errors import ErrorCode, FrameTooLarge
 from protocol.framing import FrameReader
-from protocol.messages import API, FetchRequest, ProduceRequest
+from protocol.messages import FetchRequest, ProduceRequest
 
 _log = logging.getLogger("grouplab.kafka_wire")
 
@@ -193,9 +193,6 @@ class KafkaConnection(asyncio.Protocol):
         view = View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id)
         if name == "FindCoordinator":
             self._write(encode_response(self._find_coordinator(request, view), request.correlation_id))
-            return
-        if name == "DeleteGroups" and "DeleteGroups" not in API:
-            self._refuse("DeleteGroups is not implemented by this coordinator yet")
             return
         token = KafkaReplyTo(self, request, view)
         try:
