@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -374,5 +375,56 @@ async def test_kcat_produces_and_consumes_in_a_group(env: Env) -> None:
             consume.kill()
         await consume.wait()
     assert lines == ["one", "two", "three"]
-    g = env.group("kcat-group")
-    assert g is not None and g.protocol_type == "consumer"
+    stable = env.recorder.events("group_stable", group_id="kcat-group")
+    assert stable and [TOPIC, 0] in stable[-1].fields["assignments"][stable[-1].fields["leader"]]
+
+
+async def test_librdkafka_transactions_and_read_committed(env: Env) -> None:
+    """A transactional confluent-kafka producer on grouplab's transaction coordinator: a committed
+    transaction with offsets sent to it (send_offsets_to_transaction), an aborted one, and a
+    read_committed consumer that sees only the committed records; an idempotent producer too."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as KTP
+
+    await env.start_server()
+    bootstrap = env.bootstrap
+
+    def run() -> tuple[list[bytes], int, int]:
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-1", "log_level": 0})
+        p.init_transactions(30)
+        group = Consumer({"bootstrap.servers": bootstrap, "group.id": "txg", "log_level": 0})
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(TOPIC, value=b"c%d" % i, partition=0)
+        p.send_offsets_to_transaction([KTP(TOPIC, 1, 7)], group.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(TOPIC, value=b"a%d" % i, partition=0)
+        p.abort_transaction(30)
+        committed = group.committed([KTP(TOPIC, 1)], 30)[0].offset
+        group.close()
+        reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "auto.offset.reset": "earliest",
+                           "isolation.level": "read_committed", "log_level": 0})
+        reader.assign([KTP(TOPIC, 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            m = reader.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        for _ in range(5):  # anything after them (the aborted records) would come now
+            m = reader.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        reader.close()
+        idempotent = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0})
+        for i in range(10):
+            idempotent.produce(TOPIC, value=b"i%d" % i, partition=2)
+        left = idempotent.flush(30)
+        return got, committed, left
+
+    got, committed, left = await asyncio.to_thread(run)
+    assert got == [b"c%d" % i for i in range(5)]
+    assert committed == 7 and left == 0
+    assert env.server is not None and env.server.broker.logs.existing(TOPIC, 2).log_end_offset == 10
