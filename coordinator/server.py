@@ -28,6 +28,7 @@ from coordinator.broker import Broker, RequestContext, uuid_member_ids
 from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
 from coordinator.group_log import GroupLog, Record
+from coordinator.kafka_wire.codec import looks_like_kafka
 from coordinator.kafka_wire.listener import KafkaListener
 from coordinator.partition_log import INT64_MAX, FileLogStore
 from coordinator.trace import TraceRecorder, TraceSink
@@ -307,6 +308,12 @@ class CoordinatorServer:
         try:
             request = decode_request(frame)
         except BadRequest as exc:
+            if looks_like_kafka(frame):  # it could not read a msgpack answer: say where it should go
+                where = f"port {self.kafka_port}" if self.kafka_port is not None else "a Kafka port (--kafka-port)"
+                self.note_bad_frame(conn, f"a Kafka client on grouplab's msgpack port: Kafka's protocol is served on "
+                                          f"{where}; connection closed")
+                conn.close()
+                return
             conn.send(exc.correlation_id, ErrorResponse(error_code=exc.code, error_message=exc.message))
             self.note_bad_frame(conn, exc.message)
             return

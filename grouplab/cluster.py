@@ -23,6 +23,8 @@ from grouplab.tracefile import TraceFile, trace_path
 from grouplab.faults.proxy import FaultProxy
 from grouplab.faults.rules import Rule, parse_spec
 from protocol import events
+from protocol.consumer_protocol import decode_assignment
+from protocol.errors import ProtocolError
 from protocol.effects import LogEvent, wall_clock_ms
 from protocol.types import TopicPartition
 
@@ -155,17 +157,24 @@ class LocalCluster:
         return self.server.broker.groups.get(self.group_id)
 
     def is_stable(self) -> bool:
-        """The group is Stable with exactly the live apps as members, each of them Stable in it, and
-        every partition owned (a cooperative rebalance is not over until its follow-up is)."""
+        """The group is Stable with exactly the live apps as members (with a Kafka port, real
+        clients too), each app Stable in it, and every partition owned (a cooperative rebalance is
+        not over until its follow-up is)."""
         group = self.group_state()
         if group is None or group.state is not GroupState.STABLE:
             return False
         members = {app.client.member_id for app in self.apps}
-        if set(group.members) != members or not all(
+        others = set(group.members) - members  # real Kafka clients, with a Kafka port
+        if (not members <= set(group.members) or (others and self.kafka_port is None)) or not all(
                 app.client.state is MemberState.STABLE and app.client.generation_id == group.generation_id
                 for app in self.apps):
             return False
         owned = sorted(tp for app in self.apps for tp in app.client.assignment)
+        # A real client's share, as the leader assigned it (it says nothing to us of its own state).
+        try:
+            owned = sorted(owned + [tp for m in others for tp in decode_assignment(group.members[m].assignment).partitions])
+        except ProtocolError:
+            return False  # a real client's assignment we cannot read: not a state we can call stable
         subscribed = {t for app in self.apps for t in app.client.config.topics}
         topics = self.server.broker.topics.partitions if self.server is not None else {}
         return owned == sorted(TopicPartition(t, p) for t in subscribed for p in range(topics.get(t, 0)))

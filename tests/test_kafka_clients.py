@@ -141,6 +141,9 @@ class Env:
             states = {w.name: (sorted(p for _t, p in w.assigned or []), len(w.records)) for w in self.workers}
             log = self.tmp_path / "coordinator-events.txt"
             log.write_text("".join(f"{ev.ts_ms} {ev.event} {ev.fields}\n" for _n, ev in self.recorder.records))
+            groups = self.server.broker.groups if self.server is not None else {}
+            states = {**states, **{f"group {g.group_id}": (g.state.value, g.generation_id, sorted(g.members))
+                                   for g in groups.values()}}
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; (partitions, records) per "
                                  f"consumer: {states}; the coordinator's events are in {log}") from None
 
@@ -155,6 +158,9 @@ class Env:
         g = self.group(group_id)
         if g is None or g.state is not GroupState.STABLE or len(g.members) != len(workers) + extra:
             return False
+        given = {m.client_id: set(decode_assignment(m.assignment).partitions) for m in g.members.values()}
+        if any(w.assigned != given.get(w.name) for w in workers):
+            return False  # a client has not yet taken up what this generation gave it
         owned: list[TopicPartition] = [tp for w in workers for tp in (w.assigned or set())]
         owned += list(extra_assigned())
         return sorted(owned) == [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]

@@ -280,3 +280,12 @@ async def test_a_kafka_clients_run_is_traced_and_replays_identically(tmp_path: P
     result = replay(run_dir)
     assert result.identical, result.difference
     assert result.requests >= 3
+
+
+async def test_a_kafka_client_on_the_msgpack_port_is_told_where_to_go(server: CoordinatorServer,
+                                                                     recorder: EventRecorder) -> None:
+    raw = await Raw.open(server.port)  # grouplab's own port, not the Kafka one
+    raw.send(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"))
+    assert await raw.closed()
+    said = [ev.fields["error"] for ev in recorder.events("bad_request")]
+    assert any(f"port {server.kafka_port}" in text for text in said), said

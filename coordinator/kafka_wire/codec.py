@@ -42,6 +42,17 @@ class UnsupportedApiVersions:
     correlation_id: int
 
 
+def looks_like_kafka(frame: bytes) -> bool:
+    """Is this a Kafka request header (a known API key, a plausible version, a client id length
+    that fits)? The msgpack port uses it to tell a misdirected Kafka client what to do: a msgpack
+    request is a map, whose first byte is never 0x00."""
+    if len(frame) < _PREFIX.size + 2 or frame[0] != 0:
+        return False
+    key, version, _ = _PREFIX.unpack_from(frame)
+    (client_id_length,) = struct.unpack_from(">h", frame, _PREFIX.size)
+    return key in APIS and 0 <= version < 100 and -1 <= client_id_length <= len(frame) - _PREFIX.size - 2
+
+
 def decode_request(frame: bytes) -> KafkaRequest | UnsupportedApiVersions:
     if len(frame) < _PREFIX.size:
         raise CloseConnection(f"a request of {len(frame)} bytes has no header")
