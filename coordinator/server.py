@@ -1,9 +1,15 @@
 """The asyncio shell around the pure Broker: sockets in, outputs carried out.
 
 - Each connection is an asyncio.Protocol with a FrameReader; a bad frame gets an error response and
-  changes nothing; an oversized one gets an error response and the connection closes.
+  changes nothing; an oversized one gets an error response and the connection closes. A
+  connection's frames are handled for at most TURN_S at a time, so a burst of requests that make
+  large answers does not hold the loop for all of them (docs/protocol.md §1, Fairness).
+- Every answer is encoded within grouplab.response.max.bytes, or replaced by INVALID_REQUEST saying
+  how big it would be; an answer that cannot be encoded at all (MemoryError included) is replaced by
+  UNKNOWN_SERVER_ERROR. Either keeps the connection and the rest of the step (`_Connection.send`).
 - Group requests go through one serialized input queue per group (a deque drained by a scheduled
-  callback, so handlers never await); timer firings come back through the same queue.
+  callback, so handlers never await); timer firings come back through the same queue. A queue
+  lives only while it holds inputs, so ids that are never seen again cost nothing.
 - The Broker runs in a CoordinatorDriver (coordinator/driver.py), which carries out its outputs;
   this shell gives it the wall clock, loop.call_later timers, the connections to reply on, the
   group log and the event log.
@@ -18,6 +24,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import logging
 import time
 from collections import deque
@@ -35,7 +42,7 @@ from coordinator.trace import TraceRecorder, TraceSink
 from protocol import events
 from protocol.effects import LogEvent, Output, Reply, wall_clock_ms
 from protocol.kernel import TimerTable, loop_schedule
-from protocol.errors import ErrorCode, FrameTooLarge
+from protocol.errors import AnswerTooLarge, ErrorCode, FrameTooLarge
 from protocol.framing import BadRequest, FrameReader, decode_request, encode_response
 from protocol.messages import ErrorResponse
 
@@ -43,13 +50,16 @@ _log = logging.getLogger("grouplab.coordinator")
 
 
 class _ReplyTo:
-    """The opaque token the state machine hands back in Reply: a connection and a correlation id."""
+    """The opaque token the state machine hands back in Reply: a connection and a correlation id
+    (and, for the events about an answer that cannot be sent, the API and client id)."""
 
-    __slots__ = ("conn", "correlation_id")
+    __slots__ = ("conn", "correlation_id", "api", "client_id")
 
-    def __init__(self, conn: "_Connection", correlation_id: int) -> None:
+    def __init__(self, conn: "_Connection", correlation_id: int, api: str = "", client_id: str = "") -> None:
         self.conn = conn
         self.correlation_id = correlation_id
+        self.api = api
+        self.client_id = client_id
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _ReplyTo) and other.conn is self.conn and other.correlation_id == self.correlation_id
@@ -72,19 +82,44 @@ def _conn_of(token: _ReplyTo) -> tuple[str, int]:
 
 
 class _GroupQueue:
-    __slots__ = ("items", "scheduled")
+    """One group's pending inputs. It exists only while it holds some: `_drain` removes it once
+    empty, so a request for a group id that never comes back leaves nothing behind."""
 
-    def __init__(self) -> None:
+    __slots__ = ("group_id", "items", "scheduled")
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
         self.items: deque[tuple] = deque()
         self.scheduled = False
 
 
+# How long one connection's frames may hold the event loop before the other connections and the
+# timers get a turn (a frame that takes longer is still handled whole: one per turn, then).
+TURN_S = 0.005
+
+
 class _Connection(asyncio.Protocol):
+    """One client connection. Its frames are handled in order as they are read, for at most TURN_S
+    at a time: a burst of requests on one connection (each of which may make a large answer) then
+    goes on in later turns of the event loop, so it never holds the loop for more than about one of
+    them while every other connection's requests and every timer wait. Frames read are handled
+    even after the connection is lost (their answers go nowhere), as a burst handled at once was,
+    but not once the server is stopping.
+    Back-pressure: while more than socket.request.max.bytes of frames wait, the connection is not
+    read, and while its answers wait for the client to read them (the transport's write buffer is
+    over its high-water mark) none of its frames are handled: a client that does not read its
+    answers holds only its own requests."""
+
     def __init__(self, server: "CoordinatorServer") -> None:
         self.server = server
         self.reader = FrameReader(server.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = ""
+        self.frames: deque[bytes] = deque()  # read, not yet handled
+        self.queued_bytes = 0
+        self.oversized: FrameTooLarge | None = None  # answered, and the connection closed, after the frames before it
+        self.scheduled = False
+        self.writing_paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -94,24 +129,102 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        self.writing_paused = False
+        self.oversized = None
         self.server.connections.discard(self)
+        self._schedule()
 
     def data_received(self, data: bytes) -> None:
         try:
             frames = self.reader.feed(data)
         except FrameTooLarge as exc:
-            for frame in exc.frames:
-                self.server.on_frame(self, frame)
-            self.send(-1, ErrorResponse(error_code=exc.code, error_message=exc.message))
-            self.server.note_bad_frame(self, exc.message)
-            self.close()
-            return
-        for frame in frames:
-            self.server.on_frame(self, frame)
+            frames = exc.frames
+            self.oversized = exc  # nothing after it can be read
+        self.frames.extend(frames)
+        self.queued_bytes += sum(map(len, frames))
+        if self.scheduled:
+            self._schedule()  # a turn is already due: only stop reading if much waits
+        else:
+            self._handle_frames()
 
-    def send(self, correlation_id: int, body: Any) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode_response(correlation_id, body))
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._schedule()
+
+    def _handle_frames(self) -> None:
+        """Handle waiting frames for up to TURN_S; what is left waits for the next turn. At the
+        end of the frames, read again, or refuse the oversized one."""
+        self.scheduled = False
+        if self.server.stopping:
+            self.frames.clear()
+            return
+        deadline = time.perf_counter() + TURN_S
+        while self.frames and not self.writing_paused:
+            frame = self.frames.popleft()
+            self.queued_bytes -= len(frame)
+            try:
+                self.server.on_frame(self, frame)
+            except Exception as exc:  # pragma: no cover - a defect: this connection ends, the server goes on
+                self.server.note_internal_error(exc)
+                self.frames.clear()
+                self.close()
+                return
+            if time.perf_counter() >= deadline:
+                break
+        if self.frames:
+            self._schedule()
+        elif (oversized := self.oversized) is not None:
+            self.oversized = None
+            self.send(-1, ErrorResponse(error_code=oversized.code, error_message=oversized.message))
+            self.server.note_bad_frame(self, oversized.message)
+            self.close()
+        elif self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def _schedule(self) -> None:
+        """Go on in a later turn (not reading meanwhile, if much is waiting)."""
+        transport = self.transport
+        if transport is not None and transport.is_reading() and (
+                self.oversized is not None or self.queued_bytes > self.reader.max_frame_bytes):
+            transport.pause_reading()
+        if not self.scheduled and not self.writing_paused and (self.frames or self.oversized is not None):
+            self.scheduled = True
+            self.server.after_others(self._handle_frames)
+
+    def send(self, correlation_id: int, body: Any, api: str = "", client_id: str = "") -> None:
+        """Answer `correlation_id` with `body`, or, when that cannot be encoded, with an error that
+        says why: an answer over grouplab.response.max.bytes is INVALID_REQUEST naming its size,
+        the limit and what to ask instead; any other failure (MemoryError included) is
+        UNKNOWN_SERVER_ERROR with the reason. Either is logged, and the connection stays open;
+        nothing the caller carries out after this reply is skipped."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        frame: bytes | None
+        try:
+            frame = encode_response(correlation_id, body, self.server.config.response_max_bytes)
+        except AnswerTooLarge as exc:
+            self.server.note_answer_too_large(api, client_id, exc)
+            frame = self._encode_error(correlation_id, exc.code, exc.message_for(api))
+        except Exception as exc:
+            _log.error("the answer to %s (correlation id %d) could not be encoded: %r", api or "a request",
+                       correlation_id, exc)
+            self.server.note_answer_failed(api, client_id, exc)
+            frame = self._encode_error(correlation_id, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                       f"{api + ': ' if api else ''}the answer could not be encoded: {exc!r}")
+        if frame is None:
+            self.close()  # not even the error could be encoded: the client sees the connection end
+            return
+        self.transport.write(frame)
+
+    @staticmethod
+    def _encode_error(correlation_id: int, code: ErrorCode, message: str) -> bytes | None:
+        try:
+            return encode_response(correlation_id, ErrorResponse(error_code=code, error_message=message))
+        except Exception:
+            return None
 
     def close(self) -> None:
         if self.transport is not None:
@@ -143,6 +256,7 @@ class CoordinatorServer:
         self._queues: dict[str, _GroupQueue] = {}
         self.driver: CoordinatorDriver | None = None  # built by start(): its timers need the loop
         self._server: asyncio.base_events.Server | None = None
+        self.stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.bad_frames = 0
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -275,6 +389,7 @@ class CoordinatorServer:
             self.group_log = None
 
     async def stop(self) -> None:
+        self.stopping = True  # frames still waiting on connections are dropped, not handled
         if self.driver is not None:
             self.driver.timers.cancel_all()
         if self._kafka_server is not None and self.kafka is not None:
@@ -318,7 +433,8 @@ class CoordinatorServer:
             self.note_bad_frame(conn, exc.message)
             return
         header = request.header
-        ctx = RequestContext(_ReplyTo(conn, header.correlation_id), header.client_id, conn.peer.rsplit(":", 1)[0])
+        ctx = RequestContext(_ReplyTo(conn, header.correlation_id, header.api, header.client_id), header.client_id,
+                             conn.peer.rsplit(":", 1)[0])
         self.submit(header.api, request.body, ctx)
 
     def submit(self, api: str, body: Any, ctx: RequestContext) -> None:
@@ -333,10 +449,28 @@ class CoordinatorServer:
         self.bad_frames += 1
         self._emit(LogEvent(self.clock(), events.BadRequest(peer=conn.peer, error=message)))
 
+    def note_internal_error(self, exc: Exception) -> None:
+        _log.error("internal error: %r", exc)
+        self._emit(LogEvent(self.clock(), events.InternalError(error=repr(exc))))
+
+    def note_answer_too_large(self, api: str, client_id: str, exc: AnswerTooLarge) -> None:
+        self._emit(LogEvent(self.clock(), events.ResponseTooLarge(api, client_id, exc.size, exc.limit, exc.exact)))
+
+    def note_answer_failed(self, api: str, client_id: str, exc: Exception) -> None:
+        self._emit(LogEvent(self.clock(), events.ResponseEncodeFailed(api, client_id, error=repr(exc))))
+
+    def after_others(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once what is waiting now has run, and the requests read meanwhile with it:
+        after the next turn's reads and the group queues they fill (a call_soon would run before
+        those drains; a timer due at once, set from a call_soon, runs after them)."""
+        loop = self._loop
+        assert loop is not None
+        loop.call_soon(loop.call_later, 0, callback)
+
     def _enqueue(self, group_id: str, item: tuple) -> None:
         queue = self._queues.get(group_id)
         if queue is None:
-            queue = self._queues[group_id] = _GroupQueue()
+            queue = self._queues[group_id] = _GroupQueue(group_id)
         queue.items.append(item)
         if not queue.scheduled:
             queue.scheduled = True
@@ -353,6 +487,9 @@ class CoordinatorServer:
             else:
                 key = item[1]
                 self._run(lambda: self._driver().on_timer(key), None)
+        # Drained: forget the queue (a later input makes a new one; nothing of this one is left).
+        if self._queues.get(queue.group_id) is queue:
+            del self._queues[queue.group_id]
 
     def _driver(self) -> CoordinatorDriver:
         assert self.driver is not None, "requests and timers come only after start()"
@@ -364,16 +501,20 @@ class CoordinatorServer:
         try:
             step()
         except Exception as exc:  # pragma: no cover - a defect, reported loudly
-            _log.exception("state machine failed")
+            # One line for whoever runs it; the stack only when asked for (GROUPLAB_DEBUG=1).
+            _log.error("state machine failed: %r (a grouplab defect: please report it)", exc,
+                       exc_info=os.environ.get("GROUPLAB_DEBUG") == "1")
             self._emit(LogEvent(self.clock(), events.InternalError(error=repr(exc))))
             if ctx is not None:
-                ctx.reply_to.conn.send(ctx.reply_to.correlation_id,
-                                       ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=repr(exc)))
+                to = ctx.reply_to
+                to.conn.send(to.correlation_id, ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                              error_message=repr(exc)), to.api, to.client_id)
         if self.kafka is not None and self.kafka.parked:
             self.kafka.wake()  # the step may have made records visible to a parked Fetch
 
     def _reply(self, out: Reply) -> None:
-        out.to.conn.send(out.to.correlation_id, out.body)
+        to = out.to
+        to.conn.send(to.correlation_id, out.body, to.api, to.client_id)
 
     def _persist(self, records: list[Record]) -> None:
         """Append before the outputs that follow (the replies) go out; consecutive records (the
@@ -390,7 +531,11 @@ class CoordinatorServer:
                     record=type(record).__name__, key=list(record.key), error=repr(exc))))
 
     def _fire(self, key: tuple) -> None:
-        self._enqueue(key[1], ("timer", key))
+        queue = self.broker.timer_key_queue(key)
+        if queue is None:  # the broker's own (the retention check): no group's queue to wait in
+            self._run(lambda: self._driver().on_timer(key), None)
+        else:
+            self._enqueue(queue, ("timer", key))
 
     def _emit(self, ev: LogEvent) -> None:
         if self.events is not None:

@@ -1,4 +1,4 @@
-"""`grouplab` command line: run, coordinator, consumer, describe, topics, assign."""
+"""`grouplab` command line: run, coordinator, consumer, describe, delete, topics, assign."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 
@@ -19,9 +19,13 @@ from coordinator.config import BrokerConfig, ConfigError
 from coordinator.group_log import LogLockedError
 from protocol.types import Subscription, TopicPartition, format_partitions
 
+if TYPE_CHECKING:
+    from grouplab.teach.lessons import Lesson
+
 # Piped output (not a terminal, no COLUMNS) is laid out this wide, so that no table cell is cut to
 # "partiti…" at rich's default of 80; on a terminal rich measures it, and COLUMNS always wins.
 PIPE_WIDTH = 200
+DEFAULT_UI_PORT = 8765  # grouplab ui / run --ui: the dashboard on http://127.0.0.1:8765/
 
 
 def _console(stderr: bool = False) -> Console:
@@ -98,37 +102,86 @@ def check_assignors(names: list[str]) -> list[str]:
 # ----------------------------------------------------------------------------- run
 
 
-async def cmd_run(args: argparse.Namespace) -> int:
-    from coordinator.server import DataDirError, KafkaPortError
-    from grouplab.cluster import LocalCluster
-    from grouplab.display import RebalanceView, summary_table
-
+def _cluster_args(args: argparse.Namespace) -> tuple[dict[str, int], list[str]]:
+    """run's and ui's shared checks, before anything starts: topics, assignors, consumer overrides."""
     topics = parse_topic_sizes(args.topics)
     assignors = check_assignors(parse_list(args.assignor))
-    if args.consumers == 0 and not args.forever:
-        raise UsageError("--consumers 0 needs --forever (the script stops one consumer and adds another); "
-                         "give --consumers 1 or more")
-    if not args.delivery and (args.records is not None or args.processing_ms is not None):
-        raise UsageError("--records and --processing-ms only apply with --delivery MODE")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be more than 0 seconds")
-    # Every consumer override is checked now, before the coordinator starts.
     ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
                    assignors=assignors).with_overrides(args.consumer_config or [])
-    view = RebalanceView(console, args.group)
-    run_dir = Path(args.run_dir) if args.run_dir else None
-    delivery = None
-    if args.delivery:
-        from consumer.delivery import DeliveryMode
-        from grouplab.cluster import DeliveryRun
+    return topics, assignors
 
-        delivery = DeliveryRun(DeliveryMode(args.delivery), next(iter(topics)),
-                               1000 if args.records is None else args.records,
-                               20 if args.processing_ms is None else args.processing_ms)
-    cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
-                           run_dir, port=args.port, listeners=[view], data_dir=args.data_dir,
-                           faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
-                           kafka_port=args.kafka_port)
+
+def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assignors: list[str],
+            run_dir: Path | None) -> None:
+    console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
+                  f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
+                  + (f" · event log in {run_dir}/" if run_dir else "")
+                  + (f" · group log in {args.data_dir}/" if args.data_dir else "")
+                  + (f" · Kafka clients on {cluster.host}:{cluster.kafka_client_port}"
+                     + (" (through a Kafka-wire fault proxy)" if cluster.kafka_proxy is not None else "")
+                     if cluster.kafka_port is not None else ""))
+    if cluster.proxy is not None:
+        rules = ", ".join(rule.spec() for rule in cluster.proxy.rules) or "none yet"
+        console.print(f"[bold]fault proxy[/] on {cluster.host}:{cluster.proxy.port} (consumers connect through it) · "
+                      f"faults {rules}" + (f" · seed {args.fault_seed}" if args.fault_seed is not None else ""))
+
+
+class Dashboard:
+    """`--ui`: the hub listening to the cluster, and the web server once the cluster is up."""
+
+    def __init__(self, group: str, lang: str) -> None:
+        from grouplab.ui.hub import Hub
+
+        check_lang(lang)
+        self.cluster: Any = None
+        # The timeline told by grouplab explain's narrator, reading the live Broker after each step.
+        self.hub = Hub(group, lang=lang, broker=self._broker)
+        self.server: Any = None
+
+    def _broker(self) -> Any:
+        server = self.cluster.server if self.cluster is not None else None
+        return server.broker if server is not None else None
+
+    async def start(self, cluster: Any, args: argparse.Namespace) -> None:
+        from grouplab.ui.controls import Controls, cluster_info
+        from grouplab.ui.web import UiServer
+
+        self.cluster = cluster
+        self.hub.extras = lambda: cluster_info(cluster)
+        port = DEFAULT_UI_PORT if args.ui_port is None else args.ui_port
+        server = UiServer(self.hub, Controls(cluster), "127.0.0.1", port)
+        try:
+            await server.start()
+        except OSError as exc:
+            raise CliError(ui_listen_error("127.0.0.1", port, exc)) from None
+        self.server = server
+
+    async def announce(self, args: argparse.Namespace) -> None:
+        """The URL (the chosen port with --ui-port 0), and the browser with --open."""
+        console.print(f"[bold green]dashboard[/] on [bold]{self.server.url}[/] (Ctrl-C to stop)")
+        if args.open:
+            import webbrowser
+
+            await asyncio.get_running_loop().run_in_executor(None, webbrowser.open, self.server.url)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+
+
+def ui_listen_error(host: str, port: int, exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.EADDRINUSE:
+        return (f"cannot serve the dashboard on {host}:{port}: the port is already in use; "
+                f"pick another --ui-port (0: any free port)")
+    return f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}"
+
+
+async def _start_cluster(cluster: Any, port: int, dashboard: Dashboard | None, args: argparse.Namespace) -> None:
+    """Start the cluster, then the dashboard; if either fails, nothing is left running."""
+    from coordinator.server import DataDirError, KafkaPortError
+
     try:
         await cluster.start()
     except DataDirError as exc:
@@ -139,27 +192,63 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise CliError(listen_error(cluster.host, args.kafka_port, exc, "--kafka-port")) from None
     except OSError as exc:
         await cluster.close()
-        raise CliError(listen_error(cluster.host, args.port, exc)) from None
-    console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
-                  f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
-                  + (f" · event log in {run_dir}/" if run_dir else "")
-                  + (f" · group log in {args.data_dir}/" if args.data_dir else "")
-                  + (f" · Kafka clients on {cluster.host}:{cluster.kafka_client_port}"
-                     + (" (through a Kafka-wire fault proxy)" if cluster.kafka_proxy is not None else "")
-                     if cluster.kafka_port is not None else ""))
-    if cluster.proxy is not None:
-        console.print(f"[bold]fault proxy[/] on {cluster.host}:{cluster.proxy.port} (consumers connect through it) · "
-                      f"faults {', '.join(rule.spec() for rule in cluster.proxy.rules)}"
-                      + (f" · seed {args.fault_seed}" if args.fault_seed is not None else ""))
+        raise CliError(listen_error(cluster.host, port, exc)) from None
+    if dashboard is not None:
+        try:
+            await dashboard.start(cluster, args)
+        except BaseException:
+            await cluster.close()
+            raise
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    from grouplab.cluster import LocalCluster
+    from grouplab.display import RebalanceView, summary_table
+
+    if args.protocol == "zk":
+        return await cmd_run_zk(args)
+    if args.zookeeper or args.streams is not None:
+        raise UsageError("--zookeeper and --streams are for the ZooKeeper-era consumers: add --protocol zk")
+    topics, assignors = _cluster_args(args)
+    if args.consumers == 0 and not args.forever:
+        raise UsageError("--consumers 0 needs --forever (the script stops one consumer and adds another); "
+                         "give --consumers 1 or more")
+    if not args.delivery and (args.records is not None or args.processing_ms is not None):
+        raise UsageError("--records and --processing-ms only apply with --delivery MODE")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be more than 0 seconds")
+    if not args.ui and (args.ui_port is not None or args.open or args.lang != "en"):
+        raise UsageError("--ui-port, --open and --lang only apply with --ui")
+    view = RebalanceView(console, args.group)
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    delivery = None
+    if args.delivery:
+        from consumer.delivery import DeliveryMode
+        from grouplab.cluster import DeliveryRun
+
+        delivery = DeliveryRun(DeliveryMode(args.delivery), next(iter(topics)),
+                               1000 if args.records is None else args.records,
+                               20 if args.processing_ms is None else args.processing_ms)
+    dashboard = Dashboard(args.group, args.lang) if args.ui else None
+    cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
+                           run_dir, port=args.port,
+                           listeners=[view] + ([dashboard.hub.on_event] if dashboard is not None else []),
+                           data_dir=args.data_dir, faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
+                           trace_listeners=[dashboard.hub.on_trace] if dashboard is not None else None,
+                           proxy=dashboard is not None, kafka_port=args.kafka_port)
+    await _start_cluster(cluster, args.port, dashboard, args)
+    _banner(cluster, args, topics, assignors, run_dir)
     interrupted = timed_out = False
     try:
+        if dashboard is not None:
+            await dashboard.announce(args)
         console.print(f"[dim]starting {args.consumers} consumers…[/]")
         for _ in range(args.consumers):
             await cluster.add_consumer()
         if args.consumers:
             await cluster.wait_stable(args.timeout)
             await asyncio.sleep(args.hold)
-        if not args.forever:
+        if not args.forever and cluster.apps:  # (with --ui, the page may have stopped them all)
             victim = cluster.apps[0]
             name = victim.client.config.client_id
             if args.crash and delivery is not None:
@@ -196,6 +285,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         timed_out = True
         console.print(f"[red]the group did not settle within --timeout {args.timeout:g} s: shutting down…[/]")
     finally:
+        if dashboard is not None:
+            await dashboard.stop()
         apps = cluster.apps + cluster.stopped
         account = None
         if delivery is not None and cluster.server is not None:
@@ -211,8 +302,136 @@ async def cmd_run(args: argparse.Namespace) -> int:
                       + (f" · event log: {run_dir}/" if run_dir else ""))
         if account is not None:
             console.print(_delivery_table(delivery, account, processed))
-        if cluster.proxy is not None:
+        if cluster.proxy is not None and cluster.proxy.rules:
             console.print("faults fired: " + ", ".join(f"{rule.spec()} ×{rule.fired}" for rule in cluster.proxy.rules))
+    if timed_out:
+        raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
+    return 130 if interrupted else 0
+
+
+async def cmd_ui(args: argparse.Namespace) -> int:
+    """A cluster and its dashboard, until Ctrl-C: the page's buttons are the script."""
+    from grouplab.cluster import LocalCluster
+    from grouplab.display import RebalanceView
+
+    topics, assignors = _cluster_args(args)
+    view = RebalanceView(console, args.group)
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    dashboard = Dashboard(args.group, args.lang)
+    cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config, run_dir,
+                           port=args.port, listeners=[view, dashboard.hub.on_event], data_dir=args.data_dir,
+                           faults=args.faults, fault_seed=args.fault_seed,
+                           trace_listeners=[dashboard.hub.on_trace], proxy=True, kafka_port=args.kafka_port)
+    await _start_cluster(cluster, args.port, dashboard, args)
+    _banner(cluster, args, topics, assignors, run_dir)
+    try:
+        await dashboard.announce(args)
+        for _ in range(args.consumers):
+            await cluster.add_consumer()
+        console.print(f"[dim]{args.consumers} consumers started; running until Ctrl-C…[/]")
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        console.print("[yellow]interrupted: shutting down…[/]")
+    finally:
+        await dashboard.stop()
+        await cluster.close()
+        console.print(f"{len(view.records)} rebalances" + (f" · event log: {run_dir}/" if run_dir else ""))
+    return 130
+
+
+async def cmd_run_zk(args: argparse.Namespace) -> int:
+    """The same script as `run`, by the ZooKeeper-era consumers over a registry (docs/legacy.md §6)."""
+    from rich.table import Table
+
+    from consumer.legacy.config import LegacyConfig
+    from grouplab.zk.run import ZkCluster, ZkRunError
+
+    topics = parse_topic_sizes(args.topics)
+    if args.delivery or args.faults or args.data_dir or args.config or args.config_file or args.ui:
+        raise UsageError("--delivery, --faults, --data-dir, --config and --ui are for the coordinator protocol; "
+                         "--protocol zk takes --zookeeper, --streams and --consumer-config (Kafka 0.8 names)")
+    if args.consumers == 0 and not args.forever:
+        raise UsageError("--consumers 0 needs --forever; give --consumers 1 or more")
+    if args.zookeeper is not None:
+        host, sep, port = args.zookeeper.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise UsageError(f"--zookeeper expects HOST:PORT (e.g. 127.0.0.1:2181), got {args.zookeeper!r}")
+    streams = 1 if args.streams is None else args.streams
+    LegacyConfig(args.group, "consumer-1", {t: streams for t in topics},
+                 assignment_strategy=args.assignor).with_overrides(args.consumer_config)
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    logs: list[Any] = []
+
+    def events(node: str) -> Any:
+        if run_dir is None:
+            return None
+        from grouplab.eventlog import run_dir_log
+
+        log = run_dir_log(run_dir, node)
+        logs.append(log)
+        return log.emit
+
+    cluster = ZkCluster(topics, args.group, args.assignor, streams, args.consumer_config, args.zookeeper, events)
+    where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
+    console.print(f"[bold]grouplab[/] ZooKeeper-era consumers on {where} · group [bold]{args.group}[/] · topics "
+                  f"{', '.join(f'{t}:{n}' for t, n in topics.items())} · {streams} stream(s) per topic · "
+                  f"assignor {args.assignor}" + (f" · event log in {run_dir}/" if run_dir else ""))
+    try:
+        await cluster.start()
+    except ZkRunError as exc:
+        raise CliError(str(exc)) from None
+    steps: list[tuple[str, int | None, int]] = []
+    interrupted = timed_out = False
+
+    async def step(what: str) -> None:
+        nonlocal timed_out
+        ops = cluster.ops()
+        settle = await cluster.wait_settled(args.timeout)
+        steps.append((what, settle, cluster.ops() - ops))
+        if settle is None:
+            timed_out = True
+            raise asyncio.TimeoutError
+        console.print(f"[green]settled[/] after {what}: {settle} ms, {cluster.ops() - ops} registry operations")
+        await asyncio.sleep(args.hold)
+
+    try:
+        console.print(f"[dim]starting {args.consumers} consumers…[/]")
+        for _ in range(args.consumers):
+            cluster.add_consumer()
+        if args.consumers:
+            await step(f"{args.consumers} joined")
+        if args.forever:
+            console.print("[dim]running until Ctrl-C…[/]")
+            await asyncio.Event().wait()
+        victim = cluster.drivers[0]
+        how = "crash: its session is left to expire" if args.crash else "clean shutdown: its session closes"
+        console.print(f"[yellow]stopping {victim.consumer_id} ({how})…[/]")
+        cluster.stop_consumer(victim, crash=args.crash)
+        await step(f"{victim.consumer_id} {'crashed' if args.crash else 'left'}")
+        console.print("[green]adding a consumer…[/]")
+        cluster.add_consumer()
+        await step("one joined")
+    except asyncio.CancelledError:
+        interrupted = True
+        console.print("[yellow]interrupted: shutting down…[/]")
+    except asyncio.TimeoutError:
+        console.print(f"[red]the group did not settle within --timeout {args.timeout:g} s: shutting down…[/]")
+    finally:
+        table = Table(title="registry operations per consumer (the herd effect: every consumer reacts to "
+                            "every change)", title_justify="left", header_style="bold")
+        for col in ("consumer", "partitions", "rebalances", "gave up", "reads", "writes"):
+            table.add_column(col, justify="left" if col in ("consumer", "partitions") else "right")
+        for d in cluster.drivers + cluster.stopped:
+            table.add_row(d.consumer_id + ("" if d in cluster.drivers else " (stopped)"),
+                          format_partitions(sorted(d.machine.fetchers)) if d in cluster.drivers else "-",
+                          str(d.machine.rebalances),
+                          str(d.machine.gave_up), str(d.reads), str(d.writes))
+        await cluster.close()
+        for log in logs:
+            log.close()
+        console.print(table)
+        console.print(" · ".join(f"{what}: {'did not settle' if ms is None else f'settled in {ms} ms'}, "
+                                 f"{ops} registry ops" for what, ms, ops in steps))
     if timed_out:
         raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
     return 130 if interrupted else 0
@@ -432,6 +651,38 @@ async def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_delete(args: argparse.Namespace) -> int:
+    """Like kafka-consumer-groups --delete: DeleteGroups of each group; the deleted ones are
+    printed, any that could not be deleted make one line on stderr and exit 1."""
+    from grouplab.admin import AdminClient, AdminError, parse_bootstrap
+    from protocol.errors import ErrorCode
+
+    host, port = parse_bootstrap(args.bootstrap_server)
+    async with AdminClient(host, port) as admin:
+        groups = args.group or []
+        if args.all_groups:
+            groups = await admin.list_groups()
+            if not groups:
+                err.print("the coordinator has no groups")
+                return 0
+        if not groups:
+            raise UsageError("give --group NAME (repeatable) or --all-groups")
+        results = await admin.delete_groups(groups)
+    deleted = [g for g, code in results.items() if code == 0]
+    if deleted:
+        console.print(f"deleted group{'s' * (len(deleted) != 1)} {', '.join(map(repr, deleted))}", markup=False,
+                      highlight=False)
+    # What each refusal means to the person who asked (kafka-consumer-groups names only the code).
+    meaning = {ErrorCode.GROUP_ID_NOT_FOUND: "does not exist (GROUP_ID_NOT_FOUND)",
+               ErrorCode.NON_EMPTY_GROUP: "has members; stop them or let them leave first (NON_EMPTY_GROUP)",
+               ErrorCode.INVALID_GROUP_ID: "is not a valid group id (INVALID_GROUP_ID)"}
+    failed = [f"{g!r} {meaning.get(ErrorCode.from_code(code)) or AdminError(code, None)}"
+              for g, code in results.items() if code]
+    if failed:
+        raise CliError(f"could not delete: {'; '.join(failed)}")
+    return 0
+
+
 async def cmd_topics(args: argparse.Namespace) -> int:
     from grouplab.admin import AdminClient, parse_bootstrap
 
@@ -454,6 +705,8 @@ async def cmd_topics(args: argparse.Namespace) -> int:
 
 def cmd_assign(args: argparse.Namespace) -> int:
     sizes = parse_topic_sizes(args.topics)
+    if args.streams is not None or any(":" in spec.partition("=")[2] for spec in args.member):
+        return assign_over_threads(args, sizes)
     subscriptions: dict[str, Subscription] = {}
     for spec in args.member:
         name, sep, topics = spec.partition("=")
@@ -515,6 +768,53 @@ def cmd_assign(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_topic_counts(spec: str, sizes: dict[str, int], streams: int) -> tuple[str, dict[str, int]]:
+    """`C1=t0:2,t1` -> ("C1", {"t0": 2, "t1": streams}): a ZooKeeper-era consumer's topicCountMap."""
+    name, sep, topics = spec.partition("=")
+    if not sep or not name or not parse_list(topics):
+        raise UsageError(f"expected --member NAME=TOPIC[:STREAMS][,TOPIC[:STREAMS]...], got {spec!r}")
+    counts: dict[str, int] = {}
+    for item in parse_list(topics):
+        topic, colon, n = item.partition(":")
+        if colon and (not n.isdigit() or int(n) < 1):
+            raise UsageError(f"--member {name}: expected TOPIC:STREAMS with STREAMS 1 or more, got {item!r}")
+        if topic not in sizes:
+            raise UsageError(f"member {name!r} subscribes to {topic!r}, not in --topics ({', '.join(sizes)}); "
+                             f"add it there as TOPIC:PARTITIONS")
+        counts[topic] = int(n) if colon else streams
+    return name, counts
+
+
+def assign_over_threads(args: argparse.Namespace, sizes: dict[str, int]) -> int:
+    """The ZooKeeper-era assignors (docs/legacy.md §2): every consumer has STREAMS threads per topic,
+    `<consumer>-<n>`, and partitions go to thread ids."""
+    from consumer.legacy.assignors import get_legacy_assignor
+    from consumer.legacy.threads import by_consumer
+
+    if args.owned:
+        raise UsageError("--owned is for the sticky assignors; the ZooKeeper-era assignors (--streams) kept no memory")
+    streams = 1 if args.streams is None else args.streams
+    subscriptions: dict[str, dict[str, int]] = {}
+    for spec in args.member:
+        name, counts = parse_topic_counts(spec, sizes, streams)
+        if name in subscriptions:
+            raise UsageError(f"member {name!r} is given twice; give each --member once with all its topics")
+        subscriptions[name] = counts
+    if not subscriptions:
+        raise UsageError("give at least one --member NAME=TOPIC[:STREAMS][,TOPIC...]")
+    result = get_legacy_assignor(args.assignor)(sizes, subscriptions)
+    if args.format == "json":
+        print(json.dumps({t: [[tp.topic, tp.partition] for tp in ps] for t, ps in result.items()}))
+        return 0
+    from grouplab.display import assignment_table
+
+    console.print(assignment_table(result, title=f"{args.assignor} over consumer threads (ZooKeeper era) · "
+                                                 f"topics {args.topics}", unit="thread"))
+    per_consumer = by_consumer(result, subscriptions)
+    console.print("per consumer: " + " · ".join(f"{c}: {format_partitions(ps)}" for c, ps in per_consumer.items()))
+    return 0
+
+
 # ----------------------------------------------------------------------------- replay
 
 
@@ -551,39 +851,44 @@ def check_lang(lang: str) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    """Arguments and display; the story is grouplab/teach/explain.py's."""
+    """Arguments and display; the story is grouplab/teach/explain.py's (and a lesson's, lessons.py's)."""
     import tempfile
 
     from grouplab.replay import ReplayRefused
     from grouplab.teach.catalog import Catalog
-    from grouplab.teach.explain import Filter, markdown, mermaid, narrate_run, select, text_lines
+    from grouplab.teach.explain import Filter, mermaid, narrate_run, select, text_lines
+    from grouplab.teach.lessons import Told, comparison_text, markdown_page, tell
 
     check_lang(args.lang)
+    if args.lessons:
+        return cmd_lessons(args)
+    if not args.target:
+        raise UsageError("give a RUN_DIR, a scenario or a lesson to explain (grouplab lessons lists the lessons)")
     c = Catalog(args.lang)
     target = Path(args.target)
+    asked = Filter(args.from_s, args.to_s, args.generation)
+    lesson: Lesson | None = None
     with tempfile.TemporaryDirectory(prefix="grouplab-explain-") as tmp:
-        if (target / "trace").is_dir() or (target.is_dir() and not target.suffix == ".toml"):
-            run_dir, label = target, str(target)
-        else:  # a scenario: run it on the simulator first, into a directory that goes afterwards
-            from grouplab.sim.runner import run_seed
-            from grouplab.sim.scenario import ScenarioError, load_scenario, resolve_scenario
-
-            try:
-                scenario = load_scenario(resolve_scenario(args.target))
-            except ScenarioError as exc:
-                raise UsageError(f"{args.target}: not a run directory, and {exc}") from None
-            run_dir, label = Path(tmp), f"{scenario.name}, seed {args.seed}"
-            run_seed(scenario, args.seed, run_dir)
         try:
-            story = narrate_run(run_dir, args.lang)
+            if (target / "trace").is_dir() or (target.is_dir() and not target.suffix == ".toml"):
+                told = [Told(None, story := narrate_run(target, args.lang), select(story, asked))]
+                label = str(target)
+            else:  # a scenario or a lesson: run it on the simulator first, into a directory that goes afterwards
+                lesson = _lesson_or_scenario(args.target)
+                seed = args.seed if args.seed is not None else lesson.spec.seed
+                told = tell(lesson, seed, args.lang, asked, Path(tmp))
+                label = f"{lesson.scenario.name}, seed {seed}"
         except ReplayRefused as exc:
             raise CliError(exc) from None
-    steps = select(story, Filter(args.from_s, args.to_s, args.generation))
-    title = c.t("title.run", group=story.group or "?", run=label)
+    story, steps = told[0].story, told[0].steps
+    if lesson is not None and lesson.scenario.lesson is not None:  # a lesson: its title and introduction first
+        title, intro = c.t("title.lesson", title=lesson.title(c)), lesson.intro(c)
+    else:
+        title, intro = c.t("title.run", group=story.group or "?", run=label), None
     if args.format == "markdown":
-        text = markdown(story, steps, c, title, show_all=args.all)
+        text = markdown_page(told, c, title, intro, args.all)
     elif args.format == "mermaid":
-        text = mermaid(story, steps, c, show_all=args.all)
+        text = mermaid(story, steps, c, show_all=args.all)  # a lesson's variants: the first one's diagram
     else:
         text = ""
     if text:
@@ -593,7 +898,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(text)
         return 0
-    if not steps:
+    if not any(t.steps for t in told):
         err.print(c.t("filtered.none"))
         return 1
 
@@ -605,8 +910,62 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return answer.strip().lower() != "q"
 
     console.print(title, style="bold", markup=False, highlight=False)
-    for style, line in text_lines(story, steps, c, show_all=args.all, on_step=wait if args.step else None):
-        console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+    if intro:
+        console.print(intro, markup=False, highlight=False)
+    stopped = False
+
+    def step() -> bool:
+        nonlocal stopped
+        stopped = not wait()
+        return not stopped
+
+    for t in told:
+        if t.label is not None:
+            console.print(f"\n── {t.label} ──", style="bold", markup=False, highlight=False)
+        for style, line in text_lines(t.story, t.steps, c, show_all=args.all, on_step=step if args.step else None):
+            console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+        if stopped:
+            return 0
+    if len(told) > 1:
+        console.print(f"\n── {c.t('compare.title')} ──", style="bold", markup=False, highlight=False)
+        for line in comparison_text(told, c):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _lesson_or_scenario(target: str) -> Lesson:
+    """A scenario file or built-in scenario name, else a built-in lesson name; one line if neither."""
+    from grouplab.sim.scenario import ScenarioError, builtin_scenario_names, resolve_scenario
+    from grouplab.teach.lessons import find_lesson, lesson_names, load_lesson
+
+    try:
+        path = resolve_scenario(target)
+    except ScenarioError:
+        found = find_lesson(target)
+        if found is None:
+            raise UsageError(f"{target}: not a run directory, a scenario or a lesson (lessons: {', '.join(lesson_names())}; "
+                             f"built-in scenarios: {', '.join(builtin_scenario_names())})") from None
+        path = found
+    try:
+        return load_lesson(path)
+    except ScenarioError as exc:
+        raise UsageError(f"{target}: not a run directory, and {exc}") from None
+
+
+def cmd_lessons(args: argparse.Namespace) -> int:
+    """The built-in lessons with their titles, in the chosen language."""
+    from grouplab.teach.catalog import Catalog
+    from grouplab.teach.lessons import find_lesson, lesson_names, load_lesson
+
+    check_lang(args.lang)
+    c = Catalog(args.lang)
+    names = lesson_names()
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+        path = find_lesson(name)
+        assert path is not None
+        console.print(f"{name:<{width}}  {load_lesson(path).title(c)}", markup=False, highlight=False, soft_wrap=True)
+    err.print(c.t("lessons.hint"))
     return 0
 
 
@@ -646,6 +1005,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     else:
         results = []
         try:
+            if not err.is_terminal:  # (a terminal gets the progress bar instead)
+                err.print(f"running {len(seeds):,} seeds of {scenario.name}…", soft_wrap=True)
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           console=err, transient=True, disable=not err.is_terminal) as progress:
                 task = progress.add_task(f"{scenario.name}: seeds", total=len(seeds))
@@ -1073,18 +1434,38 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--bootstrap-server", default="127.0.0.1:9192", metavar="HOST:PORT",
                         help="the coordinator to talk to")
 
+    def add_cluster_options(sp: argparse.ArgumentParser) -> None:
+        """The local cluster's options, shared by `run` and `ui`."""
+        sp.add_argument("--consumers", type=at_least(0), default=3,
+                        help="consumers to start (run: 0 only with --forever: a coordinator for consumers started "
+                             "elsewhere)")
+        sp.add_argument("--topics", default="t0:3,t1:3", help="TOPIC:PARTITIONS,... to create")
+        sp.add_argument("--assignor", default="range", help=f"preference list of {', '.join(assignor_names())}")
+        sp.add_argument("--group", default="grouplab", help="the consumers' group.id")
+        sp.add_argument("--port", type=port_number, default=0, help="coordinator port (0: any free port)")
+        sp.add_argument("--kafka-port", type=port_or_off, default=None, metavar="PORT",
+                        help="also listen for real Kafka clients on PORT (Kafka's own protocol, docs/kafka-wire.md; "
+                             "0: any free port); they can join the group beside grouplab's consumers")
+        sp.add_argument("--run-dir", help="write the JSON event log, one file per node, into this directory")
+        sp.add_argument("--data-dir", metavar="DIR",
+                        help="keep group and topic metadata in DIR/group-metadata.log across restarts")
+        sp.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE",
+                        help="consumer config override with Kafka's name (repeatable)")
+        sp.add_argument("--faults", action="append", default=[], metavar="SPEC",
+                        help="inject a fault through a proxy between consumers and coordinator (repeatable); "
+                             "SPEC is API:ACTION[:ARG][:OPTION=VALUE...], see below and docs/faults.md")
+        sp.add_argument("--fault-seed", type=int, metavar="N", help="seed of the fault proxy's randomness (a repeatable run)")
+        add_broker_config(sp)
+
+    def add_ui_options(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--ui-port", type=port_number, metavar="PORT",
+                        help=f"the dashboard's port on 127.0.0.1 (default: {DEFAULT_UI_PORT}; 0: any free port, printed)")
+        sp.add_argument("--open", action="store_true", help="open the dashboard in the default web browser")
+        sp.add_argument("--lang", default="en", help="language of the dashboard's message timeline: en or zh")
+
     r = sub.add_parser("run", help="a coordinator plus N simulated consumers, showing each rebalance live",
                        epilog=FAULTS_HELP)
-    r.add_argument("--consumers", type=at_least(0), default=3,
-                   help="consumers to start (0 only with --forever: a coordinator for consumers started elsewhere)")
-    r.add_argument("--topics", default="t0:3,t1:3", help="TOPIC:PARTITIONS,... to create")
-    r.add_argument("--assignor", default="range", help=f"preference list of {', '.join(assignor_names())}")
-    r.add_argument("--group", default="grouplab", help="the consumers' group.id")
-    r.add_argument("--port", type=port_number, default=0, help="coordinator port (0: any free port)")
-    r.add_argument("--kafka-port", type=port_or_off, default=None, metavar="PORT",
-                   help="also listen for real Kafka clients on PORT (Kafka's own protocol, docs/kafka-wire.md; "
-                        "0: any free port); they can join the run's group beside grouplab's consumers")
-    r.add_argument("--run-dir", help="write the JSON event log, one file per node, into this directory")
+    add_cluster_options(r)
     r.add_argument("--hold", type=seconds, default=2.0, help="seconds to keep processing between steps")
     r.add_argument("--timeout", type=seconds, default=120.0, help="seconds to wait for each rebalance")
     r.add_argument("--delivery", choices=["at-most-once", "at-least-once", "exactly-once"],
@@ -1095,14 +1476,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --delivery: time spent on each fetched batch (default: 20)")
     r.add_argument("--crash", action="store_true", help="stop the consumer by crashing it (no LeaveGroup, no commit)")
     r.add_argument("--forever", action="store_true", help="skip the stop/add script; run until Ctrl-C")
-    r.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log across restarts")
-    r.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE",
-                   help="consumer config override with Kafka's name (repeatable)")
-    r.add_argument("--faults", action="append", default=[], metavar="SPEC",
-                   help="inject a fault through a proxy between consumers and coordinator (repeatable); "
-                        "SPEC is API:ACTION[:ARG][:OPTION=VALUE...], see below and docs/faults.md")
-    r.add_argument("--fault-seed", type=int, metavar="N", help="seed of the fault proxy's randomness (a repeatable run)")
-    add_broker_config(r)
+    r.add_argument("--ui", action="store_true", help="also serve the live dashboard (grouplab ui) while the run goes on")
+    add_ui_options(r)
+    r.add_argument("--protocol", choices=["coordinator", "zk"], default="coordinator",
+                   help="coordinator: today's group coordinator; zk: the ZooKeeper-era consumers, each computing "
+                        "the assignment from a registry (docs/legacy.md)")
+    r.add_argument("--zookeeper", metavar="HOST:PORT",
+                   help="with --protocol zk: a real ZooKeeper (zookeeper.connect); without it, the embedded registry")
+    r.add_argument("--streams", type=at_least(1), metavar="N",
+                   help="with --protocol zk: streams (consumer threads) per topic for every consumer (default: 1)")
+
+    u = sub.add_parser("ui", help="a coordinator plus N simulated consumers and a live dashboard in the browser, "
+                                  "with buttons to kill, hang, slow down or cut off members (docs/ui.md)",
+                       epilog=FAULTS_HELP)
+    add_cluster_options(u)
+    add_ui_options(u)
 
     c = sub.add_parser("coordinator", help="run the coordinator server alone")
     c.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -1140,6 +1528,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--group", action="append", help="group to describe (repeatable)")
     d.add_argument("--all-groups", action="store_true", help="describe every group the coordinator has")
     d.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+
+    x = sub.add_parser("delete", help="delete Empty groups and their committed offsets, like kafka-consumer-groups "
+                                      "--delete (a group with members is refused)")
+    add_bootstrap(x)
+    x.add_argument("--group", action="append", help="group to delete (repeatable)")
+    x.add_argument("--all-groups", action="store_true", help="delete every group the coordinator has (those with "
+                                                             "members are refused and reported)")
 
     t = sub.add_parser("topics", help="create topics, add partitions, list topics")
     tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -1195,10 +1590,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("explain", help="tell a run message by message: who sent what, what the coordinator "
                         "decided and why (docs/explain.md)")
-    ex.add_argument("target", metavar="RUN_DIR|SCENARIO",
+    ex.add_argument("target", metavar="RUN_DIR|SCENARIO|LESSON", nargs="?",
                     help="a run directory (run/simulate/coordinator --run-dir), or a scenario or lesson to simulate")
-    ex.add_argument("--seed", type=int, default=1, help="the seed to simulate a SCENARIO with")
+    ex.add_argument("--seed", type=int, help="the seed to simulate a SCENARIO with (default 1; a lesson's own)")
     ex.add_argument("--lang", default="en", help="language of the explanations: en or zh")
+    ex.add_argument("--lessons", action="store_true", help="list the built-in lessons (as `grouplab lessons`)")
     ex.add_argument("--format", choices=["text", "markdown", "mermaid"], default="text",
                     help="text for the terminal, markdown for a page to hand out, mermaid for a sequence diagram")
     ex.add_argument("--out", metavar="FILE", help="write markdown or mermaid here instead of stdout")
@@ -1209,6 +1605,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only the rebalance that formed generation N and that generation's life")
     ex.add_argument("--all", action="store_true", help="also tell routine messages (heartbeats, commits) one by one")
 
+    ls = sub.add_parser("lessons", help="list the built-in lessons: `grouplab explain LESSON` tells one (docs/explain.md)")
+    ls.add_argument("--lang", default="en", help="language of the titles: en or zh")
+
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
@@ -1216,11 +1615,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a member and its subscription (repeatable, at least one)")
     a.add_argument("--owned", action="append", metavar="NAME=T:P[,T:P]", help="previous ownership (sticky assignors)")
     a.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    a.add_argument("--streams", type=at_least(1), metavar="N",
+                   help="the ZooKeeper-era consumer: N streams (threads) per topic for every member, assigned over "
+                        "thread ids <member>-<n> with the old range or roundrobin; a member's TOPIC:STREAMS "
+                        "overrides it (docs/legacy.md)")
     return p
 
 
-_ASYNC = {"run": cmd_run, "coordinator": cmd_coordinator, "consumer": cmd_consumer, "describe": cmd_describe,
-          "topics": cmd_topics}
+_ASYNC = {"run": cmd_run, "ui": cmd_ui, "coordinator": cmd_coordinator, "consumer": cmd_consumer, "describe": cmd_describe,
+          "delete": cmd_delete, "topics": cmd_topics}
 
 
 def _run_async(coro_fn: Any, args: argparse.Namespace) -> int:
@@ -1254,6 +1657,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_replay(args)
         if args.command == "explain":
             return cmd_explain(args)
+        if args.command == "lessons":
+            return cmd_lessons(args)
         return _run_async(_ASYNC[args.command], args)
     except KeyboardInterrupt:
         fail(args.command, "interrupted")

@@ -1,7 +1,13 @@
-"""A local cluster for `grouplab run`, tests and benchmarks: one coordinator server and any number
-of simulated consumer apps in this process, all talking over real loopback TCP sockets. With
-`faults` (SPEC strings, docs/faults.md), a FaultProxy sits between the consumers and the
-coordinator and applies them."""
+"""A local cluster for `grouplab run`, `grouplab ui`, tests and benchmarks: one coordinator server and
+any number of simulated consumer apps in this process, all talking over real loopback TCP sockets.
+With `faults` (SPEC strings, docs/faults.md), or `proxy=True`, a FaultProxy sits between the
+consumers and the coordinator.
+
+The operations a teacher's dashboard needs are methods here, so that the web page only calls them:
+crash, hang, slow down, resume, partition a member from the coordinator, add a member, add
+partitions, restart the coordinator, switch a member's assignor. Each writes one line to the run's
+own event log (node `run`, docs/ui.md §5), which is how the dashboard learns that a member stopped
+consuming before the coordinator notices."""
 
 from __future__ import annotations
 
@@ -20,13 +26,32 @@ from coordinator.group import GroupState
 from coordinator.server import CoordinatorServer
 from grouplab.eventlog import EventLog, null_log, run_dir_log
 from grouplab.tracefile import TraceFile, trace_path
+from grouplab.faults.members import Stall, hang, slow_processing
 from grouplab.faults.proxy import FaultProxy
 from grouplab.faults.rules import Rule, parse_spec
 from protocol import events
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ProtocolError
+from protocol.events import FreeFormEvent
 from protocol.effects import LogEvent, wall_clock_ms
 from protocol.types import TopicPartition
+
+TraceListener = Callable[[dict[str, Any]], None]
+
+
+class ClusterError(ValueError):
+    """An operation that cannot be done as asked (an unknown member, a member already hung, no
+    proxy): the message says why, in one line, and nothing changed."""
+
+
+@dataclass
+class MemberFault:
+    """A fault the cluster put on one member app that is still in force."""
+
+    kind: str  # hang, slow, partition
+    started_ms: int
+    stall: Stall | None = None
+    heal: asyncio.TimerHandle | None = None
 
 
 class LocalCluster:
@@ -46,6 +71,8 @@ class LocalCluster:
         fault_seed: int | None = None,
         delivery: "DeliveryRun | None" = None,
         kafka_port: int | None = None,
+        trace_listeners: list[TraceListener] | None = None,
+        proxy: bool = False,
     ) -> None:
         self.delivery = delivery
         if delivery is not None:
@@ -65,6 +92,10 @@ class LocalCluster:
         # Parsed now, so that a bad SPEC fails before anything starts (FaultSpecError, a ValueError).
         self.fault_rules: list[Rule] = [parse_spec(spec) for spec in faults or []]
         self.fault_seed = fault_seed
+        self.want_proxy = proxy or bool(self.fault_rules)  # proxy=True: link faults can come later
+        # Who else reads the coordinator's message trace as it is written (the dashboard); the
+        # trace is recorded when there is a run dir or a listener.
+        self.trace_listeners: list[TraceListener] = list(trace_listeners or [])
         self.proxy: FaultProxy | None = None
         self.kafka_proxy: FaultProxy | None = None  # the same rules in front of the Kafka-wire listener
         self.server: CoordinatorServer | None = None
@@ -72,28 +103,49 @@ class LocalCluster:
         self.stopped: list[SimulatedConsumerApp] = []
         self._numbers = itertools.count(1)
         self._changed = asyncio.Event()
-        self._logs: list[EventLog] = []
+        self._logs: dict[str, EventLog] = {}
         self._trace: TraceFile | None = None
+        self.member_faults: dict[str, MemberFault] = {}  # app name -> a fault in force
+        self.restarts = 0
 
     def event_log(self, node: str) -> EventLog:
         """This run's event log for `node` (a file in the run dir, or nowhere)."""
         return self._log(node)
 
     def _log(self, node: str) -> EventLog:
-        log = run_dir_log(self.run_dir, node) if self.run_dir else null_log(node)
-        log.listeners.append(lambda _n, _e: self._changed.set())
-        log.listeners.extend(self.listeners)
-        self._logs.append(log)
+        """One log per node for the cluster's life: a member restarted under its name (a switched
+        assignor) goes on writing the same file instead of starting it afresh."""
+        log = self._logs.get(node)
+        if log is None:
+            log = run_dir_log(self.run_dir, node) if self.run_dir else null_log(node)
+            log.listeners.append(lambda _n, _e: self._changed.set())
+            log.listeners.extend(self.listeners)
+            self._logs[node] = log
         return log
+
+    def _trace_line(self, line: dict[str, Any]) -> None:
+        if self._trace is not None:
+            self._trace(line)
+        for listener in self.trace_listeners:
+            listener(line)
+
+    def _note(self, name: str, **fields: Any) -> None:
+        """A line in the run's own event log (node `run`): what the cluster was asked to do."""
+        self._log("run").emit(LogEvent(wall_clock_ms(), FreeFormEvent(name, fields)))
+
+    def _new_server(self) -> CoordinatorServer:
+        traced = self._trace is not None or bool(self.trace_listeners)
+        return CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"),
+                                 data_dir=self.data_dir, trace=self._trace_line if traced else None,
+                                 kafka_port=self.kafka_port)
 
     async def start(self) -> "LocalCluster":
         self._trace = TraceFile(trace_path(self.run_dir)) if self.run_dir else None
-        self.server = CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"),
-                                        data_dir=self.data_dir, trace=self._trace, kafka_port=self.kafka_port)
+        self.server = self._new_server()
         await self.server.start()
         self.port = self.server.port
         self.kafka_port = self.server.kafka_port
-        if self.fault_rules:
+        if self.want_proxy:
             self.proxy = FaultProxy(self.host, self.port, self.host, 0, seed=self.fault_seed, events=self._log("proxy"))
             await self.proxy.start()
             for rule in self.fault_rules:
@@ -104,16 +156,20 @@ class LocalCluster:
                 await self.kafka_proxy.start()
                 for rule in self.fault_rules:
                     self.kafka_proxy.add(rule)
-        # With a data directory the topics may have survived from an earlier run.
-        missing = {t: n for t, n in self.topics.items() if t not in self.server.broker.topics.partitions}
+        await self._create_missing_topics(self.topics)
+        if self.delivery is not None:
+            await self.delivery.write_input(self.host, self.port, self.topics[self.delivery.input_topic])
+        return self
+
+    async def _create_missing_topics(self, topics: dict[str, int]) -> None:
+        """With a data directory the topics may have survived from an earlier run (or restart)."""
+        assert self.server is not None
+        missing = {t: n for t, n in topics.items() if t not in self.server.broker.topics.partitions}
         if missing:
             from grouplab.admin import AdminClient
 
             async with AdminClient(self.host, self.port) as admin:
                 await admin.create_topics(missing)
-        if self.delivery is not None:
-            await self.delivery.write_input(self.host, self.port, self.topics[self.delivery.input_topic])
-        return self
 
     @property
     def consumer_port(self) -> int:
@@ -139,8 +195,17 @@ class LocalCluster:
         return app
 
     async def stop_consumer(self, app: SimulatedConsumerApp, leave: bool = True) -> None:
+        """`leave=True`: a clean shutdown (LeaveGroup); `leave=False`: a crash, written to the
+        run's log as `member_crashed` with the timeouts that decide when the group notices."""
+        name = app.client.config.client_id
         self.apps.remove(app)
         self.stopped.append(app)
+        fault = self.member_faults.pop(name, None)
+        if fault is not None:  # a crash leaves a hung process hung; a clean stop wakes it to leave
+            self._end_fault(name, fault, "stopped" if leave else "crashed", wake=leave)
+        if not leave:
+            self._note("member_crashed", client_id=name, member_id=app.client.member_id,
+                       session_timeout_ms=app.client.config.session_timeout_ms)
         await app.stop(leave=leave)
         self._changed.set()
 
@@ -151,6 +216,139 @@ class LocalCluster:
         self.stopped.append(app)
         self._changed.set()
         return crashed
+
+    # ------------------------------------------------------------------ a teacher's operations
+
+    def app(self, name: str) -> SimulatedConsumerApp:
+        """The running member app whose client id is `name`."""
+        for app in self.apps:
+            if app.client.config.client_id == name:
+                return app
+        known = ", ".join(a.client.config.client_id for a in self.apps) or "none"
+        raise ClusterError(f"no running member {name!r} (running: {known})")
+
+    def _free(self, name: str) -> SimulatedConsumerApp:
+        app = self.app(name)
+        fault = self.member_faults.get(name)
+        if fault is not None:
+            raise ClusterError(f"{name} is already {_DOING[fault.kind]}; resume it first")
+        return app
+
+    async def crash_consumer(self, name: str) -> None:
+        """Kill a member: no LeaveGroup, no commit. The group learns of it only when its session
+        times out; until then the member still owns its partitions and nobody consumes them."""
+        await self.stop_consumer(self.app(name), leave=False)
+
+    def hang_consumer(self, name: str) -> None:
+        """Freeze a member's process (docs/faults.md §2): no heartbeat, no poll, socket open."""
+        app = self._free(name)
+        self._begin_fault(name, MemberFault("hang", wall_clock_ms(), stall=hang(app)), app)
+
+    def slow_consumer(self, name: str) -> None:
+        """A member whose processing stalls: no poll() while heartbeats go on, so it leaves the group
+        itself after max.poll.interval.ms, as a Kafka consumer does."""
+        app = self._free(name)
+        self._begin_fault(name, MemberFault("slow", wall_clock_ms(), stall=slow_processing(app)), app)
+
+    def partition_consumer(self, name: str, seconds: float) -> None:
+        """Cut a member off from the coordinator for `seconds`: the proxy drops its frames both ways
+        (its reconnects too), then heals and resets its links."""
+        if self.proxy is None:
+            raise ClusterError("no fault proxy in this cluster: start it with proxy=True (grouplab ui does)")
+        if not 0 < seconds <= 3600:
+            raise ClusterError(f"a partition lasts from more than 0 to 3600 seconds, not {seconds:g}")
+        app = self._free(name)
+        proxy = self.proxy
+        proxy.partition(name)
+        handle = asyncio.get_running_loop().call_later(seconds, self._heal, name)
+        self._begin_fault(name, MemberFault("partition", wall_clock_ms(), heal=handle), app, seconds=seconds)
+
+    def _heal(self, name: str) -> None:
+        fault = self.member_faults.get(name)
+        if fault is not None and fault.kind == "partition":
+            self.resume_consumer(name)
+
+    def resume_consumer(self, name: str) -> None:
+        """End a hang, a slow-down or a partition of this member."""
+        fault = self.member_faults.pop(name, None)
+        if fault is None:
+            self.app(name)  # an unknown name says so
+            raise ClusterError(f"{name} is running normally: nothing to resume")
+        self._end_fault(name, fault, "resumed")
+
+    def _begin_fault(self, name: str, fault: MemberFault, app: SimulatedConsumerApp, **extra: Any) -> None:
+        self.member_faults[name] = fault
+        config = app.client.config
+        self._note("member_fault", client_id=name, member_id=app.client.member_id, fault=fault.kind,
+                   session_timeout_ms=config.session_timeout_ms, max_poll_interval_ms=config.max_poll_interval_ms,
+                   **extra)
+
+    def _end_fault(self, name: str, fault: MemberFault, how: str, wake: bool = True) -> None:
+        if fault.stall is not None and wake:
+            fault.stall.resume()
+        if fault.heal is not None:
+            fault.heal.cancel()
+        if fault.kind == "partition" and self.proxy is not None:
+            # Healed links are also reset, as a long partition kills TCP connections: the member
+            # reconnects and rejoins now, instead of waiting rebalance.timeout.ms + 5 s (Kafka's
+            # JoinGroup timeout) for the answer to a JoinGroup the partition swallowed.
+            self.proxy.heal(name)
+            self.proxy.disconnect(name)
+        self._note("member_fault_over", client_id=name, fault=fault.kind, how=how)
+
+    async def add_member(self, assignors: list[str] | None = None) -> SimulatedConsumerApp:
+        app = await self.add_consumer(assignors=assignors)
+        self._note("member_added", client_id=app.client.config.client_id, assignors=app.client.config.assignors)
+        return app
+
+    async def add_partitions(self, topic: str, total: int) -> None:
+        """Raise `topic`'s partition count to `total` (CreatePartitions, as an admin would); the
+        group's leader notices the change and starts a rebalance."""
+        from grouplab.admin import AdminClient, AdminError
+
+        current = self.topics.get(topic)
+        if current is None:
+            raise ClusterError(f"unknown topic {topic!r} (topics: {', '.join(sorted(self.topics))})")
+        if total <= current:
+            raise ClusterError(f"{topic} has {current} partitions: give a larger total, not {total}")
+        try:
+            async with AdminClient(self.host, self.port) as admin:
+                await admin.create_partitions(topic, total)
+        except AdminError as exc:
+            raise ClusterError(f"CreatePartitions {topic} -> {total} refused: {exc}") from None
+        self.topics[topic] = total
+        self._note("partitions_added", topic=topic, partitions=total)
+
+    async def restart_coordinator(self) -> None:
+        """Stop the coordinator and start a new one on the same port. With a data directory it
+        comes back with its groups, offsets and records; without one it starts empty (the topics
+        are created again, as the cluster does at start) and the members rejoin from scratch."""
+        assert self.server is not None
+        self.restarts += 1
+        self._note("coordinator_restart", durable=self.data_dir is not None)
+        await self.server.stop()
+        self.server = self._new_server()
+        await self.server.start()
+        await self._create_missing_topics(self.topics)
+
+    async def switch_assignor(self, name: str, assignors: list[str]) -> SimulatedConsumerApp:
+        """Restart member `name` with another partition.assignment.strategy (a clean LeaveGroup,
+        then a new member under the same client id): the group must find a protocol every member
+        supports, or refuses the newcomer with INCONSISTENT_GROUP_PROTOCOL."""
+        from consumer.assignors import get_assignor
+
+        if not assignors:
+            raise ClusterError("give at least one assignor")
+        for assignor in assignors:
+            try:
+                get_assignor(assignor)
+            except ValueError as exc:
+                raise ClusterError(str(exc)) from None
+        app = self._free(name)
+        await self.stop_consumer(app, leave=True)
+        new = await self.add_consumer(name=name, assignors=assignors)
+        self._note("assignor_switched", client_id=name, assignors=assignors)
+        return new
 
     def group_state(self) -> Any:
         assert self.server is not None
@@ -201,16 +399,23 @@ class LocalCluster:
         for app in list(self.apps):
             await self.stop_consumer(app, leave=True)
         await asyncio.sleep(0.05)  # let the last LeaveGroups land before the server goes
+        for fault in self.member_faults.values():
+            if fault.heal is not None:
+                fault.heal.cancel()
+        self.member_faults.clear()
         if self.proxy is not None:
             await self.proxy.stop()
         if self.kafka_proxy is not None:
             await self.kafka_proxy.stop()
         if self.server is not None:
             await self.server.stop()
-        for log in self._logs:
+        for log in self._logs.values():
             log.close()
         if self._trace is not None:
             self._trace.close()
+
+
+_DOING = {"hang": "hung", "slow": "slowed down", "partition": "partitioned from the coordinator"}
 
 
 @dataclass

@@ -27,9 +27,9 @@ def short_member(member_id: str, clients: dict[str, str] | None = None) -> str:
 
 def assignment_table(assignments: dict[str, list[TopicPartition]], leader: str | None = None,
                      clients: dict[str, str] | None = None, moved: dict[str, int] | None = None,
-                     title: str | None = None) -> Table:
+                     title: str | None = None, unit: str = "member") -> Table:
     table = Table(title=title, title_justify="left", show_edge=True, header_style="bold")
-    table.add_column("member")
+    table.add_column(unit)
     table.add_column("role")
     table.add_column("#", justify="right")
     table.add_column("partitions")

@@ -210,6 +210,20 @@ class OffsetsLoaded(GroupEvent):
     committed_partitions: int
 
 
+@dataclass(slots=True)
+class OffsetsExpired(GroupEvent):
+    NAME = "offsets_expired"
+    partitions: PartitionPairs
+    empty_since_ms: int | None
+
+
+@dataclass(slots=True)
+class GroupDeleted(GroupEvent):
+    NAME = "group_deleted"
+    reason: str  # "expired" or "delete_groups" (docs/events.md)
+    offsets_deleted: int
+
+
 # ----------------------------------------------------------------------------- coordinator: transactions (§4.1b)
 
 
@@ -410,6 +424,24 @@ class BadRequest(Event):
 @dataclass(slots=True)
 class InternalError(Event):
     NAME = "internal_error"
+    error: str
+
+
+@dataclass(slots=True)
+class ResponseTooLarge(Event):
+    NAME = "response_too_large"
+    api: str
+    client_id: str
+    bytes: int
+    limit: int
+    exact: bool
+
+
+@dataclass(slots=True)
+class ResponseEncodeFailed(Event):
+    NAME = "response_encode_failed"
+    api: str
+    client_id: str
     error: str
 
 
@@ -793,6 +825,138 @@ class RunDeliveryAccount(Event):
     committed: int
     lost: int
     duplicated: int
+
+
+# ----------------------------------------------------------------------------- the ZooKeeper era (§4.8, §4.9)
+
+
+@dataclass(slots=True)
+class RegistryEvent(Event):
+    """The embedded registry (coordinator/registry.py), node `registry`."""
+
+    session_id: int
+
+
+@dataclass(slots=True)
+class RegistrySessionOpened(RegistryEvent):
+    NAME = "registry_session_opened"
+    timeout_ms: int
+
+
+@dataclass(slots=True)
+class RegistrySessionClosed(RegistryEvent):
+    NAME = "registry_session_closed"
+
+
+@dataclass(slots=True)
+class RegistrySessionExpired(RegistryEvent):
+    NAME = "registry_session_expired"
+    timeout_ms: int
+
+
+@dataclass(slots=True)
+class LegacyEvent(Event):
+    """Z: the ZooKeeper-era consumer (consumer/legacy/connector.py), node = its consumer id."""
+
+    group_id: str
+    consumer_id: str
+
+
+@dataclass(slots=True)
+class ZkRegistered(LegacyEvent):
+    NAME = "zk_registered"
+    session_id: int
+    subscription: dict[str, int]
+
+
+@dataclass(slots=True)
+class ZkWatchFired(LegacyEvent):
+    NAME = "zk_watch_fired"
+    watch: str
+    path: str
+
+
+@dataclass(slots=True)
+class ZkSessionExpired(LegacyEvent):
+    NAME = "zk_session_expired"
+    session_id: int
+
+
+@dataclass(slots=True)
+class ZkRebalanceBegun(LegacyEvent):
+    NAME = "zk_rebalance_begun"
+    attempt: int
+    trigger: str
+
+
+@dataclass(slots=True)
+class ZkFetchersStopped(LegacyEvent):
+    NAME = "zk_fetchers_stopped"
+    partitions: PartitionPairs
+
+
+@dataclass(slots=True)
+class ZkOffsetsCommitted(LegacyEvent):
+    NAME = "zk_offsets_committed"
+    offsets: list[list[Any]]
+
+
+@dataclass(slots=True)
+class ZkOwnershipReleased(LegacyEvent):
+    NAME = "zk_ownership_released"
+    partitions: PartitionPairs
+
+
+@dataclass(slots=True)
+class ZkAssignmentComputed(LegacyEvent):
+    NAME = "zk_assignment_computed"
+    attempt: int
+    consumers: list[str]
+    assignment: dict[str, PartitionPairs]
+
+
+@dataclass(slots=True)
+class ZkClaimConflict(LegacyEvent):
+    NAME = "zk_claim_conflict"
+    attempt: int
+    partitions: PartitionPairs
+
+
+@dataclass(slots=True)
+class ZkOwnershipClaimed(LegacyEvent):
+    NAME = "zk_ownership_claimed"
+    attempt: int
+    partitions: PartitionPairs
+
+
+@dataclass(slots=True)
+class ZkFetchersStarted(LegacyEvent):
+    NAME = "zk_fetchers_started"
+    offsets: list[list[Any]]
+
+
+@dataclass(slots=True)
+class ZkRebalanceDone(LegacyEvent):
+    NAME = "zk_rebalance_done"
+    attempt: int
+    partitions: PartitionPairs
+    reads: int
+    writes: int
+
+
+@dataclass(slots=True)
+class ZkRebalanceAttemptFailed(LegacyEvent):
+    NAME = "zk_rebalance_attempt_failed"
+    attempt: int
+    reason: str
+    backoff_ms: int
+
+
+@dataclass(slots=True)
+class ZkRebalanceFailed(LegacyEvent):
+    NAME = "zk_rebalance_failed"
+    attempts: int
+    reason: str
 
 
 # Every kind of line docs/events.md documents, in the order above (two kinds may share a NAME: tell

@@ -93,3 +93,25 @@ def spark():
                             app_name="grouplab-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper():
+    """A real ZooKeeper server for the whole test session (tests/zk_server.py): its `host:port`.
+    Installed first if missing and the tests run as root. Where it cannot run, the tests that need
+    it say why and skip — except under CI=true, where they fail: CI must run them."""
+    import os
+
+    from tests.zk_server import INSTALL, ZooKeeperServer, install_if_root, missing
+
+    install_if_root()
+    reason = missing()
+    if reason is not None:
+        message = f"no ZooKeeper for this test: {reason}; install it with `sudo {INSTALL}`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    server = ZooKeeperServer()
+    server.start()
+    yield server
+    server.stop()

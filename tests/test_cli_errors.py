@@ -183,7 +183,7 @@ def interrupt(args: list[str], ready: str | None, wait_s: float) -> tuple[int, f
 
 
 def test_ctrl_c_in_simulate_seeds() -> None:
-    code, took, out, err = interrupt(["simulate", "--scenario", "crash-storm", "--seeds", "1-100000"], None, 2.0)
+    code, took, out, err = interrupt(["simulate", "--scenario", "crash-storm", "--seeds", "1-100000"], "running", 1.0)
     assert code == 130 and took < 2.0, (code, took, err)
     assert "Traceback" not in err
     assert "interrupted after" in err and "seed(s)" in out  # what was done so far

@@ -543,7 +543,7 @@ def test_the_simulator_restores_offsets_from_its_durable_records():
     assert g.state is GroupState.STABLE
     member = next(iter(g.members))
     req = commit_req({("t0", 0): 11, ("t0", 1): 12}, gen=g.generation_id, member=member, group=scenario.group_id)
-    sim._broker_outputs(sim.broker.handle("OffsetCommit", req, RequestContext(None), sim.now))
+    sim.admin_request("OffsetCommit", req)
     assert [r for r in sim.durable if isinstance(r, OffsetCommitRecord)]
     sim._crash_coordinator(100)
     sim.run(until_ms=sim.now + 1_000)

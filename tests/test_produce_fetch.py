@@ -373,7 +373,7 @@ def grouplab(*args: str) -> list[str]:
 
 
 def start_coordinator(port: int, data_dir: Path, run_dir: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(grouplab("coordinator", "--port", str(port), "--data-dir", str(data_dir), "--run-dir",
+    proc = subprocess.Popen(grouplab("coordinator", "--port", str(port), "--kafka-port", "off", "--data-dir", str(data_dir), "--run-dir",
                                      str(run_dir), "--config", "grouplab.log.fsync=never"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "COLUMNS": "1000"})

@@ -95,8 +95,9 @@ def test_a_scenario_with_faults_replays_byte_for_byte(fault: str, action: str, t
     sc = scenario(fault)
     run_seed(sc, 4, tmp_path / "a")
     run_seed(sc, 4, tmp_path / "b")
-    files = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert files == sorted(p.name for p in (tmp_path / "b").iterdir()) and "simulator.jsonl" in files
+    files = sorted(str(p.relative_to(tmp_path / "a")) for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert files == sorted(str(p.relative_to(tmp_path / "b")) for p in (tmp_path / "b").rglob("*") if p.is_file())
+    assert {"simulator.jsonl", "trace/coordinator.jsonl"} <= set(files)  # the message trace replays exactly too
     for name in files:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
@@ -146,8 +147,10 @@ def test_a_rule_that_selects_nothing_changes_nothing(tmp_path: Path) -> None:
     run_seed(scenario(), 5, tmp_path / "plain")
     run_seed(scenario('spec = "Heartbeat:drop:0.5:link=nobody"', 'spec = "*:delay:10-90:dir=response:link=none-*"'),
              5, tmp_path / "ruled")
-    for path in (tmp_path / "plain").iterdir():
-        assert path.read_bytes() == (tmp_path / "ruled" / path.name).read_bytes(), path.name
+    for path in (tmp_path / "plain").rglob("*"):
+        if path.is_file():
+            name = path.relative_to(tmp_path / "plain")
+            assert path.read_bytes() == (tmp_path / "ruled" / name).read_bytes(), name
 
 
 # ----------------------------------------------------------------------------- the held SyncGroup

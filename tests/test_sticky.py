@@ -13,9 +13,12 @@ the code under test.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Mapping
 
 import msgpack
@@ -519,7 +522,10 @@ def for_cooperative(subscriptions: Mapping[str, Subscription]) -> dict[str, Subs
             for m, s in subscriptions.items()}
 
 
-PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)
+# Derandomized: the suite (and CI) runs the same examples every time, so a run never fails on an
+# example no earlier run met; GROUPLAB_HYPOTHESIS_RANDOM=1 searches afresh (as when hunting issue 15).
+PROPERTY_SETTINGS = settings(max_examples=200, deadline=None,
+                             derandomize=os.environ.get("GROUPLAB_HYPOTHESIS_RANDOM") != "1")
 
 
 # ----------------------------------------------------------------------------- validity and balance
@@ -638,8 +644,12 @@ def test_property_member_leaves_only_balance_moves_partitions(group, data):
       count: Kafka's own stickiness check, PartitionMovements.isSticky).
     The simpler "X gives a partition to Y only if X ends with fewer partitions" does not hold in
     general: see test_member_leaves_balance_can_make_a_growing_member_give_one_up."""
+    leaver = data.draw(st.sampled_from(sorted(group[1])))
+    check_member_leaves(group, leaver)
+
+
+def check_member_leaves(group, leaver: str) -> None:
     partitions_per_topic, subscriptions, old = group
-    leaver = data.draw(st.sampled_from(sorted(subscriptions)))
     remaining = {m: s for m, s in subscriptions.items() if m != leaver}
     new = assign("sticky", partitions_per_topic, remaining)
     check_valid(partitions_per_topic, remaining, new, complete=True)
@@ -653,6 +663,17 @@ def test_property_member_leaves_only_balance_moves_partitions(group, data):
         assert balance_violations(undone, remaining), f"{part} moved {x} -> {y} though balance did not need it"
     for topic in {part.topic for part, _, _ in moved}:
         assert not has_cycle([(x, y) for part, x, y in moved if part.topic == topic]), topic
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15: with different subscriptions grouplab's sticky moves t11-1 between two "
+                                       "remaining members though balance does not need it (Kafka's general assignor "
+                                       "would not); found by hypothesis")
+def test_member_leaves_with_different_subscriptions_moves_only_what_balance_needs() -> None:
+    data = json.loads((Path(__file__).parent / "data" / "sticky-member-leaves-issue-15.json").read_text())
+    subscriptions = {m: Subscription(topics=v["topics"], owned_partitions=[tp(t, p) for t, p in v["owned"]],
+                                     generation_id=v["generation"]) for m, v in data["members"].items()}
+    old = {m: [tp(t, p) for t, p in parts] for m, parts in data["old"].items()}
+    check_member_leaves((data["partitions_per_topic"], subscriptions, old), data["leaver"])
 
 
 def test_member_leaves_balance_can_make_a_growing_member_give_one_up():

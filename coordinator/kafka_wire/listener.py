@@ -53,13 +53,15 @@ class KafkaReplyTo:
     """The reply token of one Kafka request: the Broker hands it back in Reply; the connection
     encodes the answer at the request's API and version."""
 
-    __slots__ = ("conn", "correlation_id", "request", "view")
+    __slots__ = ("conn", "correlation_id", "request", "view", "api", "client_id")
 
     def __init__(self, conn: "KafkaConnection", request: KafkaRequest, view: View) -> None:
         self.conn = conn
         self.correlation_id = request.correlation_id
         self.request = request
         self.view = view
+        self.api = request.api.name  # what the server's reply path names in its events
+        self.client_id = request.client_id
 
 
 class _ParkedFetch:
@@ -226,7 +228,7 @@ class KafkaConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ answers
 
-    def send(self, correlation_id: int, body: Any) -> None:
+    def send(self, correlation_id: int, body: Any, api: str = "", client_id: str = "") -> None:
         """The Broker's answer (or the server's ErrorResponse) to the request in flight."""
         token = self.inflight
         if token is None or token.correlation_id != correlation_id:

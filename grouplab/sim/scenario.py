@@ -25,6 +25,8 @@
     from_ms = 20000                    # optional window; default: from the start until the faults end
     until_ms = 90000
     hold_ms = 40000                    # hold only: release after this long (default: when the window ends)
+    [lesson]                           # optional: how `grouplab explain` tells it as a lesson
+    seed = 1                           #   (grouplab/teach/lessons.py; the simulator ignores it)
 
 Every name here is checked when the file is loaded, so a typo fails loudly instead of silently
 running a different scenario.
@@ -74,6 +76,7 @@ class MemberSpec:
     static: bool = False
     start_ms: list[int] = field(default_factory=lambda: [0, 0])  # uniform in [lo, hi]
     config: dict[str, Any] = field(default_factory=dict)  # Kafka consumer names
+    names: list[str] | None = None  # the members' client ids, one per member; default <name><group>-<k>
 
 
 @dataclass
@@ -143,6 +146,21 @@ class DeliverySpec:
 
 
 @dataclass
+class LessonSpec:
+    """A `[lesson]` table: how `grouplab explain` tells this scenario as a lesson (grouplab/teach/
+    lessons.py). The simulator ignores it; it lives in the scenario so that a lesson is one file."""
+
+    seed: int = 1  # the seed the lesson is told with, so its story is always the same
+    from_s: float | None = None  # the default --from/--to/--generation: the lesson's moment
+    to_s: float | None = None
+    generation: int | None = None
+    # The same scenario run more than once and told side by side: each a partial scenario (its
+    # tables merged into this one, its other keys replacing this one's) with a `label`, and
+    # `assignors` to set every member's assignor list.
+    variants: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class Scenario:
     name: str = "scenario"
     description: str = ""
@@ -159,6 +177,7 @@ class Scenario:
     faults: list[FaultRule] = field(default_factory=list)
     settle_ms: int | None = None  # liveness bound after the last fault; None: derived from the timeouts
     delivery: DeliverySpec | None = None
+    lesson: LessonSpec | None = None
 
     @property
     def member_count(self) -> int:
@@ -175,6 +194,8 @@ class Scenario:
         for i, spec in enumerate(self.members):
             share = count - sum(m.count for m in out.members) if i == len(self.members) - 1 else round(count * spec.count / total)
             spec = copy.deepcopy(spec)
+            if spec.count != max(share, 0):
+                spec.names = None  # names are per member: a resized group gets the default ones
             spec.count = max(share, 0)
             left -= spec.count
             out.members.append(spec)
@@ -208,6 +229,7 @@ def _range(value: Any, where: str) -> list[int]:
 
 
 def parse_scenario(raw: dict[str, Any], source: str = "<scenario>") -> Scenario:
+    raw_all = raw
     raw = dict(raw)
     members = [_build(MemberSpec, m, f"{source}: members[{i}]") for i, m in enumerate(raw.pop("members", [{"count": 3}]))]
     network = _build(NetworkSpec, raw.pop("network", {}), f"{source}: network")
@@ -215,11 +237,14 @@ def parse_scenario(raw: dict[str, Any], source: str = "<scenario>") -> Scenario:
     schedule = [_build(ScheduledFault, s, f"{source}: schedule[{i}]") for i, s in enumerate(raw.pop("schedule", []))]
     faults = [_build(FaultRule, f, f"{source}: faults[{i}]") for i, f in enumerate(raw.pop("faults", []))]
     delivery = _build(DeliverySpec, raw.pop("delivery"), f"{source}: delivery") if "delivery" in raw else None
+    lesson = _build(LessonSpec, raw.pop("lesson"), f"{source}: lesson") if "lesson" in raw else None
     scenario = _build(Scenario, raw, source)
-    scenario.delivery = delivery
+    scenario.delivery, scenario.lesson = delivery, lesson
     scenario.members, scenario.network, scenario.random, scenario.schedule = members, network, random_faults, schedule
     scenario.faults = faults
     _validate(scenario, source)
+    if lesson is not None:
+        _validate_lesson(raw_all, lesson, source)
     return scenario
 
 
@@ -279,8 +304,16 @@ def _validate(s: Scenario, source: str) -> None:
     if not s.topics or any(not isinstance(n, int) or n < 1 for n in s.topics.values()):
         raise ScenarioError(f"{source}: topics must map names to partition counts >= 1")
     BrokerConfig().with_overrides(f"{k}={_kafka_value(v)}" for k, v in s.broker.items())
+    names: set[str] = set()
     for i, m in enumerate(s.members):
         m.start_ms = _range(m.start_ms, f"{source}: members[{i}].start_ms")
+        if m.names is not None:
+            if (not isinstance(m.names, list) or len(m.names) != m.count
+                    or not all(isinstance(n, str) and n for n in m.names)):
+                raise ScenarioError(f"{source}: members[{i}].names must list {m.count} client id(s), one per member")
+            if names & set(m.names) or len(set(m.names)) != len(m.names):
+                raise ScenarioError(f"{source}: members[{i}].names: a client id is given twice")
+            names |= set(m.names)
         for a in m.assignors:
             get_assignor(a)
         for t in m.topics or []:
@@ -316,6 +349,44 @@ def _validate(s: Scenario, source: str) -> None:
             raise ScenarioError(f"{source}: delivery.records must be >= 0 and produce_ack_loss in [0, 1)")
     if s.duration_ms < 0 or s.faults_from_ms < 0:
         raise ScenarioError(f"{source}: duration_ms and faults_from_ms must be >= 0")
+
+
+def variant_raw(raw: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any]:
+    """A lesson variant's scenario table: the lesson's own, without its `[lesson]`, with the
+    variant's tables merged in and its other keys in place of the lesson's (`label` dropped;
+    `assignors` set on every `[[members]]`)."""
+    import copy
+
+    out = copy.deepcopy({k: v for k, v in raw.items() if k != "lesson"})
+    for key, value in variant.items():
+        if key == "label":
+            continue
+        if key == "assignors":
+            for m in out.setdefault("members", [{"count": 3}]):
+                m["assignors"] = list(value)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **copy.deepcopy(value)}
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _validate_lesson(raw: dict[str, Any], lesson: LessonSpec, source: str) -> None:
+    for key in ("from_s", "to_s"):
+        value = getattr(lesson, key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise ScenarioError(f"{source}: lesson.{key} must be seconds >= 0, got {value!r}")
+    if not isinstance(lesson.seed, int) or isinstance(lesson.seed, bool):
+        raise ScenarioError(f"{source}: lesson.seed must be an integer, got {lesson.seed!r}")
+    if not isinstance(lesson.variants, list):
+        raise ScenarioError(f"{source}: lesson.variants must be a list of tables")
+    for i, variant in enumerate(lesson.variants):
+        where = f"{source}: lesson.variants[{i}]"
+        if not isinstance(variant, dict) or not isinstance(variant.get("label"), str) or not variant["label"]:
+            raise ScenarioError(f"{where}: every variant needs a label")
+        if "lesson" in variant:
+            raise ScenarioError(f"{where}: a variant cannot hold a lesson")
+        parse_scenario(variant_raw(raw, variant), where)  # a variant is a scenario: checked as one
 
 
 def _validate_fault_rule(f: FaultRule, where: str) -> None:

@@ -196,8 +196,9 @@ class Simulation:
     def _build_members(self) -> None:
         for g, spec in enumerate(self.scenario.members):
             for k in range(spec.count):
-                self._add_member(spec, f"{spec.name}{g}-{k}" if len(self.scenario.members) > 1 else f"{spec.name}-{k}",
-                                 self.rng.randint(*spec.start_ms))
+                name = (spec.names[k] if spec.names else
+                        f"{spec.name}{g}-{k}" if len(self.scenario.members) > 1 else f"{spec.name}-{k}")
+                self._add_member(spec, name, self.rng.randint(*spec.start_ms))
 
     def _add_member(self, spec: Any, name: str, start_at: int) -> SimMember:
         instance = f"{name}-instance" if spec.static else None

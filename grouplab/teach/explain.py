@@ -4,15 +4,17 @@ what it tells is what the coordinator's state machine did, input by input."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from grouplab.replay import Replay
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.narrate import COORDINATOR, Narrated, Narrator
+from grouplab.teach.world import BEFORE, World, world_lines
 
 
 @dataclass
@@ -41,33 +43,32 @@ def narrate_run(run_dir: str | Path, lang: str = "en") -> Story:
     trace shows only what reached the coordinator, and a crash is exactly what does not."""
     run = Replay(run_dir)
     narrator = Narrator(lang)
-    faults = iter(_faults(Path(run_dir), narrator))
-    fault = next(faults, None)
+    # The world's doings, told in time order among the steps, each when the narrator reaches it
+    # (so that it knows the group as it was then): the faults, and what the members' applications
+    # did with the records (grouplab/teach/world.py).
+    world: list[World] = [(int(line["ts_ms"]), BEFORE, functools.partial(narrator.fault, line))
+                          for line in _faults(Path(run_dir))]
+    world += world_lines(Path(run_dir), narrator)
+    world.sort(key=lambda w: (w[0], w[1]))  # stable: a fault before what the applications did at the same time
     steps: list[Narrated] = []
+    i = 0
     for step in run:
-        while fault is not None and fault.ts_ms <= int(step.line["ts_ms"]):
-            steps.append(fault)
-            fault = next(faults, None)
+        ts = int(step.line["ts_ms"])
+        while i < len(world) and (world[i][0], world[i][1]) <= (ts, BEFORE):
+            steps.append(world[i][2]())
+            i += 1
         steps.append(narrator.narrate(step))
-    while fault is not None:
-        steps.append(fault)
-        fault = next(faults, None)
+    steps += [tell() for _, _, tell in world[i:]]
     group = next((s.group for s in steps if s.group), None)
     return Story(int(run.start["ts_ms"]), steps, group)
 
 
-def _faults(run_dir: Path, narrator: Narrator) -> list[Narrated]:
+def _faults(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "simulator.jsonl"
     if not path.is_file():
         return []
-    told = []
     with open(path, encoding="utf-8") as f:
-        for text in f:
-            if '"fault_injected"' not in text:
-                continue
-            line = json.loads(text)
-            told.append(narrator.fault(line))
-    return told
+        return [json.loads(text) for text in f if '"fault_injected"' in text]
 
 
 def select(story: Story, f: Filter) -> list[Narrated]:
@@ -127,9 +128,10 @@ def text_lines(story: Story, steps: list[Narrated], c: Catalog, show_all: bool =
         when = seconds(story, s.ts_ms)
         for i, said in enumerate(s.lines):
             arrow = (f"{said.sender} → {said.receiver}" if said.kind in ("request", "response", "fault")
-                     else f"{COORDINATOR} ⇒ {said.receiver}" if said.kind == "decision" else f"{COORDINATOR} ⏰")
+                     else f"{COORDINATOR} ⇒ {said.receiver}" if said.kind == "decision"
+                     else f"{said.sender} ◆" if said.kind == "world" else f"{COORDINATOR} ⏰")
             style = {"request": "bold", "response": "", "decision": "yellow", "timer": "cyan",
-                     "coordinator": "red", "fault": "bold red"}.get(said.kind, "")
+                     "coordinator": "red", "fault": "bold red", "world": "magenta"}.get(said.kind, "")
             yield style, f"{when if i == 0 else '':>12}  {arrow}: {said.text}"
             if said.why and (show_all or said.why not in told):  # each rule once, where the run first shows it
                 told.add(said.why)
@@ -144,8 +146,9 @@ def text_lines(story: Story, steps: list[Narrated], c: Catalog, show_all: bool =
 
 
 def markdown(story: Story, steps: list[Narrated], c: Catalog, title: str, intro: str | None = None,
-             show_all: bool = False) -> str:
-    out = [f"# {title}", ""]
+             show_all: bool = False, level: int = 1) -> str:
+    """The page; `level` is its heading's (a lesson's variants are sections of the lesson's page)."""
+    out = [f"{'#' * level} {title}", ""]
     if intro:
         out += [intro, ""]
     told: set[str] = set()
@@ -158,7 +161,8 @@ def markdown(story: Story, steps: list[Narrated], c: Catalog, title: str, intro:
         out.append("")
         for said in s.lines:
             who = (f"`{said.sender}` → `{said.receiver}`" if said.kind in ("request", "response", "fault")
-                   else f"`{COORDINATOR}` ⇒ `{said.receiver}`" if said.kind == "decision" else f"`{COORDINATOR}` ⏰")
+                   else f"`{COORDINATOR}` ⇒ `{said.receiver}`" if said.kind == "decision"
+                   else f"`{said.sender}` ◆" if said.kind == "world" else f"`{COORDINATOR}` ⏰")
             out.append(f"- {who}: {_md(said.text)}")
             if said.why and (show_all or said.why not in told):
                 told.add(said.why)
@@ -197,6 +201,9 @@ def mermaid(story: Story, steps: list[Narrated], c: Catalog, show_all: bool = Fa
             if said.kind == "fault":
                 where = ",".join(alias[_process(m)] for m in said.receiver.split(", ") if _process(m) in alias) or coordinator
                 out.append(f"    Note over {where}: ⚡ {_mm(said.text)}")
+            elif said.kind == "world":
+                where = alias.get(_process(said.sender), coordinator)
+                out.append(f"    Note over {where}: ◆ {_mm(said.text)}")
             elif said.kind == "request":
                 out.append(f"    {alias[_process(said.sender)]}->>{coordinator}: {_mm(said.text)}")
             elif said.kind == "response":

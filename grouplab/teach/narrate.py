@@ -17,6 +17,8 @@ from coordinator.broker import Broker
 from coordinator.trace import from_json, request_body
 from grouplab.replay import Step
 from grouplab.teach.catalog import Catalog
+from grouplab.teach.notes import Notes
+from grouplab.teach.notes import compact as _compact
 from protocol import events
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ErrorCode, ProtocolError
@@ -25,6 +27,12 @@ from protocol.schema import decode
 from protocol.types import TopicPartition
 
 COORDINATOR = "coordinator"
+
+# Events that are part of the steady hum too: a step whose events are all of these (a commit, a
+# transaction's bookkeeping) folds like a heartbeat unless it is asked for (`--all`).
+ROUTINE_EVENTS = (events.OffsetsCommitted, events.TxnOffsetsStaged, events.TransactionStarted,
+                  events.PartitionsAddedToTxn, events.TransactionCommitted, events.ProducerIdAssigned,
+                  events.ProducerIdAllocated, events.DuplicateBatchAcked)
 
 # Requests that, answered NONE and deciding nothing, are the steady hum of a group: folded into one
 # line between the steps that matter unless asked for (`--all`).
@@ -80,6 +88,7 @@ class Narrator:
         self.last: dict[str, tuple[str, int]] = {}  # group -> (state, generation) after the last step
         self.initial_delay: dict[str, bool] = {}
         self.incarnations: dict[str, int] = {}  # client id -> member ids seen
+        self.notes = Notes(self)  # what a step means beyond its messages (notes.py)
 
     # ------------------------------------------------------------------ names
 
@@ -88,6 +97,10 @@ class Narrator:
             return self.c.t("nobody")
         m = self.members.get(member_id)
         return m.name if m is not None else member_id
+
+    def session_ms(self, member_id: str) -> int:
+        m = self.members.get(member_id)
+        return m.session_ms if m is not None else 0
 
     def _names(self, member_ids: list[str]) -> str:
         return ", ".join(self.name(m) for m in member_ids) or self.c.t("nobody")
@@ -127,6 +140,10 @@ class Narrator:
                 self._learn_member(written["member_id"], written["client_id"])
         if api == "JoinGroup" and body is not None and body.member_id:
             self._learn_join(body.member_id, line.get("client_id") or "", body)
+        elif api == "JoinGroup" and body is not None and body.group_instance_id:  # a static member's first join
+            given = next((w["member_id"] for w in step.written if w["kind"] == "member_id"), None)
+            if given:
+                self._learn_join(given, line.get("client_id") or "", body)
 
         if kind == "request" and not subject:  # a new member: the id the Broker gave it in this step
             subject = next((w["member_id"] for w in step.written if w["kind"] == "member_id"), None)
@@ -148,8 +165,13 @@ class Narrator:
 
         if api in ("JoinGroup", "SyncGroup") and not any(w["kind"] == "response" for w in step.written):
             lines[0].text += self.c.t(f"parked.{api}")  # answered later, when the phase ends
+        if api == "JoinGroup" and body is not None and lines[0].why is None:
+            lines[0].why = self.notes.reason_why(body.reason or "")
+        lines += [Said(COORDINATOR, n.group or group_id or COORDINATOR, n.text, n.why, kind="decision")
+                  for n in self.notes.after(step, api, body)]
 
-        routine = (not step.events and not answered_errors and
+        quiet = all(isinstance(ev.payload, ROUTINE_EVENTS) for ev in step.events)
+        routine = (quiet and not answered_errors and
                    ((kind == "request" and api in ROUTINE_APIS) or (kind == "timer" and len(lines) == 1)))
         narrated = Narrated(step.index, int(line["ts_ms"]), lines, routine, api, group_id)
         self._state_after(step.broker, narrated)
@@ -161,8 +183,13 @@ class Narrator:
         key = f"fault.{fault}" if self.c.has(f"fault.{fault}") else "fault.other"
         who = ", ".join(members) or self.c.t("coordinator")
         fields = {"members": who, "fault": fault, "duration_s": round(int(line.get("duration_ms") or 0) / 1000, 3),
-                  "topic": line.get("topic") or ""}
+                  "topic": line.get("topic") or "", "api": line.get("api") or ""}
+        if fault == "crash" and not line.get("duration_ms"):
+            key = "fault.crash.forever"
+        elif line.get("api") and self.c.has(f"fault.{fault}.api"):  # a [[faults]] rule on one API's messages
+            key = f"fault.{fault}.api"
         why_key = f"why.fault.{fault}"
+        self.notes.fault(fault, members, int(line["ts_ms"]))
         said = Said(self.c.t("world"), who, self.c.t(key, **fields),
                     self.c.t(why_key, **fields) if self.c.has(why_key) else None, kind="fault", raw=line)
         return Narrated(0, int(line["ts_ms"]), [said], False, None)
@@ -201,6 +228,7 @@ class Narrator:
                     c.t("req.JoinGroup.new", protocols=protocols, session_ms=body.session_timeout_ms))
             if body.group_instance_id:
                 text += c.t("req.static", instance=body.group_instance_id)
+            text += self.notes.join_text(body)
             if body.reason:
                 text += c.t("req.reason", reason=body.reason)
             return text
@@ -286,7 +314,7 @@ class Narrator:
             elif isinstance(p, events.StaticMemberReplaced):
                 self._learn_member(p.member_id, self.name(p.old_member_id))
                 said = Said(COORDINATOR, p.group_id, c.t("dec.static_member_replaced", instance=p.group_instance_id,
-                                                         member=p.member_id, old=p.old_member_id),
+                                                         member=self.name(p.member_id), old=self.name(p.old_member_id)),
                             c.t("why.static_member_replaced"), kind="decision")
             elif isinstance(p, events.JoinRejected):
                 said = Said(COORDINATOR, p.group_id, c.t("dec.join_rejected", member=self.name(p.member_id),
@@ -318,7 +346,8 @@ class Narrator:
         lists = [self.members[m].protocols for m in members if m in self.members and self.members[m].protocols]
         if chosen is None or len(lists) < 2 or all(lst == lists[0] for lst in lists):
             return ""
-        return self.c.t("why.protocol_vote", protocol=chosen)
+        tally = self.notes.tally({self.name(m): self.members[m].protocols for m in members if m in self.members})
+        return self.c.t("why.protocol_vote", protocol=chosen) + self.c.t("why.join") + tally
 
     # ------------------------------------------------------------------ answers
 
@@ -410,12 +439,3 @@ class Narrator:
         n.changed = self.last.get(n.group) != (n.state, n.generation)
         self.last[n.group] = (n.state, n.generation)
         n.members = {m: self.name(m) for m in group.members}
-
-
-def _compact(parts: list[TopicPartition]) -> str:
-    """`t0-0,1,2 t1-3` rather than six names: partitions grouped by topic, in order."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in sorted(parts):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return " ".join(f"{t}-{','.join(map(str, ps))}" for t, ps in by_topic.items())
-

@@ -1,0 +1,413 @@
+"""What the dashboard shows, as a pure fold over a run's event-log lines and the coordinator's
+message trace (docs/ui.md §2). No clock, no I/O: every input carries its `ts_ms`, and
+`snapshot(now_ms)` is asked for a time. So the same model could show a recorded run directory,
+and its tests feed it lines by hand.
+
+Inputs:
+- `event(node, name, ts_ms, fields)`: an event-log line. The coordinator's group events give the
+  group's state, generation, leader, protocol, members and each stable generation's assignment
+  (through the RebalanceTracker); the members' own `partitions_assigned/revoked/lost` say what
+  each consumer really holds; the run's `member_crashed` / `member_fault` / `member_fault_over`
+  (grouplab/cluster.py) say which consumers stopped consuming.
+- `trace(line)`: a message-trace line. JoinGroup requests give each member's session timeout and
+  subscription, Heartbeat / JoinGroup / SyncGroup requests when the coordinator last heard from it.
+
+The honest costs (issue 12): at every moment each subscribed partition is *consumed* (a live
+consumer holds it), *assigned but not consumed* (the group still assigns it to a member whose
+process crashed, hung, stalled or was cut off: charged to that fault) or *unowned* (nobody
+consumes it and no fault is to blame: the rebalance's own cost). The model integrates both costs
+in partition-milliseconds between inputs.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+from grouplab.rebalances import Rebalance, RebalanceTracker
+from protocol.consumer_protocol import decode_subscription
+from protocol.effects import LogEvent
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.types import TopicPartition
+
+TP = TopicPartition
+
+# Requests that restart a member's session at the coordinator (a SyncGroup answer does too).
+SESSION_APIS = frozenset({"Heartbeat", "JoinGroup", "SyncGroup"})
+# How each fault is noticed: by the session timeout, or by the consumer's own poll timer.
+POLL_TIMEOUT_FAULTS = frozenset({"slow"})
+MAX_REBALANCES = 50
+
+
+def error_name(code: Any) -> str | None:
+    """A Kafka error code's name, None for 0 (no error)."""
+    if not isinstance(code, int) or code == 0:
+        return None
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+def subscribed_topics(protocols: Any) -> list[str] | None:
+    """The topics of a traced JoinGroup's first protocol's subscription, if it decodes."""
+    try:
+        meta = protocols[0]["metadata"]
+        raw = base64.b64decode(meta["$bytes"]) if isinstance(meta, dict) else bytes(meta)
+        return list(decode_subscription(raw).topics)
+    except (KeyError, IndexError, TypeError, ValueError, ProtocolError):
+        return None
+
+
+@dataclass
+class MemberView:
+    """One member of the group, as the coordinator knows it."""
+
+    member_id: str
+    client_id: str
+    session_timeout_ms: int | None = None
+    protocols: list[str] = field(default_factory=list)  # its assignor preference
+    topics: list[str] | None = None  # its subscription
+    last_heartbeat_ms: int | None = None  # its last Heartbeat request
+    last_session_ms: int | None = None  # the last time its session was restarted
+    heartbeat_error: str | None = None  # the last Heartbeat answer's error, if it had one
+    heartbeats: int = 0
+
+
+@dataclass
+class FaultView:
+    """A fault on one consumer: from the run's log; its cost from the fold."""
+
+    id: int
+    client_id: str
+    kind: str  # crash, hang, slow, partition
+    started_ms: int
+    member_id: str
+    session_timeout_ms: int | None
+    max_poll_interval_ms: int | None
+    ended_ms: int | None = None  # resumed, healed, stopped (a crash never ends: the process is gone)
+    removed_ms: int | None = None  # the coordinator removed the member
+    removal_reason: str | None = None
+    not_consumed_ms: int = 0  # partition-ms assigned to the member and not consumed
+
+    @property
+    def active(self) -> bool:
+        return self.ended_ms is None
+
+
+@dataclass
+class GroupView:
+    group_id: str
+    state: str = "Empty"
+    generation: int = 0
+    leader: str | None = None
+    protocol: str | None = None
+    members: dict[str, MemberView] = field(default_factory=dict)
+    # partition -> (member id, generation): the last stable generation's assignment, less the
+    # partitions of members removed since.
+    assigned: dict[TP, tuple[str, int]] = field(default_factory=dict)
+    rebalance_started_ms: int | None = None
+    rebalance_trigger: str | None = None
+    rebalances: list[dict[str, Any]] = field(default_factory=list)
+    unowned_ms: int = 0  # partition-ms nobody consumed and no fault is charged with
+
+
+class DashboardModel:
+    """The fold. `snapshot(now_ms)` is what the page renders (docs/ui.md §4)."""
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group = GroupView(group_id)
+        self.tracker = RebalanceTracker()
+        self.topics: dict[str, int] = {}
+        self.held: dict[str, set[TP]] = {}  # client id -> what the consumer says it holds
+        self.faults: list[FaultView] = []
+        self.coordinator_up = False
+        self.durable = False
+        self.clock_ms = 0
+        self._requests: dict[tuple[str, int], tuple[str, str]] = {}  # (conn, correlation id) -> (api, member)
+
+    # ------------------------------------------------------------------ inputs
+
+    def feed(self, node: str, ev: LogEvent) -> None:
+        """An event as an EventLog listener gets it."""
+        rebalance = self.tracker.feed(node, ev)
+        self.event(node, ev.event, ev.ts_ms, ev.fields)
+        if rebalance is not None and rebalance.group_id == self.group_id:
+            self._rebalanced(rebalance)
+
+    def event(self, node: str, name: str, ts_ms: int, f: dict[str, Any]) -> None:
+        """One event-log line (a dict as written, or a LogEvent's fields)."""
+        self.advance(ts_ms)
+        if node == "coordinator":
+            self._coordinator_event(name, ts_ms, f)
+        elif node == "run":
+            self._run_event(name, ts_ms, f)
+        elif f.get("group_id") == self.group_id:
+            self._member_event(node, name, f)
+
+    def trace(self, line: dict[str, Any]) -> None:
+        ts = int(line.get("ts_ms", self.clock_ms))
+        self.advance(ts)
+        kind = line.get("kind")
+        if kind == "request":
+            self._request(ts, line)
+        elif kind == "response":
+            self._response(ts, line)
+
+    # ------------------------------------------------------------------ costs
+
+    def advance(self, now_ms: int) -> None:
+        """Charge the time since the last input: each partition not consumed adds to its fault's
+        account, or to the group's unowned time."""
+        dt = now_ms - self.clock_ms
+        if self.clock_ms and dt > 0:
+            charged: dict[int, int] = {}
+            unowned = 0
+            for cell in self.partition_states().values():
+                if cell["state"] == "not_consumed":
+                    charged[cell["fault"]] = charged.get(cell["fault"], 0) + 1
+                elif cell["state"] in ("unowned", "assigned"):
+                    unowned += 1
+            for fault in self.faults:
+                fault.not_consumed_ms += dt * charged.get(fault.id, 0)
+            self.group.unowned_ms += dt * unowned
+        if now_ms > self.clock_ms:
+            self.clock_ms = now_ms
+
+    def subscribed(self) -> list[TP]:
+        """Every partition of the topics the members subscribe to (all topics before anyone joined)."""
+        topics: set[str] = set()
+        for m in self.group.members.values():
+            topics.update(m.topics or [])
+        names = sorted(topics or self.topics)
+        return [TP(t, p) for t in names for p in range(self.topics.get(t, 0))]
+
+    def active_fault(self, client_id: str) -> FaultView | None:
+        for fault in reversed(self.faults):
+            if fault.client_id == client_id and fault.active:
+                return fault
+        return None
+
+    def partition_states(self) -> dict[TP, dict[str, Any]]:
+        """Per subscribed partition: `state` (consumed, not_consumed, assigned, unowned), the member
+        the group assigns it to, that assignment's generation and the fault charged, if any.
+        `assigned`: handed out but not taken yet (or revoked for a rebalance): nobody consumes it."""
+        holders: dict[TP, str] = {}
+        for holder, parts in self.held.items():
+            if self.active_fault(holder) is None:
+                for tp in parts:
+                    holders[tp] = holder
+        clients = {m.member_id: m.client_id for m in self.group.members.values()}
+        out: dict[TP, dict[str, Any]] = {}
+        for tp in self.subscribed():
+            member: str | None
+            generation: int | None
+            member, generation = self.group.assigned.get(tp, (None, None))
+            client = clients.get(member) if member is not None else None
+            fault = self.active_fault(client) if client is not None else None
+            if fault is not None:
+                state = "not_consumed"
+            elif client is not None and holders.get(tp) == client:
+                state = "consumed"
+            elif tp in holders:  # held by a live consumer the group has not (yet) assigned it to
+                state, member, generation = "consumed", None, None
+            else:
+                state = "assigned" if member is not None else "unowned"
+            out[tp] = {"state": state, "member": member, "client": client or holders.get(tp),
+                       "generation": generation, "fault": fault.id if fault is not None else None}
+        return out
+
+    # ------------------------------------------------------------------ coordinator events
+
+    def _coordinator_event(self, name: str, ts: int, f: dict[str, Any]) -> None:
+        g = self.group
+        if name == "coordinator_started":
+            self.coordinator_up = True
+            self.durable = f.get("data_dir") is not None
+            if not self.durable:  # a fresh Broker: no group until the members join again
+                self._reset_group()
+            return
+        if name == "coordinator_stopped":
+            self.coordinator_up = False
+            return
+        if name in ("topic_created", "partitions_created"):
+            self.topics[str(f["topic"])] = int(f["partition_count"])
+            return
+        if f.get("group_id") != self.group_id:
+            return
+        if "state" in f:
+            g.state = str(f["state"])
+        if name == "member_joined":
+            member = g.members.get(f["member_id"])
+            if member is None:
+                member = g.members[f["member_id"]] = MemberView(f["member_id"], f.get("client_id") or "")
+            member.protocols = list(f.get("protocols") or [])
+        elif name == "static_member_replaced":
+            old = g.members.pop(f["old_member_id"], None)
+            if old is not None:
+                old.member_id = f["member_id"]
+                g.members[old.member_id] = old
+            g.assigned = {tp: (f["member_id"] if m == f["old_member_id"] else m, gen) for tp, (m, gen) in g.assigned.items()}
+        elif name == "member_removed":
+            self._removed(ts, f["member_id"], str(f.get("reason")))
+        elif name == "rebalance_started":
+            if g.rebalance_started_ms is None:
+                g.rebalance_started_ms, g.rebalance_trigger = ts, f.get("trigger")
+        elif name == "generation_completed":
+            g.generation, g.leader, g.protocol = int(f["generation_id"]), f.get("leader"), f.get("protocol_name")
+        elif name == "group_loaded":
+            g.generation, g.leader, g.protocol = int(f["generation_id"]), f.get("leader"), f.get("protocol_name")
+            for member_id in f.get("members") or []:
+                g.members.setdefault(member_id, MemberView(member_id, ""))
+        elif name == "group_stable":
+            gen = int(f["generation_id"])
+            g.generation, g.leader, g.protocol = gen, f.get("leader"), f.get("protocol_name")
+            clients: dict[str, str] = f.get("clients") or {}
+            assignments: dict[str, Any] = f.get("assignments") or {}
+            for member_id in [m for m in g.members if m not in assignments]:
+                del g.members[member_id]
+            for member_id in assignments:
+                member = g.members.setdefault(member_id, MemberView(member_id, clients.get(member_id, "")))
+                member.client_id = clients.get(member_id, member.client_id)
+            g.assigned = {TP(t, p): (m, gen) for m, parts in assignments.items() if isinstance(parts, list)
+                          for t, p in parts}
+            g.rebalance_started_ms = g.rebalance_trigger = None
+
+    def _reset_group(self) -> None:
+        g = self.group
+        g.state, g.generation, g.leader, g.protocol = "Empty", 0, None, None
+        for member_id in list(g.members):
+            self._removed(self.clock_ms, member_id, "coordinator_restart")
+        g.rebalance_started_ms = g.rebalance_trigger = None
+
+    def _removed(self, ts: int, member_id: str, reason: str) -> None:
+        g = self.group
+        g.members.pop(member_id, None)
+        g.assigned = {tp: a for tp, a in g.assigned.items() if a[0] != member_id}
+        for fault in self.faults:
+            if fault.member_id == member_id and fault.removed_ms is None:
+                fault.removed_ms, fault.removal_reason = ts, reason
+
+    def _rebalanced(self, r: Rebalance) -> None:
+        summary = {"generation": r.generation, "protocol": r.protocol, "leader": r.leader,
+                   "members": len(r.members), "started_ms": r.started_ms, "ended_ms": r.ended_ms,
+                   "duration_ms": r.duration_ms, "moved": len(r.moved), "trigger": r.trigger,
+                   "removed": [[x.member_id, x.reason] for x in r.removed]}
+        self.group.rebalances = (self.group.rebalances + [summary])[-MAX_REBALANCES:]
+
+    # ------------------------------------------------------------------ members' and the run's events
+
+    def _member_event(self, client: str, name: str, f: dict[str, Any]) -> None:
+        if name == "partitions_assigned":
+            self.held[client] = {TP(t, p) for t, p in f.get("owned") or []}
+        elif name in ("partitions_revoked", "partitions_lost"):
+            self.held[client] = self.held.get(client, set()) - {TP(t, p) for t, p in f.get("partitions") or []}
+
+    def _run_event(self, name: str, ts: int, f: dict[str, Any]) -> None:
+        client = str(f.get("client_id", ""))
+        if name in ("member_crashed", "member_fault"):
+            current = self.active_fault(client)
+            if current is not None:  # a hung member crashed: one story, the crash
+                current.ended_ms = ts
+            member_id = str(f.get("member_id") or "")
+            self.faults.append(FaultView(
+                id=len(self.faults) + 1, client_id=client, kind="crash" if name == "member_crashed" else str(f["fault"]),
+                started_ms=ts, member_id=member_id, session_timeout_ms=f.get("session_timeout_ms"),
+                max_poll_interval_ms=f.get("max_poll_interval_ms"),
+                removed_ms=None if member_id in self.group.members else ts))
+        elif name == "member_fault_over":
+            fault = self.active_fault(client)
+            if fault is not None:
+                fault.ended_ms = ts
+
+    # ------------------------------------------------------------------ trace
+
+    def _request(self, ts: int, line: dict[str, Any]) -> None:
+        api, body = line.get("api"), line.get("body") or {}
+        if api not in SESSION_APIS or body.get("group_id") != self.group_id:
+            return
+        member_id = body.get("member_id") or ""
+        self._requests[(line.get("conn", ""), int(line.get("correlation_id", -1)))] = (api, member_id)
+        member = self.group.members.get(member_id)
+        if api == "JoinGroup":
+            if member is None and member_id:
+                member = self.group.members[member_id] = MemberView(member_id, str(line.get("client_id", "")))
+            if member is not None:
+                member.session_timeout_ms = body.get("session_timeout_ms")
+                member.topics = subscribed_topics(body.get("protocols")) or member.topics
+        if member is None:
+            return
+        member.last_session_ms = ts
+        if api == "Heartbeat":
+            member.last_heartbeat_ms = ts
+            member.heartbeats += 1
+
+    def _response(self, ts: int, line: dict[str, Any]) -> None:
+        asked = self._requests.pop((line.get("conn", ""), int(line.get("correlation_id", -1))), None)
+        if asked is None:
+            return
+        api, member_id = asked
+        member = self.group.members.get(member_id)
+        if member is None:
+            return
+        error = error_name((line.get("body") or {}).get("error_code"))
+        if api == "Heartbeat":
+            member.heartbeat_error = error
+        elif api == "SyncGroup":
+            member.last_session_ms = ts  # an answered SyncGroup restarts the session
+            if error is None:
+                member.heartbeat_error = None  # the rebalance its heartbeats were told of is over
+
+    # ------------------------------------------------------------------ output
+
+    def snapshot(self, now_ms: int) -> dict[str, Any]:
+        """Everything the page shows, JSON-able. Countdowns are computed for `now_ms`."""
+        self.advance(now_ms)
+        g = self.group
+        cells = self.partition_states()
+        members = []
+        for m in sorted(g.members.values(), key=lambda m: (m.client_id, m.member_id)):
+            fault = self.active_fault(m.client_id)
+            owned = sorted(tp for tp, c in cells.items() if c["member"] == m.member_id)
+            members.append({
+                "member_id": m.member_id, "client_id": m.client_id, "leader": m.member_id == g.leader,
+                "protocols": m.protocols, "session_timeout_ms": m.session_timeout_ms,
+                "heartbeat_age_ms": None if m.last_heartbeat_ms is None else now_ms - m.last_heartbeat_ms,
+                "heartbeat_error": m.heartbeat_error, "heartbeats": m.heartbeats,
+                "partitions": [[tp.topic, tp.partition] for tp in owned],
+                "fault": None if fault is None else fault.kind,
+                "removal": self._countdown(m, fault, now_ms),
+            })
+        not_consumed = sum(f.not_consumed_ms for f in self.faults)
+        return {
+            "now_ms": now_ms, "group_id": g.group_id, "state": g.state, "generation": g.generation,
+            "leader": g.leader, "protocol": g.protocol, "coordinator_up": self.coordinator_up, "durable": self.durable,
+            "rebalancing_ms": None if g.rebalance_started_ms is None else now_ms - g.rebalance_started_ms,
+            "rebalance_trigger": g.rebalance_trigger,
+            "topics": dict(self.topics), "members": members,
+            "partitions": [{"topic": tp.topic, "partition": tp.partition, **cell} for tp, cell in cells.items()],
+            "faults": [{"id": f.id, "client_id": f.client_id, "kind": f.kind, "member_id": f.member_id,
+                        "started_ms": f.started_ms, "ended_ms": f.ended_ms, "removed_ms": f.removed_ms,
+                        "removal_reason": f.removal_reason, "not_consumed_ms": f.not_consumed_ms}
+                       for f in self.faults],
+            "costs": {"not_consumed_ms": not_consumed, "unowned_ms": g.unowned_ms},
+            "rebalances": g.rebalances[-10:],
+        }
+
+    def _countdown(self, m: MemberView, fault: FaultView | None, now_ms: int) -> dict[str, Any] | None:
+        """When the coordinator will remove a member that stopped: a session after it was last
+        heard from, or (a stalled poll loop) max.poll.interval.ms after it stalled, when the
+        consumer leaves by itself."""
+        if fault is None:
+            return None
+        if fault.kind in POLL_TIMEOUT_FAULTS:
+            if fault.max_poll_interval_ms is None:
+                return None
+            return {"in_ms": max(0, fault.started_ms + fault.max_poll_interval_ms - now_ms), "by": "max.poll.interval.ms"}
+        timeout = m.session_timeout_ms or fault.session_timeout_ms
+        if timeout is None:
+            return None
+        last = m.last_session_ms if m.last_session_ms is not None else fault.started_ms
+        return {"in_ms": max(0, last + timeout - now_ms), "by": "session.timeout.ms"}
