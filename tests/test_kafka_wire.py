@@ -289,3 +289,33 @@ async def test_a_kafka_client_on_the_msgpack_port_is_told_where_to_go(server: Co
     assert await raw.closed()
     said = [ev.fields["error"] for ev in recorder.events("bad_request")]
     assert any(f"port {server.kafka_port}" in text for text in said), said
+
+
+async def test_delete_groups_over_the_kafka_wire(server: CoordinatorServer) -> None:
+    """An Empty group (a simple consumer's commit made it) is deleted; an unknown one is
+    GROUP_ID_NOT_FOUND, one with members NON_EMPTY_GROUP."""
+    from kafka.protocol.admin.groups import DeleteGroupsRequest, DeleteGroupsResponse
+    from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
+
+    raw = await Raw.open(server.kafka_port)
+    c = OffsetCommitRequest
+    raw.send(c[8](group_id="simple", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                  topics=[c.OffsetCommitRequestTopic(name="t", partitions=[
+                      c.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                          partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="")])]))
+    commit = await raw.read(OffsetCommitResponse, 8)
+    assert commit.topics[0].partitions[0].error_code == 0
+    j = JoinGroupRequest
+    member = await Raw.open(server.kafka_port)
+    join = j[9](group_id="busy", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+                group_instance_id="i", protocol_type="consumer", reason=None,
+                protocols=[j.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff")])
+    member.send(join)
+    assert (await member.read(JoinGroupResponse, 9)).error_code == 0
+    raw.send(DeleteGroupsRequest[2](groups_names=["simple", "nosuch", "busy"]))
+    resp = await raw.read(DeleteGroupsResponse, 2)
+    got = {r.group_id: r.error_code for r in resp.results}
+    assert got == {"simple": 0, "nosuch": ErrorCode.GROUP_ID_NOT_FOUND, "busy": ErrorCode.NON_EMPTY_GROUP}
+    assert "simple" not in server.broker.groups and "busy" in server.broker.groups
+    raw.close()
+    member.close()
