@@ -2,7 +2,7 @@
 The coordinator treats both as opaque bytes, as Kafka's does; only the members (and the event log,
 `describe` and `explain`, which read them) decode them.
 
-grouplab's consumers write Kafka's own binary ConsumerProtocol (docs/protocol.md §12: Subscription
+grouplab's consumers write Kafka's own binary ConsumerProtocol (docs/protocol.md §5.2-5.3: Subscription
 v3 — topics, user_data, owned_partitions (KIP-429), generation_id, rack (KIP-881); Assignment v3 —
 partitions, user_data), so a group can mix grouplab's consumers with real Kafka clients
 (kafka-python, aiokafka, librdkafka, Java) and whichever member leads reads everyone's metadata

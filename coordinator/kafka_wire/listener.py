@@ -82,6 +82,7 @@ class KafkaListener:
         self.node_id = node_id
         self.connections: set[KafkaConnection] = set()
         self.parked: dict[KafkaConnection, _ParkedFetch] = {}
+        self._waking = False
 
     def protocol(self) -> "KafkaConnection":
         return KafkaConnection(self)
@@ -94,10 +95,17 @@ class KafkaListener:
             conn.close()
 
     def wake(self) -> None:
-        """A step ran: answer every parked Fetch that would now find something."""
-        for conn, parked in list(self.parked.items()):
-            if fetch_ready(self.host.broker, parked.body):
-                self._release(conn)
+        """A step ran: answer every parked Fetch that would now find something. Not re-entered by
+        the steps of the Fetches it releases (a Fetch makes nothing visible to another)."""
+        if self._waking:
+            return
+        self._waking = True
+        try:
+            for conn, parked in list(self.parked.items()):
+                if self.parked.get(conn) is parked and fetch_ready(self.host.broker, parked.body):
+                    self._release(conn)
+        finally:
+            self._waking = False
 
     def park(self, conn: "KafkaConnection", body: FetchRequest, ctx: RequestContext) -> None:
         loop = asyncio.get_running_loop()
