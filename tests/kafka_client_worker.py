@@ -62,7 +62,10 @@ def run_kafka_python(o: dict[str, Any]) -> None:
                       metadata_max_age_ms=5000, **o.get("options", {}))
     t = Tracker()
     while not STOP.is_set():
-        batch = c.poll(200)
+        # Not shorter: kafka-python 3.0.12 can lose its join when poll() times out while its
+        # SyncGroup is in flight ("timeout in ensure_active_group; returning early"): the answer
+        # arrives, heartbeats stay disabled and the member is removed at its session timeout.
+        batch = c.poll(1000)
         t.update([(tp.topic, tp.partition) for tp in c.assignment()])
         recs = [[r.topic, r.partition, r.offset, r.value.decode()] for rs in batch.values() for r in rs]
         if recs:
