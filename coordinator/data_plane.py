@@ -308,8 +308,10 @@ def handle_list_offsets(broker: DataPlaneHost, req: ListOffsetsRequest, reply_to
                 lso = log.last_stable_offset
                 if lp.timestamp == -1:
                     offset = lso
-                elif offset >= lso:
-                    offset, timestamp = -1, -1  # only what read_committed consumers can see
+                elif lp.timestamp != -2 and offset >= lso:
+                    # only what read_committed consumers can see; EARLIEST is the log start offset
+                    # under either isolation level, as Kafka's (an empty log: 0, not -1)
+                    offset, timestamp = -1, -1
             parts.append(ListOffsetsPartitionResponse(index, 0, timestamp, offset))
         topics.append(ListOffsetsTopicResponse(name, parts))
     return [Reply(reply_to, ListOffsetsResponse(topics=topics))]

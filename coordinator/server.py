@@ -35,6 +35,8 @@ from coordinator.broker import Broker, RequestContext, uuid_member_ids
 from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
 from coordinator.group_log import GroupLog, Record
+from coordinator.kafka_wire.codec import looks_like_kafka
+from coordinator.kafka_wire.listener import KafkaListener
 from coordinator.partition_log import INT64_MAX, FileLogStore
 from coordinator.trace import TraceRecorder, TraceSink
 from protocol import events
@@ -64,6 +66,10 @@ class _ReplyTo:
 
     def __hash__(self) -> int:
         return hash((id(self.conn), self.correlation_id))
+
+
+class KafkaPortError(OSError):
+    """The Kafka-wire listener could not listen (its port, not the msgpack one, is the culprit)."""
 
 
 class DataDirError(Exception):
@@ -230,12 +236,13 @@ class CoordinatorServer:
         self,
         config: BrokerConfig | None = None,
         host: str = "127.0.0.1",
-        port: int = 9092,
+        port: int = 9192,
         events: Any = None,
         clock: Callable[[], int] = wall_clock_ms,
         new_member_id: Callable[[str], str] = uuid_member_ids,
         data_dir: str | Path | None = None,
         trace: TraceSink | None = None,
+        kafka_port: int | None = None,
     ) -> None:
         self.config = config or BrokerConfig()
         self.host = host
@@ -256,6 +263,10 @@ class CoordinatorServer:
         self.group_log: GroupLog | None = None
         self.log_store: FileLogStore | None = None  # partition logs under DATA_DIR/logs/ (with a data_dir)
         self._flusher: asyncio.TimerHandle | None = None
+        # The Kafka-wire listener (coordinator/kafka_wire/): real Kafka clients, the same Broker.
+        self.kafka_port = kafka_port
+        self.kafka: KafkaListener | None = None
+        self._kafka_server: asyncio.base_events.Server | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -277,12 +288,25 @@ class CoordinatorServer:
             raise
         self.port = self._server.sockets[0].getsockname()[1]
         self.broker.topics.port = self.port
+        if self.kafka_port is not None:
+            self.kafka = KafkaListener(self, self.config.socket_request_max_bytes, self.config.broker_id)
+            try:
+                self._kafka_server = await self._loop.create_server(self.kafka.protocol, self.host, self.kafka_port,
+                                                                    backlog=4096)
+            except BaseException as exc:
+                self._server.close()
+                driver.timers.cancel_all()
+                self._close_log()
+                if isinstance(exc, OSError):
+                    raise KafkaPortError(exc.errno, exc.strerror) from exc
+                raise
+            self.kafka_port = self._kafka_server.sockets[0].getsockname()[1]
         if self.trace is not None:
             self.trace.start(self.clock(), host=self.host, port=self.port, config=self.config.as_kafka_names(),
                              topics=dict(self.broker.topics.partitions), recovered=self._recovered_state())
         self._emit(LogEvent(self.clock(), events.CoordinatorStarted(
             self.host, self.port, config=self.config.as_kafka_names(),
-            data_dir=str(self.data_dir) if self.data_dir else None)))
+            data_dir=str(self.data_dir) if self.data_dir else None, kafka_port=self.kafka_port)))
         driver.apply(restored)
         self._schedule_flush()
         return self
@@ -368,6 +392,11 @@ class CoordinatorServer:
         self.stopping = True  # frames still waiting on connections are dropped, not handled
         if self.driver is not None:
             self.driver.timers.cancel_all()
+        if self._kafka_server is not None and self.kafka is not None:
+            self._kafka_server.close()
+            self.kafka.close_all()
+            await self._kafka_server.wait_closed()
+            self._kafka_server = None
         if self._server is not None:
             self._server.close()
             for conn in list(self.connections):
@@ -394,19 +423,29 @@ class CoordinatorServer:
         try:
             request = decode_request(frame)
         except BadRequest as exc:
+            if looks_like_kafka(frame):  # it could not read a msgpack answer: say where it should go
+                where = f"port {self.kafka_port}" if self.kafka_port is not None else "a Kafka port (--kafka-port)"
+                self.note_bad_frame(conn, f"a Kafka client on grouplab's msgpack port: Kafka's protocol is served on "
+                                          f"{where}; connection closed")
+                conn.close()
+                return
             conn.send(exc.correlation_id, ErrorResponse(error_code=exc.code, error_message=exc.message))
             self.note_bad_frame(conn, exc.message)
             return
         header = request.header
         ctx = RequestContext(_ReplyTo(conn, header.correlation_id, header.api, header.client_id), header.client_id,
                              conn.peer.rsplit(":", 1)[0])
-        group_id = self.broker.group_key(header.api, request.body)
-        if group_id is None:
-            self._run(lambda: self._driver().handle(header.api, request.body, ctx), ctx)
-        else:
-            self._enqueue(group_id, ("request", header.api, request.body, ctx))
+        self.submit(header.api, request.body, ctx)
 
-    def note_bad_frame(self, conn: _Connection, message: str) -> None:
+    def submit(self, api: str, body: Any, ctx: RequestContext) -> None:
+        """A decoded request, from either port: on its group's queue, or run now if cluster-wide."""
+        group_id = self.broker.group_key(api, body)
+        if group_id is None:
+            self._run(lambda: self._driver().handle(api, body, ctx), ctx)
+        else:
+            self._enqueue(group_id, ("request", api, body, ctx))
+
+    def note_bad_frame(self, conn: Any, message: str) -> None:
         self.bad_frames += 1
         self._emit(LogEvent(self.clock(), events.BadRequest(peer=conn.peer, error=message)))
 
@@ -470,7 +509,8 @@ class CoordinatorServer:
                 to = ctx.reply_to
                 to.conn.send(to.correlation_id, ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
                                                               error_message=repr(exc)), to.api, to.client_id)
-            return
+        if self.kafka is not None and self.kafka.parked:
+            self.kafka.wake()  # the step may have made records visible to a parked Fetch
 
     def _reply(self, out: Reply) -> None:
         to = out.to

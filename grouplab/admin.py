@@ -64,7 +64,7 @@ def parse_bootstrap(value: str) -> tuple[str, int]:
 
 
 class AdminClient:
-    def __init__(self, host: str = "127.0.0.1", port: int = 9092, client_id: str = "grouplab-admin") -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 9192, client_id: str = "grouplab-admin") -> None:
         self.host, self.port, self.client_id = host, port, client_id
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None

@@ -117,7 +117,10 @@ def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assi
     console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
                   f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
                   + (f" · event log in {run_dir}/" if run_dir else "")
-                  + (f" · group log in {args.data_dir}/" if args.data_dir else ""))
+                  + (f" · group log in {args.data_dir}/" if args.data_dir else "")
+                  + (f" · Kafka clients on {cluster.host}:{cluster.kafka_client_port}"
+                     + (" (through a Kafka-wire fault proxy)" if cluster.kafka_proxy is not None else "")
+                     if cluster.kafka_port is not None else ""))
     if cluster.proxy is not None:
         rules = ", ".join(rule.spec() for rule in cluster.proxy.rules) or "none yet"
         console.print(f"[bold]fault proxy[/] on {cluster.host}:{cluster.proxy.port} (consumers connect through it) · "
@@ -178,13 +181,16 @@ def ui_listen_error(host: str, port: int, exc: OSError) -> str:
 
 async def _start_cluster(cluster: Any, port: int, dashboard: Dashboard | None, args: argparse.Namespace) -> None:
     """Start the cluster, then the dashboard; if either fails, nothing is left running."""
-    from coordinator.server import DataDirError
+    from coordinator.server import DataDirError, KafkaPortError
 
     try:
         await cluster.start()
     except DataDirError as exc:
         await cluster.close()
         raise CliError(exc) from None
+    except KafkaPortError as exc:
+        await cluster.close()
+        raise CliError(listen_error(cluster.host, args.kafka_port, exc, "--kafka-port")) from None
     except OSError as exc:
         await cluster.close()
         raise CliError(listen_error(cluster.host, port, exc)) from None
@@ -232,7 +238,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                            listeners=[view] + ([dashboard.hub.on_event] if dashboard is not None else []),
                            data_dir=args.data_dir, faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
                            trace_listeners=[dashboard.hub.on_trace] if dashboard is not None else None,
-                           proxy=dashboard is not None)
+                           proxy=dashboard is not None, kafka_port=args.kafka_port)
     await _start_cluster(cluster, args.port, dashboard, args)
     _banner(cluster, args, topics, assignors, run_dir)
     interrupted = timed_out = False
@@ -320,7 +326,7 @@ async def cmd_ui(args: argparse.Namespace) -> int:
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config, run_dir,
                            port=args.port, listeners=[view, dashboard.hub.on_event], data_dir=args.data_dir,
                            faults=args.faults, fault_seed=args.fault_seed,
-                           trace_listeners=[dashboard.hub.on_trace], proxy=True)
+                           trace_listeners=[dashboard.hub.on_trace], proxy=True, kafka_port=args.kafka_port)
     await _start_cluster(cluster, args.port, dashboard, args)
     _banner(cluster, args, topics, assignors, run_dir)
     try:
@@ -460,13 +466,13 @@ async def _with_countdown(view: Any, waiting: Any) -> None:
         task.cancel()
 
 
-def listen_error(host: str, port: int, exc: OSError) -> str:
+def listen_error(host: str, port: int | None, exc: OSError, flag: str = "--port") -> str:
     import errno
 
     if exc.errno == errno.EADDRINUSE:
         return (f"cannot listen on {host}:{port}: the port is already in use; stop what uses it "
-                f"or pick another --port (0: any free port)")
-    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port"
+                f"or pick another {flag} (0: any free port)")
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and {flag}"
 
 
 def _committed(cluster: Any) -> dict:
@@ -507,7 +513,7 @@ def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
 
 
 async def cmd_coordinator(args: argparse.Namespace) -> int:
-    from coordinator.server import CoordinatorServer, DataDirError
+    from coordinator.server import CoordinatorServer, DataDirError, KafkaPortError
     from grouplab.eventlog import EventLog, run_dir_log, stderr_log
     from grouplab.readable import CoordinatorView
     from grouplab.tracefile import TraceFile, trace_path
@@ -519,7 +525,7 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
         events.listeners.append(CoordinatorView(err, args.lang))
     trace = TraceFile(trace_path(args.run_dir)) if args.run_dir else None
     server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir,
-                               trace=trace)
+                               trace=trace, kafka_port=args.kafka_port)
 
     def close_logs() -> None:
         events.close()
@@ -531,6 +537,9 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     except DataDirError as exc:
         close_logs()
         raise CliError(exc) from None
+    except KafkaPortError as exc:
+        close_logs()
+        raise CliError(listen_error(args.host, args.kafka_port, exc, "--kafka-port")) from None
     except OSError as exc:
         close_logs()
         raise CliError(listen_error(args.host, args.port, exc)) from None
@@ -541,7 +550,8 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     logs = server.log_store.recovery.partitions if server.log_store is not None else 0
     restored = (f" · restored {groups} group{'s' * (groups != 1)} and {topics} topic{'s' * (topics != 1)} "
                 f"from {args.data_dir} ({logs} partition log{'s' * (logs != 1)})") if args.data_dir else ""
-    err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{restored} (Ctrl-C to stop)")
+    kafka = f" · Kafka clients on {args.host}:{server.kafka_port}" if server.kafka_port is not None else ""
+    err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{kafka}{restored} (Ctrl-C to stop)")
     try:
         await server.serve_forever()
     except asyncio.CancelledError:
@@ -1542,6 +1552,11 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def port_or_off(text: str) -> int | None:
+    """--kafka-port: a port, or `off` for no Kafka-wire listener."""
+    return None if text == "off" else port_number(text)
+
+
 def port_number(text: str) -> int:
     if not text.isdigit() or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"a port is a number from 0 to 65535, not {text!r}")
@@ -1594,7 +1609,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config-file", metavar="FILE", help="a server.properties-style file of overrides")
 
     def add_bootstrap(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
+        sp.add_argument("--bootstrap-server", default="127.0.0.1:9192", metavar="HOST:PORT",
                         help="the coordinator to talk to")
 
     def add_cluster_options(sp: argparse.ArgumentParser) -> None:
@@ -1606,6 +1621,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--assignor", default="range", help=f"preference list of {', '.join(assignor_names())}")
         sp.add_argument("--group", default="grouplab", help="the consumers' group.id")
         sp.add_argument("--port", type=port_number, default=0, help="coordinator port (0: any free port)")
+        sp.add_argument("--kafka-port", type=port_or_off, default=None, metavar="PORT",
+                        help="also listen for real Kafka clients on PORT (Kafka's own protocol, docs/kafka-wire.md; "
+                             "0: any free port); they can join the group beside grouplab's consumers")
         sp.add_argument("--run-dir", help="write the JSON event log, one file per node, into this directory")
         sp.add_argument("--data-dir", metavar="DIR",
                         help="keep group and topic metadata in DIR/group-metadata.log across restarts")
@@ -1654,7 +1672,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("coordinator", help="run the coordinator server alone")
     c.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    c.add_argument("--port", type=port_number, default=9092, help="port to listen on (0: any free port)")
+    c.add_argument("--port", type=port_number, default=9192,
+                   help="port of grouplab's msgpack protocol, for grouplab's own clients (0: any free port)")
+    c.add_argument("--kafka-port", type=port_or_off, default=9092, metavar="PORT",
+                   help="port of Kafka's own protocol, for real Kafka clients (kafka-python, aiokafka, librdkafka, "
+                        "Java; docs/kafka-wire.md); 0: any free port, off: none")
     c.add_argument("--run-dir", help="write the JSON event log to RUN_DIR/coordinator.jsonl and the message trace "
                    "to RUN_DIR/trace/coordinator.jsonl (grouplab replay, explain)")
     c.add_argument("--log-json", action="store_true",

@@ -384,6 +384,7 @@ class CoordinatorStarted(Event):
     port: int
     config: dict[str, Any]
     data_dir: str | None
+    kafka_port: int | None = None
 
 
 @dataclass(slots=True)

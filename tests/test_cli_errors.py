@@ -43,7 +43,9 @@ def busy_port() -> object:
 
 def test_port_in_use(busy_port: int) -> None:
     for command in ("coordinator", "run"):
-        one_line_error(grouplab(command, "--port", str(busy_port)), 1, "already in use", "--port")
+        one_line_error(grouplab(command, "--port", str(busy_port), "--kafka-port", "0"), 1, "already in use", "--port")
+        one_line_error(grouplab(command, "--port", "0", "--kafka-port", str(busy_port)), 1, "already in use",
+                       "--kafka-port")
 
 
 @pytest.mark.parametrize("command", ["coordinator", "run"])
@@ -123,7 +125,7 @@ def test_no_server() -> None:
 
 
 def test_describe_unknown_group() -> None:
-    server = subprocess.Popen([sys.executable, "-m", "grouplab.cli", "coordinator", "--port", "0"],
+    server = subprocess.Popen([sys.executable, "-m", "grouplab.cli", "coordinator", "--port", "0", "--kafka-port", "0"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
     try:
         assert server.stderr is not None
@@ -158,7 +160,7 @@ def test_version() -> None:
 
 @pytest.mark.parametrize("command, expected", [
     ("run", ["(default: 3)", "(default: t0:3,t1:3)", "(default: 0)", "(default: 120.0)"]),
-    ("coordinator", ["(default: 9092)", "(default: 127.0.0.1)"]),
+    ("coordinator", ["(default: 9192)", "(default: 9092)", "(default: 127.0.0.1)"]),
     ("simulate", ["(default: 1)", "(default: 60)"]),
     ("sweep", ["(default: 1-100)"]),
     ("compare", ["(default: 5)", "(default: t0:6,t1:6)", "(default: 10000)", "(default: 300000)", "(default: 30000)"]),

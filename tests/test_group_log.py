@@ -596,7 +596,7 @@ def test_cli_coordinator_data_dir_keeps_topics_across_restarts(tmp_path: Path) -
     port = free_port()
     bootstrap = f"{HOST}:{port}"
     for round_ in range(2):
-        proc = subprocess.Popen(grouplab("coordinator", "--port", str(port), "--data-dir", str(tmp_path / "data"),
+        proc = subprocess.Popen(grouplab("coordinator", "--port", str(port), "--kafka-port", "off", "--data-dir", str(tmp_path / "data"),
                                          "--config", "grouplab.log.fsync=never"),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "COLUMNS": "1000"})
