@@ -119,6 +119,9 @@ class SimulatedConsumerApp:
                 await self._task
             except asyncio.CancelledError:
                 pass
-        if self.events is not None and leave:
-            self.events.emit(LogEvent(self.clock(), events.AppStopping(self.client.config.group_id, self.client.member_id)))
+        if self.events is not None:
+            # A crash is written too (as this process's last line), so that readers know from when
+            # its partitions were assigned but not consumed (docs/events.md §6).
+            kind = events.AppStopping if leave else events.AppCrashed
+            self.events.emit(LogEvent(self.clock(), kind(self.client.config.group_id, self.client.member_id)))
         await self.client.close(leave=leave)

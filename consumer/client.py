@@ -58,7 +58,7 @@ class GroupMemberClient:
         self,
         config: ConsumerConfig,
         host: str = "127.0.0.1",
-        port: int = 9092,
+        port: int = 9192,
         listener: RebalanceListener | None = None,
         events: Any = None,
         clock: Callable[[], int] = wall_clock_ms,

@@ -11,21 +11,38 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Iterable
 
+# 4x the largest group anything in the repository forms (1,000 members: scripts/bench_rebalance.py,
+# bench_sim.py), room for crashed members' ids that linger until their sessions expire.
+GROUP_MAX_SIZE_DEFAULT = 4096
+
 # Kafka name -> (attribute, default). Defaults are Kafka's, except where noted.
 _KEYS: dict[str, tuple[str, object]] = {
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", 6000),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", 1_800_000),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", 3000),
-    "group.max.size": ("group_max_size", 2_147_483_647),
+    # Kafka's default is Integer.MAX_VALUE; grouplab's bounds a group's memory (docs/protocol.md §4.12).
+    "group.max.size": ("group_max_size", GROUP_MAX_SIZE_DEFAULT),
     "num.partitions": ("num_partitions", 1),
     "auto.create.topics.enable": ("auto_create_topics_enable", True),
     # Kafka's default is 100 MiB; grouplab's frames carry group metadata only, so 1 MiB (DESIGN §2).
     "socket.request.max.bytes": ("socket_request_max_bytes", 1024 * 1024),
+    # grouplab's own: the largest answer the server sends (encoded payload); a larger one is not
+    # sent, the request is answered INVALID_REQUEST saying so (docs/protocol.md §1). Encoding one
+    # this size takes well under the 1 s a heartbeat may wait (docs/benchmarks.md).
+    "grouplab.response.max.bytes": ("response_max_bytes", 4 * 1024 * 1024),
     # Kafka's default -1 means "generate one"; grouplab runs one broker, node 0.
     "broker.id": ("broker_id", 0),
     # Longest committed_metadata an OffsetCommit may store (OFFSET_METADATA_TOO_LARGE beyond it).
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 4096),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", 900_000),
+    # Group expiry (KIP-211): offsets of a group Empty that long (a standalone group's: that long
+    # after their commit) expire at the next check, then the group, once Empty with none, is deleted.
+    "offsets.retention.minutes": ("offsets_retention_minutes", 10_080),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 600_000),
+    # grouplab's own bounds on what clients can make the coordinator keep (docs/protocol.md §4.12).
+    "grouplab.max.groups": ("max_groups", 10_000),
+    "grouplab.max.protocols.per.member": ("max_protocols_per_member", 32),
+    "grouplab.max.id.length": ("max_id_length", 249),
     # grouplab's own: when the durable group log (--data-dir) syncs appends to disk.
     "grouplab.log.fsync": ("log_fsync", "always"),
     # Partition logs (coordinator/partition_log.py), Kafka's names and defaults. The two flush
@@ -49,10 +66,11 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
-    group_max_size: int = 2_147_483_647
+    group_max_size: int = GROUP_MAX_SIZE_DEFAULT
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 1024 * 1024
+    response_max_bytes: int = 4 * 1024 * 1024
     broker_id: int = 0
     log_fsync: str = "always"
     log_segment_bytes: int = 1024 * 1024 * 1024
@@ -62,6 +80,15 @@ class BrokerConfig:
     message_max_bytes: int = 1_048_588
     offset_metadata_max_bytes: int = 4096
     transaction_max_timeout_ms: int = 900_000
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
+    max_groups: int = 10_000
+    max_protocols_per_member: int = 32
+    max_id_length: int = 249
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000
 
     @classmethod
     def names(cls) -> list[str]:
@@ -104,6 +131,8 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be >= 1")
         if self.socket_request_max_bytes < 64:
             raise ConfigError("socket.request.max.bytes must be >= 64")
+        if self.response_max_bytes < 1024:
+            raise ConfigError("grouplab.response.max.bytes must be >= 1024")
         if self.offset_metadata_max_bytes < 0:
             raise ConfigError("offset.metadata.max.bytes must be >= 0")
         if self.log_segment_bytes < 14:
@@ -116,6 +145,13 @@ class BrokerConfig:
             raise ConfigError("log.flush.interval.ms must be >= 0")
         if self.message_max_bytes < 0:
             raise ConfigError("message.max.bytes must be >= 0")
+        for name, value in (("offsets.retention.minutes", self.offsets_retention_minutes),
+                            ("offsets.retention.check.interval.ms", self.offsets_retention_check_interval_ms),
+                            ("grouplab.max.groups", self.max_groups),
+                            ("grouplab.max.protocols.per.member", self.max_protocols_per_member),
+                            ("grouplab.max.id.length", self.max_id_length)):
+            if value < 1:
+                raise ConfigError(f"{name} must be >= 1")
         if self.log_fsync not in LOG_FSYNC_POLICIES:
             raise ConfigError(f"grouplab.log.fsync must be one of {', '.join(LOG_FSYNC_POLICIES)}, got {self.log_fsync!r}")
 

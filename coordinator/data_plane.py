@@ -21,6 +21,7 @@ from coordinator.partition_log import (
     PartitionLog,
     fetched_size,
 )
+from coordinator.config import BrokerConfig
 from coordinator.topics import TopicStore
 from coordinator.transactions import TransactionCoordinator
 from protocol import events
@@ -29,6 +30,7 @@ from protocol.errors import ErrorCode
 from protocol.types import TopicPartition
 from protocol.messages import (
     FetchPartition,
+    FetchedRecord,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
@@ -45,7 +47,9 @@ from protocol.messages import (
     ProduceResponse,
     ProduceTopicResponse,
     RecordBatch,
+    RecordHeader,
 )
+from protocol.schema import array_header_size, keys_size, packed_size
 
 ACKS = (-1, 0, 1)
 ISOLATION_LEVELS = (0, 1)
@@ -63,6 +67,9 @@ class DataPlaneHost(Protocol):
 
     @property
     def txn(self) -> TransactionCoordinator: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
 
 
 def _exists(broker: DataPlaneHost, topic: str, partition: int) -> bool:
@@ -191,7 +198,9 @@ def handle_fetch(broker: DataPlaneHost, req: FetchRequest, reply_to: Any, now_ms
     fetch_offset and partition_max_bytes but keeps its place (Kafka's fetch map). Sizes, as
     Kafka: records fill min(partition_max_bytes, what is left of max_bytes), in request order;
     only the first partition that has a record returns one even over both limits (so a consumer
-    always progresses), every later one returns only what fits."""
+    always progresses), every later one returns only what fits. grouplab's own third limit: the
+    records of one answer take at most half of grouplab.response.max.bytes on the wire (the rest
+    is the partitions' room), so that no answer a consumer needs is too large to send."""
     if req.isolation_level not in ISOLATION_LEVELS:
         return [Reply(reply_to, FetchResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
             f"isolation_level must be 0 (read_uncommitted) or 1 (read_committed), got {req.isolation_level}")))]
@@ -201,6 +210,7 @@ def handle_fetch(broker: DataPlaneHost, req: FetchRequest, reply_to: Any, now_ms
         for fp in ft.partitions:
             by_index[fp.partition] = fp  # a repeat replaces the entry, in the first one's place
     remaining = max(req.max_bytes, 0)
+    wire_left = broker.config.response_max_bytes // 2  # the records' bytes in the encoded answer
     min_one = True  # until a partition has returned a record
     topics = []
     for topic, by_index in wanted.items():
@@ -219,19 +229,48 @@ def handle_fetch(broker: DataPlaneHost, req: FetchRequest, reply_to: Any, now_ms
                                           last_stable_offset=log.last_stable_offset,
                                           log_start_offset=log.log_start_offset)
             try:
-                records = log.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining), req.isolation_level,
-                                   min_one=min_one)
+                # A record's encoding is never smaller than its size as max_bytes counts it, so
+                # wire_left bounds the read as well.
+                records = log.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining, wire_left),
+                                   req.isolation_level, min_one=min_one)
             except OffsetOutOfRange as exc:
                 resp.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 resp.error_message = exc.message
             else:
+                records, wire = _within(records, wire_left, min_one)
                 resp.records = records
                 if records:
                     min_one = False
                     remaining = max(remaining - sum(fetched_size(r) for r in records), 0)
+                    wire_left = max(wire_left - wire, 0)
             parts.append(resp)
         topics.append(FetchTopicResponse(topic, parts))
     return [Reply(reply_to, FetchResponse(responses=topics))]
+
+
+_RECORD_KEYS = keys_size(FetchedRecord)
+_HEADER_KEYS = keys_size(RecordHeader)
+
+
+def record_wire_size(r: FetchedRecord) -> int:
+    """The bytes `r` takes in an encoded Fetch answer, exactly."""
+    size = (_RECORD_KEYS + packed_size(r.offset) + packed_size(r.timestamp) + packed_size(r.value)
+            + packed_size(r.key) + array_header_size(len(r.headers)) + packed_size(r.producer_id))
+    for h in r.headers:
+        size += _HEADER_KEYS + packed_size(h.key) + packed_size(h.value)
+    return size
+
+
+def _within(records: list[FetchedRecord], wire_left: int, min_one: bool) -> tuple[list[FetchedRecord], int]:
+    """The records that fit in `wire_left` encoded bytes (the first one anyway with `min_one`),
+    and their encoded size."""
+    used = 0
+    for i, r in enumerate(records):
+        size = record_wire_size(r)
+        if used + size > wire_left and (i or not min_one):
+            return records[:i], used
+        used += size
+    return records, used
 
 
 # ----------------------------------------------------------------------------- ListOffsets
@@ -269,8 +308,10 @@ def handle_list_offsets(broker: DataPlaneHost, req: ListOffsetsRequest, reply_to
                 lso = log.last_stable_offset
                 if lp.timestamp == -1:
                     offset = lso
-                elif offset >= lso:
-                    offset, timestamp = -1, -1  # only what read_committed consumers can see
+                elif lp.timestamp != -2 and offset >= lso:
+                    # only what read_committed consumers can see; EARLIEST is the log start offset
+                    # under either isolation level, as Kafka's (an empty log: 0, not -1)
+                    offset, timestamp = -1, -1
             parts.append(ListOffsetsPartitionResponse(index, 0, timestamp, offset))
         topics.append(ListOffsetsTopicResponse(name, parts))
     return [Reply(reply_to, ListOffsetsResponse(topics=topics))]

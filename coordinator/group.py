@@ -9,10 +9,11 @@ States (docs/design.md §4):
       └──────────────────┼────┘                                                 ▼
                          └──── join of leader / changed member, leave, expiry ── Stable
 
-Dead is never entered: a `Group.absent` stand-in for a group that does not exist is Dead,
-generation 0 (what `offset_commit_rejected` writes for a missing group, docs/events.md). Offset
-requests to a missing group run on one, and storing offsets makes it Empty: a simple consumer's
-group, which the broker then keeps.
+A `Group.absent` stand-in for a group that does not exist is Dead, generation 0 (what
+`offset_commit_rejected` writes for a missing group, docs/events.md). Offset requests to a missing
+group run on one, and storing offsets makes it Empty: a simple consumer's group, which the broker
+then keeps. An Empty group becomes Dead when it is deleted (`delete`, for DeleteGroups) or expires
+(`expire_offsets`, the retention check: docs/protocol.md §4.15); the broker then drops it.
 
 Every public `handle_*` / `on_*` method validates first and returns an error reply without
 touching state when the input is not acceptable; state changes happen only after validation.
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Concatenate, Iterable, Mapping
 
 from coordinator.config import BrokerConfig
-from coordinator.group_log import GroupMetadataRecord, MemberMetadata, OffsetCommitRecord, Persist
+from coordinator.group_log import GroupMetadataRecord, GroupTombstone, MemberMetadata, OffsetCommitRecord, Persist
 from coordinator.offsets import CommitTriage, OffsetStore, fetch_response, partition_pairs
 from protocol.effects import ArmTimer, CancelTimer, Output, StepOutputs
 from protocol import consumer_protocol, events
@@ -129,6 +130,10 @@ class Group(StepOutputs):
     initial_delay_remaining_ms: int = 0
     new_member_added: bool = False
     rebalance_trigger: str = ""
+    # When the group last became Empty (KIP-211's current state timestamp): its offsets' retention
+    # counts from here. None for a group that has not been Empty since it had members (a simple
+    # consumer's): each offset's retention counts from its commit.
+    empty_since_ms: int | None = None
 
     def __post_init__(self) -> None:
         self.timers = Timers(self.group_id)
@@ -150,7 +155,7 @@ class Group(StepOutputs):
 
     def handle_join(self, req: JoinGroupRequest, reply_to: Any, now_ms: int, client_id: str = "", client_host: str = "") -> list[Output]:
         self._begin(now_ms)
-        error = self._validate_join(req)
+        error = self._validate_join(req, client_id)
         if error is not None:
             code, message = error
             self._reply(reply_to, JoinGroupResponse(error_code=code, member_id=req.member_id, error_message=message))
@@ -309,6 +314,8 @@ class Group(StepOutputs):
                 self.static_members[m.group_instance_id] = m.member_id
             self._arm_session(member)
         self.state = GroupState.STABLE if self.members else GroupState.EMPTY
+        if not self.members:
+            self.empty_since_ms = record.ts_ms  # an Empty record is written as the group becomes Empty
         self._log(events.GroupLoaded, leader=self.leader_id, protocol_name=self.protocol_name, members=list(self.members),
                   written_ms=record.ts_ms)
         return self._end()
@@ -316,15 +323,16 @@ class Group(StepOutputs):
     # ------------------------------------------------------------------ offsets (docs/protocol.md §3.15, §3.16)
 
     def handle_offset_commit(self, req: OffsetCommitRequest, reply_to: Any, now_ms: int,
-                             partitions: Mapping[str, int]) -> list[Output]:
+                             partitions: Mapping[str, int], precheck: ErrorCode | None = None) -> list[Output]:
         """OffsetCommit, in Kafka's order. `partitions` (topic -> partition count) are the topics
         that exist: a partition of any other gets UNKNOWN_TOPIC_OR_PARTITION, and if none is left
         the group is not touched. Then `validate_commit`: a refusal answers every remaining
         partition (and the top-level `error_code`) with the error and changes nothing. Then
         metadata longer than offset.metadata.max.bytes gets OFFSET_METADATA_TOO_LARGE; the rest is
         stored and persisted (Persist outputs before the reply). An accepted commit from a member
-        of a Stable or PreparingRebalance group counts as its heartbeat."""
-        return self._commit_offsets(req, reply_to, now_ms, partitions, None, None)
+        of a Stable or PreparingRebalance group counts as its heartbeat. `precheck`, if given, is the
+        broker's refusal (a new group it will not make), answered like `validate_commit`'s."""
+        return self._commit_offsets(req, reply_to, now_ms, partitions, None, precheck)
 
     def handle_txn_offset_commit(self, req: TxnOffsetCommitRequest, reply_to: Any, now_ms: int,
                                  partitions: Mapping[str, int], precheck: ErrorCode | None) -> list[Output]:
@@ -336,9 +344,12 @@ class Group(StepOutputs):
 
     def handle_offset_fetch(self, req: OffsetFetchRequest, reply_to: Any, now_ms: int) -> list[Output]:
         """OffsetFetch: the committed offsets, whatever the state. On an absent group every
-        offset is -1 (and `topics` nil gives no topics), as in Kafka: not an error."""
+        offset is -1 (and `topics` nil gives no topics), as in Kafka: not an error. Raises
+        AnswerTooLarge, before anything else, when the answer cannot fit in
+        grouplab.response.max.bytes (the broker answers that)."""
+        response = fetch_response(self.offsets, req, self.config.response_max_bytes)
         self._begin(now_ms)
-        self._reply(reply_to, fetch_response(self.offsets, req))
+        self._reply(reply_to, response)
         return self._end()
 
     def on_txn_completed(self, producer_id: int, commit: bool, now_ms: int) -> list[Output]:
@@ -366,6 +377,56 @@ class Group(StepOutputs):
             self.offsets.restore(record)
         self._log(events.OffsetsLoaded, committed_partitions=len(self.offsets.committed))
         return self._end()
+
+    # ------------------------------------------------------------------ expiry and deletion (docs/protocol.md §4.15)
+
+    @property
+    def dead(self) -> bool:
+        """Deleted or expired (or an `absent` stand-in): the broker does not keep it."""
+        return self.state is GroupState.DEAD
+
+    @property
+    def deletable(self) -> bool:
+        """Empty with nothing left to keep: no pending member id, no offset committed or staged."""
+        return (self.state is GroupState.EMPTY and not self.pending_members and not self.offsets.committed
+                and not self.offsets.pending)
+
+    def expire_offsets(self, now_ms: int, retention_ms: int) -> list[Output]:
+        """The retention check (offsets.retention.check.interval.ms), Kafka's since KIP-211. Only
+        an Empty group's offsets expire: `retention_ms` after it became Empty, or, for a group that
+        has had no members since (a simple consumer's, committing with generation -1), after each
+        offset's commit. Expired offsets get tombstones (`offsets_expired`); then a group left with
+        nothing (`deletable`) is deleted like DeleteGroups deletes it (`group_deleted`, Dead)."""
+        self._begin(now_ms)
+        if self.state is not GroupState.EMPTY:
+            return self._end()
+        expired = self.offsets.expired(now_ms, retention_ms, self.empty_since_ms)
+        if expired:
+            self._out += [Persist(t) for t in self.offsets.remove(expired, now_ms)]
+            self._log(events.OffsetsExpired, partitions=partition_pairs(expired), empty_since_ms=self.empty_since_ms)
+        if self.deletable:
+            self._delete("expired")
+        return self._end()
+
+    def delete(self, now_ms: int) -> list[Output]:
+        """DeleteGroups of this Empty group (the broker checked the state): its offsets, staged
+        ones included, and pending member ids go, tombstones are persisted, and it is Dead."""
+        self._begin(now_ms)
+        assert self.state is GroupState.EMPTY, self.state
+        self._delete("delete_groups")
+        return self._end()
+
+    def _delete(self, reason: str) -> None:
+        tombstones = self.offsets.remove(sorted(self.offsets.committed), self._now)
+        self._out += [Persist(t) for t in tombstones]
+        self._out.append(Persist(GroupTombstone(self.group_id, self._now)))
+        self.offsets.pending.clear()  # a transaction that later ends finds no group: nothing to do
+        for member_id in self.pending_members:
+            self._out.append(CancelTimer(self.timers.pending(member_id)))
+        self.pending_members.clear()
+        self.first_joins.clear()
+        self.state = GroupState.DEAD
+        self._log(events.GroupDeleted, reason=reason, offsets_deleted=len(tombstones))
 
     def validate_commit(self, member_id: str, group_instance_id: str | None, generation_id: int,
                         transactional: bool = False) -> ErrorCode | None:
@@ -450,7 +511,7 @@ class Group(StepOutputs):
 
     # ------------------------------------------------------------------ joins
 
-    def _validate_join(self, req: JoinGroupRequest) -> tuple[ErrorCode, str] | None:
+    def _validate_join(self, req: JoinGroupRequest, client_id: str) -> tuple[ErrorCode, str] | None:
         cfg = self.config
         if not cfg.group_min_session_timeout_ms <= req.session_timeout_ms <= cfg.group_max_session_timeout_ms:
             return ErrorCode.INVALID_SESSION_TIMEOUT, (
@@ -459,6 +520,14 @@ class Group(StepOutputs):
             )
         if req.rebalance_timeout_ms <= 0:
             return ErrorCode.INVALID_REQUEST, "rebalance_timeout_ms must be positive"
+        if len(req.protocols) > cfg.max_protocols_per_member:
+            return ErrorCode.INVALID_REQUEST, (f"{len(req.protocols)} protocols exceed "
+                                               f"grouplab.max.protocols.per.member={cfg.max_protocols_per_member}")
+        if len(client_id) > cfg.max_id_length:
+            return ErrorCode.INVALID_REQUEST, (f"client id of {len(client_id)} characters exceeds "
+                                               f"grouplab.max.id.length={cfg.max_id_length}")
+        if req.group_instance_id is not None and (problem := instance_id_problem(req.group_instance_id)):
+            return ErrorCode.INVALID_REQUEST, problem
         names = [p.name for p in req.protocols]
         if not req.protocol_type or not names or len(set(names)) != len(names):
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "protocol_type and a list of distinct protocols are required"
@@ -809,6 +878,8 @@ class Group(StepOutputs):
     def _transition(self, to: GroupState) -> None:
         if to is not self.state:
             from_state, self.state = self.state, to
+            if to is GroupState.EMPTY:
+                self.empty_since_ms = self._now
             self._log(events.StateChanged, from_state=from_state, to_state=to)
 
     def _persist(self) -> None:
@@ -839,6 +910,23 @@ class Group(StepOutputs):
         """Log `event` with the group's G fields first (docs/events.md §4.1)."""
         if self.log_events:
             self._emit_log(event(self.group_id, self.generation_id, self.state, *args, **fields))
+
+
+INSTANCE_ID_MAX_LENGTH = 249  # Kafka's (JoinGroupRequest.validateGroupInstanceId), as for topic names
+_INSTANCE_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def instance_id_problem(instance_id: str) -> str | None:
+    """Kafka's rule for a group.instance.id, or None if it keeps it: 1 to 249 characters of ASCII
+    letters, digits, '.', '_' and '-'. (Kafka's client enforces it; grouplab's coordinator does,
+    since it stores the id.)"""
+    if not instance_id:
+        return "group.instance.id must not be empty"
+    if len(instance_id) > INSTANCE_ID_MAX_LENGTH:
+        return f"group.instance.id of {len(instance_id)} characters exceeds {INSTANCE_ID_MAX_LENGTH}"
+    if not _INSTANCE_ID_CHARS.issuperset(instance_id):
+        return f"group.instance.id {instance_id[:40]!r} has a character other than ASCII letters, digits, '.', '_' and '-'"
+    return None
 
 
 def _decode_for_log(protocol_type: str | None, data: bytes) -> Any:

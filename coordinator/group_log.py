@@ -153,7 +153,36 @@ class TxnRecord:
         return ("txn", self.transactional_id)
 
 
-Record = GroupMetadataRecord | TopicRecord | OffsetCommitRecord | TxnRecord
+@dataclass(frozen=True)
+class GroupTombstone:
+    """The group is gone (DeleteGroups, or expired: docs/protocol.md §4.15), like Kafka's null
+    value for the group's key: its GroupMetadata record no longer counts, and a restart does not
+    bring it back. Written after an OffsetTombstone for each offset the group still had."""
+
+    group_id: str
+    ts_ms: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("group", self.group_id)
+
+
+@dataclass(frozen=True)
+class OffsetTombstone:
+    """A committed offset is gone (expired, or its group deleted): supersedes the partition's
+    OffsetCommit records, like Kafka's null value for the offset's key."""
+
+    group_id: str
+    topic: str
+    partition: int
+    ts_ms: int
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return ("offset", self.group_id, self.topic, self.partition)
+
+
+Record = GroupMetadataRecord | TopicRecord | OffsetCommitRecord | TxnRecord | GroupTombstone | OffsetTombstone
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -188,6 +217,11 @@ def encode_record(record: Record) -> bytes:
                 "timeout_ms": record.timeout_ms, "state": record.state,
                 "partitions": [[t, p] for t, p in record.partitions], "groups": list(record.groups),
                 "started_ms": record.started_ms}
+    elif isinstance(record, GroupTombstone):
+        body = {"type": "group_tombstone", "version": RECORD_VERSION, "group_id": record.group_id, "ts_ms": record.ts_ms}
+    elif isinstance(record, OffsetTombstone):
+        body = {"type": "offset_tombstone", "version": RECORD_VERSION, "group_id": record.group_id,
+                "topic": record.topic, "partition": record.partition, "ts_ms": record.ts_ms}
     else:
         raise TypeError(f"not a record: {record!r}")
     return msgpack.packb(body, use_bin_type=True)
@@ -217,6 +251,13 @@ def decode_record(payload: bytes) -> Record:
         return OffsetCommitRecord(_get(m, "group_id", str), _get(m, "topic", str), partition, _get(m, "offset", int),
                                   _get(m, "leader_epoch", int), _get(m, "metadata", str),
                                   _get(m, "commit_timestamp_ms", int))
+    if kind == "group_tombstone":
+        return GroupTombstone(_get(m, "group_id", str), _get(m, "ts_ms", int))
+    if kind == "offset_tombstone":
+        partition = _get(m, "partition", int)
+        if partition < 0:
+            raise RecordError(f"partition must be >= 0, got {partition}")
+        return OffsetTombstone(_get(m, "group_id", str), _get(m, "topic", str), partition, _get(m, "ts_ms", int))
     if kind == "transaction":
         parts = _get(m, "partitions", list)
         if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and type(p[1]) is int for p in parts):
@@ -337,13 +378,19 @@ def _note(stats: ReplayStats, error: str) -> None:
 
 def latest(records: Iterable[Record]) -> list[Record]:
     """Only the last record of each key (each group, each topic, each committed offset's group,
-    topic and partition), in the order of those last records: what compaction keeps, and all that
-    restoring needs."""
+    topic and partition), in the order of those last records: all that restoring needs. A key
+    whose last record is a tombstone has nothing left to restore."""
     last: dict[tuple, Record] = {}
     for r in records:
         last.pop(r.key, None)
         last[r.key] = r
     return list(last.values())
+
+
+def live(records: Iterable[Record]) -> list[Record]:
+    """What compaction keeps: `latest` without the tombstones. The rewritten log holds nothing a
+    tombstone superseded, so the tombstone itself has nothing left to hide."""
+    return [r for r in latest(records) if not isinstance(r, (GroupTombstone, OffsetTombstone))]
 
 
 # ----------------------------------------------------------------------------- the log file
@@ -383,11 +430,12 @@ class GroupLog:
         return records
 
     def compact(self, records: Iterable[Record]) -> int:
-        """Rewrite the log with only the latest record per group and per topic (a temporary file,
-        synced, then renamed over the log, and the directory synced). Returns the new size."""
+        """Rewrite the log with only the latest record per group and per topic, tombstones and what
+        they deleted dropped (a temporary file, synced, then renamed over the log, and the
+        directory synced). Returns the new size."""
         self._lock()
         self._close_fd()
-        kept = b"".join(encode_frame(r) for r in latest(records))
+        kept = b"".join(encode_frame(r) for r in live(records))
         tmp = self.path.with_name(self.path.name + ".compacting")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

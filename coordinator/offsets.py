@@ -25,7 +25,8 @@ Fencing of OffsetCommit is Kafka's (`Group.validate_commit`: the classic group c
 `validateOffsetCommit` and `handleCommitOffsets`); docs/protocol.md §3.15 and §3.16 list every error.
 
 Durability: every stored offset is an `OffsetCommitRecord` in the group log (coordinator/
-group_log.py), emitted as a `Persist` output before the reply, restored by `Group.restore_offsets`.
+group_log.py), emitted as a `Persist` output before the reply, restored by `Group.restore_offsets`;
+an offset that expires or goes with its deleted group gets an `OffsetTombstone`.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from coordinator.group_log import OffsetCommitRecord
-from protocol.errors import ErrorCode
+from coordinator.group_log import OffsetCommitRecord, OffsetTombstone
+from protocol.errors import AnswerTooLarge, ErrorCode
 from protocol.messages import (
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -48,6 +49,7 @@ from protocol.messages import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+from protocol.schema import floor_bytes
 from protocol.types import TopicPartition
 
 NO_OFFSET = -1  # OffsetFetch's answer for a partition with no committed offset (Kafka's INVALID_OFFSET)
@@ -145,6 +147,24 @@ class OffsetStore:
     def has_pending(self, tp: TopicPartition) -> bool:
         return any(tp in staged for staged in self.pending.values())
 
+    # ------------------------------------------------------------------ expiry and deletion
+
+    def expired(self, now_ms: int, retention_ms: int, since_ms: int | None) -> list[TopicPartition]:
+        """The committed partitions whose retention has passed at `now_ms`, sorted: counted from
+        `since_ms` (when the group became Empty, KIP-211) or, if None, from each commit."""
+        return sorted(tp for tp, om in self.committed.items()
+                      if now_ms - (since_ms if since_ms is not None else om.commit_timestamp_ms) >= retention_ms)
+
+    def remove(self, partitions: Iterable[TopicPartition], now_ms: int) -> list[OffsetTombstone]:
+        """Forget the committed offsets of `partitions`; returns a tombstone each, to persist so
+        that a restart does not bring them back."""
+        tombstones = []
+        for tp in partitions:
+            if self.committed.pop(tp, None) is not None:
+                self._position.pop(tp, None)
+                tombstones.append(OffsetTombstone(self.group_id, tp.topic, tp.partition, now_ms))
+        return tombstones
+
     # ------------------------------------------------------------------ durability
 
     def restore(self, record: OffsetCommitRecord) -> None:
@@ -232,10 +252,13 @@ class CommitTriage:
                     for ti, t in enumerate(self.request.topics)])
 
 
-def fetch_response(store: OffsetStore, req: OffsetFetchRequest) -> OffsetFetchResponse:
+def fetch_response(store: OffsetStore, req: OffsetFetchRequest, max_answer_bytes: int | None = None) -> OffsetFetchResponse:
     """OffsetFetch from `store`: the committed offset of each requested partition (`topics` nil:
-    every committed partition, by topic and partition), -1 where there is none."""
+    every committed partition, by topic and partition), -1 where there is none. Raises
+    AnswerTooLarge before building it when its partitions alone, at their floor on the wire and
+    their committed metadata counted, cannot fit in `max_answer_bytes`."""
     if req.topics is None:
+        _check_floor(len(store.committed), sum(len(om.metadata) for om in store.committed.values()), max_answer_bytes)
         by_topic: dict[str, list[OffsetFetchResponsePartition]] = defaultdict(list)
         for tp, om, code in store.fetch(None, req.require_stable):
             by_topic[tp.topic].append(_fetched(tp.partition, om, code))
@@ -243,11 +266,26 @@ def fetch_response(store: OffsetStore, req: OffsetFetchRequest) -> OffsetFetchRe
     wanted: dict[str, dict[int, None]] = {}  # each topic and partition once, first-seen order
     for t in req.topics:
         wanted.setdefault(t.name, {}).update(dict.fromkeys(t.partition_indexes))
+    count = sum(map(len, wanted.values()))
+    _check_floor(count, 0, max_answer_bytes)  # first without the metadata: no lookups for a huge request
+    if max_answer_bytes is not None and store.committed:
+        committed = store.committed
+        chars = sum(len(om.metadata) for name, parts in wanted.items() for p in parts
+                    if (om := committed.get(TopicPartition(name, p))) is not None)
+        _check_floor(count, chars, max_answer_bytes)
     topics = []
     for name, partitions in wanted.items():
         results = store.fetch([TopicPartition(name, p) for p in partitions], req.require_stable)
         topics.append(OffsetFetchResponseTopic(name, [_fetched(tp.partition, om, code) for tp, om, code in results]))
     return OffsetFetchResponse(topics=topics)
+
+
+def _check_floor(partitions: int, metadata_chars: int, max_answer_bytes: int | None) -> None:
+    if max_answer_bytes is None:
+        return
+    floor = partitions * floor_bytes(OffsetFetchResponsePartition) + metadata_chars
+    if floor > max_answer_bytes:
+        raise AnswerTooLarge(floor, max_answer_bytes, exact=False)
 
 
 def _fetched(partition: int, om: OffsetAndMetadata | None, code: ErrorCode) -> OffsetFetchResponsePartition:

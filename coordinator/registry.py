@@ -160,15 +160,17 @@ class Registry(StepOutputs):
         s.deadline_ms = self._now + s.timeout_ms
 
     def _end_session(self, session: int) -> None:
+        """Its watches go first: a session that ends hears nothing of its own ephemeral nodes
+        vanishing (ZooKeeper drops a closed or expired session's watches)."""
         s = self.sessions.pop(session)
-        for path in sorted(s.ephemerals, reverse=True):
-            if path in self.nodes:
-                self._remove(path)
         for watches in (self.data_watches, self.child_watches):
             for path in list(watches):
                 watches[path].discard(session)
                 if not watches[path]:
                     del watches[path]
+        for path in sorted(s.ephemerals, reverse=True):
+            if path in self.nodes:
+                self._remove(path)
 
     # ------------------------------------------------------------------ operations
 

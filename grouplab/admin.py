@@ -1,4 +1,4 @@
-"""A small request/response client for the admin commands (describe, topics) and for tests that
+"""A small request/response client for the admin commands (describe, delete, topics) and for tests that
 speak the wire protocol directly: one connection, correlation ids matched, typed bodies back."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from protocol.messages import (
     CreatePartitionsRequest,
     CreatePartitionsTopic,
     CreateTopicsRequest,
+    DeleteGroupsRequest,
     DescribeGroupsRequest,
     DescribedGroup,
     ListGroupsRequest,
@@ -63,7 +64,7 @@ def parse_bootstrap(value: str) -> tuple[str, int]:
 
 
 class AdminClient:
-    def __init__(self, host: str = "127.0.0.1", port: int = 9092, client_id: str = "grouplab-admin") -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 9192, client_id: str = "grouplab-admin") -> None:
         self.host, self.port, self.client_id = host, port, client_id
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -123,6 +124,13 @@ class AdminClient:
         if resp.error_code:
             raise AdminError(resp.error_code, resp.error_message)
         return resp.groups
+
+    async def delete_groups(self, groups: list[str]) -> dict[str, int]:
+        """DeleteGroups: each distinct group's error code (0: deleted), in request order."""
+        resp = await self.request("DeleteGroups", DeleteGroupsRequest(groups))
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        return {r.group_id: r.error_code for r in resp.results}
 
     async def list_groups(self) -> list[str]:
         resp = await self.request("ListGroups", ListGroupsRequest())

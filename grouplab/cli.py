@@ -1,4 +1,4 @@
-"""`grouplab` command line: run, coordinator, consumer, describe, topics, assign."""
+"""`grouplab` command line: run, coordinator, consumer, describe, delete, topics, assign."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from consumer.assignors import UnknownAssignor, assignor_names, get_assignor
 from consumer.config import ConsumerConfig, ConsumerConfigError
 from coordinator.config import BrokerConfig, ConfigError
 from coordinator.group_log import LogLockedError
+from protocol.effects import wall_clock_ms
 from protocol.types import Subscription, TopicPartition, format_partitions
 
 if TYPE_CHECKING:
@@ -116,7 +117,10 @@ def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assi
     console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
                   f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
                   + (f" · event log in {run_dir}/" if run_dir else "")
-                  + (f" · group log in {args.data_dir}/" if args.data_dir else ""))
+                  + (f" · group log in {args.data_dir}/" if args.data_dir else "")
+                  + (f" · Kafka clients on {cluster.host}:{cluster.kafka_client_port}"
+                     + (" (through a Kafka-wire fault proxy)" if cluster.kafka_proxy is not None else "")
+                     if cluster.kafka_port is not None else ""))
     if cluster.proxy is not None:
         rules = ", ".join(rule.spec() for rule in cluster.proxy.rules) or "none yet"
         console.print(f"[bold]fault proxy[/] on {cluster.host}:{cluster.proxy.port} (consumers connect through it) · "
@@ -177,13 +181,16 @@ def ui_listen_error(host: str, port: int, exc: OSError) -> str:
 
 async def _start_cluster(cluster: Any, port: int, dashboard: Dashboard | None, args: argparse.Namespace) -> None:
     """Start the cluster, then the dashboard; if either fails, nothing is left running."""
-    from coordinator.server import DataDirError
+    from coordinator.server import DataDirError, KafkaPortError
 
     try:
         await cluster.start()
     except DataDirError as exc:
         await cluster.close()
         raise CliError(exc) from None
+    except KafkaPortError as exc:
+        await cluster.close()
+        raise CliError(listen_error(cluster.host, args.kafka_port, exc, "--kafka-port")) from None
     except OSError as exc:
         await cluster.close()
         raise CliError(listen_error(cluster.host, port, exc)) from None
@@ -213,7 +220,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be more than 0 seconds")
     if not args.ui and (args.ui_port is not None or args.open or args.lang != "en"):
         raise UsageError("--ui-port, --open and --lang only apply with --ui")
-    view = RebalanceView(console, args.group)
+    consumer_config = ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
+                                     assignors=assignors).with_overrides(args.consumer_config or [])
+    view = RebalanceView(console, args.group, session_timeout_ms=consumer_config.session_timeout_ms)
     run_dir = Path(args.run_dir) if args.run_dir else None
     delivery = None
     if args.delivery:
@@ -229,7 +238,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                            listeners=[view] + ([dashboard.hub.on_event] if dashboard is not None else []),
                            data_dir=args.data_dir, faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
                            trace_listeners=[dashboard.hub.on_trace] if dashboard is not None else None,
-                           proxy=dashboard is not None)
+                           proxy=dashboard is not None, kafka_port=args.kafka_port)
     await _start_cluster(cluster, args.port, dashboard, args)
     _banner(cluster, args, topics, assignors, run_dir)
     interrupted = timed_out = False
@@ -260,7 +269,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                 how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
                 console.print(f"[yellow]stopping {name} ({how})…[/]")
                 await cluster.stop_consumer(victim, leave=not args.crash)
-            await cluster.wait_stable(args.timeout)
+            await _with_countdown(view, cluster.wait_stable(args.timeout))
             await asyncio.sleep(args.hold)
             console.print("[green]adding a consumer…[/]")
             await cluster.add_consumer()
@@ -289,11 +298,13 @@ async def cmd_run(args: argparse.Namespace) -> int:
                                              {tp.partition: offset for tp, offset in _committed(cluster).items()
                                               if tp.topic == delivery.input_topic})
         await cluster.close()
+        costs_line = view.finish(wall_clock_ms())
         console.print(summary_table(view.records))
         processed = sum(sum(app.stats.processed.values()) for app in apps)
         kind = "records" if delivery is not None else "synthetic records"
         console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} {kind} processed"
                       + (f" · event log: {run_dir}/" if run_dir else ""))
+        console.print(costs_line)
         if account is not None:
             console.print(_delivery_table(delivery, account, processed))
         if cluster.proxy is not None and cluster.proxy.rules:
@@ -315,7 +326,7 @@ async def cmd_ui(args: argparse.Namespace) -> int:
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config, run_dir,
                            port=args.port, listeners=[view, dashboard.hub.on_event], data_dir=args.data_dir,
                            faults=args.faults, fault_seed=args.fault_seed,
-                           trace_listeners=[dashboard.hub.on_trace], proxy=True)
+                           trace_listeners=[dashboard.hub.on_trace], proxy=True, kafka_port=args.kafka_port)
     await _start_cluster(cluster, args.port, dashboard, args)
     _banner(cluster, args, topics, assignors, run_dir)
     try:
@@ -346,10 +357,7 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
                          "--protocol zk takes --zookeeper, --streams and --consumer-config (Kafka 0.8 names)")
     if args.consumers == 0 and not args.forever:
         raise UsageError("--consumers 0 needs --forever; give --consumers 1 or more")
-    if args.zookeeper is not None:
-        host, sep, port = args.zookeeper.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise UsageError(f"--zookeeper expects HOST:PORT (e.g. 127.0.0.1:2181), got {args.zookeeper!r}")
+    check_zookeeper(args.zookeeper)
     streams = 1 if args.streams is None else args.streams
     LegacyConfig(args.group, "consumer-1", {t: streams for t in topics},
                  assignment_strategy=args.assignor).with_overrides(args.consumer_config)
@@ -431,13 +439,40 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
     return 130 if interrupted else 0
 
 
-def listen_error(host: str, port: int, exc: OSError) -> str:
+def check_zookeeper(hosts: str | None) -> None:
+    if hosts is not None:
+        host, sep, port = hosts.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise UsageError(f"--zookeeper expects HOST:PORT (e.g. 127.0.0.1:2181), got {hosts!r}")
+
+
+async def _with_countdown(view: Any, waiting: Any) -> None:
+    """Await `waiting` (the group settling); meanwhile, while a member that stopped is still in
+    the group, say when its session will have run out: once, and on a terminal as a live line."""
+    text = view.countdown(wall_clock_ms())
+    if text is None:
+        await waiting
+        return
+    console.print(f"[yellow]{text}[/]")
+    task = asyncio.ensure_future(waiting)
+    try:
+        if console.is_terminal:
+            with console.status(text) as status:
+                while not task.done() and (text := view.countdown(wall_clock_ms())) is not None:
+                    status.update(text)
+                    await asyncio.wait([task], timeout=0.5)
+        await task
+    finally:
+        task.cancel()
+
+
+def listen_error(host: str, port: int | None, exc: OSError, flag: str = "--port") -> str:
     import errno
 
     if exc.errno == errno.EADDRINUSE:
         return (f"cannot listen on {host}:{port}: the port is already in use; stop what uses it "
-                f"or pick another --port (0: any free port)")
-    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port"
+                f"or pick another {flag} (0: any free port)")
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and {flag}"
 
 
 def _committed(cluster: Any) -> dict:
@@ -478,7 +513,7 @@ def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
 
 
 async def cmd_coordinator(args: argparse.Namespace) -> int:
-    from coordinator.server import CoordinatorServer, DataDirError
+    from coordinator.server import CoordinatorServer, DataDirError, KafkaPortError
     from grouplab.eventlog import EventLog, run_dir_log, stderr_log
     from grouplab.readable import CoordinatorView
     from grouplab.tracefile import TraceFile, trace_path
@@ -490,7 +525,7 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
         events.listeners.append(CoordinatorView(err, args.lang))
     trace = TraceFile(trace_path(args.run_dir)) if args.run_dir else None
     server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir,
-                               trace=trace)
+                               trace=trace, kafka_port=args.kafka_port)
 
     def close_logs() -> None:
         events.close()
@@ -502,6 +537,9 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     except DataDirError as exc:
         close_logs()
         raise CliError(exc) from None
+    except KafkaPortError as exc:
+        close_logs()
+        raise CliError(listen_error(args.host, args.kafka_port, exc, "--kafka-port")) from None
     except OSError as exc:
         close_logs()
         raise CliError(listen_error(args.host, args.port, exc)) from None
@@ -512,7 +550,8 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     logs = server.log_store.recovery.partitions if server.log_store is not None else 0
     restored = (f" · restored {groups} group{'s' * (groups != 1)} and {topics} topic{'s' * (topics != 1)} "
                 f"from {args.data_dir} ({logs} partition log{'s' * (logs != 1)})") if args.data_dir else ""
-    err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{restored} (Ctrl-C to stop)")
+    kafka = f" · Kafka clients on {args.host}:{server.kafka_port}" if server.kafka_port is not None else ""
+    err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{kafka}{restored} (Ctrl-C to stop)")
     try:
         await server.serve_forever()
     except asyncio.CancelledError:
@@ -638,6 +677,38 @@ async def cmd_describe(args: argparse.Namespace) -> int:
     problems += [f"group {g.group_id!r}: {AdminError(g.error_code, None)}" for g in failed]
     if problems:
         raise CliError("; ".join(problems) + (" (list the groups with --all-groups)" if missing else ""))
+    return 0
+
+
+async def cmd_delete(args: argparse.Namespace) -> int:
+    """Like kafka-consumer-groups --delete: DeleteGroups of each group; the deleted ones are
+    printed, any that could not be deleted make one line on stderr and exit 1."""
+    from grouplab.admin import AdminClient, AdminError, parse_bootstrap
+    from protocol.errors import ErrorCode
+
+    host, port = parse_bootstrap(args.bootstrap_server)
+    async with AdminClient(host, port) as admin:
+        groups = args.group or []
+        if args.all_groups:
+            groups = await admin.list_groups()
+            if not groups:
+                err.print("the coordinator has no groups")
+                return 0
+        if not groups:
+            raise UsageError("give --group NAME (repeatable) or --all-groups")
+        results = await admin.delete_groups(groups)
+    deleted = [g for g, code in results.items() if code == 0]
+    if deleted:
+        console.print(f"deleted group{'s' * (len(deleted) != 1)} {', '.join(map(repr, deleted))}", markup=False,
+                      highlight=False)
+    # What each refusal means to the person who asked (kafka-consumer-groups names only the code).
+    meaning = {ErrorCode.GROUP_ID_NOT_FOUND: "does not exist (GROUP_ID_NOT_FOUND)",
+               ErrorCode.NON_EMPTY_GROUP: "has members; stop them or let them leave first (NON_EMPTY_GROUP)",
+               ErrorCode.INVALID_GROUP_ID: "is not a valid group id (INVALID_GROUP_ID)"}
+    failed = [f"{g!r} {meaning.get(ErrorCode.from_code(code)) or AdminError(code, None)}"
+              for g, code in results.items() if code]
+    if failed:
+        raise CliError(f"could not delete: {'; '.join(failed)}")
     return 0
 
 
@@ -938,6 +1009,22 @@ def _excerpt(line: dict[str, Any] | None, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
 
 
+# ----------------------------------------------------------------------------- plot
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from grouplab.plot import chart_from_run, save
+
+    if Path(args.out).suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--out must end in .png or .svg (got {args.out!r})")
+    chart = chart_from_run(args.run_dir, args.group, args.title)
+    path = save(chart, args.out)
+    console.print(f"wrote {path} ({len(chart.lanes)} partitions, {len(chart.bars):,} ownership intervals, "
+                  f"{len(chart.idle):,} assigned but not consumed, {len(chart.bands)} rebalances, "
+                  f"{len(chart.faults)} faults)")
+    return 0
+
+
 # ----------------------------------------------------------------------------- simulate
 
 
@@ -953,6 +1040,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else [1 if args.seed is None else args.seed]
     if args.run_dir and len(seeds) > 1:
         raise UsageError("--run-dir writes one run's event log: use it with --seed, not --seeds")
+    if args.protocol == "zk":
+        return cmd_simulate_zk(args, seeds)
     scenario = load_scenario(resolve_scenario(args.scenario))
     if args.members:
         scenario = scenario.with_members(args.members)
@@ -960,8 +1049,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         scenario = scenario.with_assignors(check_assignors(parse_list(args.assignor)))
     interrupted = False
     if len(seeds) == 1:
-        timeline = Timeline(scenario.group_id)
+        timeline = Timeline(scenario.group_id, session_timeout_ms=scenario.session_timeout_ms())
         result = run_seed(scenario, seeds[0], args.run_dir, listener=timeline)
+        costs_line = timeline.finish(result.ended_ms)
         console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seeds[0]}"))
         results = [result]
     else:
@@ -995,12 +1085,140 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                   f"{summary['rebalances']} rebalances, {summary['partitions_moved']} partitions moved, "
                   f"settled after the faults in median {summary['settle_ms_median']} ms (max {summary['settle_ms_max']} ms); "
                   + ("[green]all invariants held[/]" if not summary["failed"] else f"[red]failed seeds: {summary['failed']}[/]"))
+    if len(seeds) == 1:
+        console.print(costs_line)
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps({"scenario": scenario.name, "totals": summary, "seeds": rows,
                                                        "interrupted": interrupted}, indent=2))
     if interrupted:
         return 130
     return 1 if summary["failed"] else 0
+
+
+def cmd_simulate_zk(args: argparse.Namespace, seeds: list[int]) -> int:
+    """A ZooKeeper-era scenario (scenarios/zk/, docs/legacy.md §5) in its simulator."""
+    from grouplab.zk.scenario import load_zk_scenario
+    from grouplab.zk.sim import Violation
+    from grouplab.zk.simulate import ZkTimeline, changes_table, run_zk_seed, summary_line
+
+    if args.members or args.assignor or args.summary_json:
+        raise UsageError("--members, --assignor and --summary-json are for coordinator scenarios; "
+                         "a ZooKeeper-era scenario sets its consumers itself")
+    scenario = load_zk_scenario(args.scenario)
+    results, failed = [], []
+    for seed in seeds:
+        timeline = ZkTimeline(scenario.group) if len(seeds) == 1 else None
+        try:
+            result = run_zk_seed(scenario, seed, args.run_dir, listener=timeline)
+        except Violation as v:
+            failed.append(v)
+            console.print(f"[red bold]seed {seed}: {v}[/]", markup=True, highlight=False)
+            console.print(f"  replay: grouplab simulate --protocol zk --scenario {args.scenario} --seed {seed} "
+                          f"--run-dir runs/zk-seed-{seed}", markup=False)
+            continue
+        results.append(result)
+        if timeline is not None:
+            console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seed}"))
+            console.print(changes_table(result, "what each change cost (until everything was quiet and every "
+                                                "partition fetched)"))
+    console.print(summary_line(scenario, results, failed))
+    return 1 if failed else 0
+
+
+# ----------------------------------------------------------------------------- compare
+
+
+def _compare_script(args: argparse.Namespace) -> Any:
+    from grouplab.compare.script import Settings, real_names, script, sim_names
+
+    topics = parse_topic_sizes(args.topics)
+    grow = args.add or f"{next(iter(topics))}:{topics[next(iter(topics))] + 2}"
+    topic, sep, total = grow.rpartition(":")
+    if not sep or not topic or not total.isdigit():
+        raise UsageError(f"--add expects TOPIC:TOTAL (the topic's new partition count), got {grow!r}")
+    settings = Settings(args.consumers, topics, (topic, int(total)), args.session_timeout_ms,
+                        args.zk_session_timeout_ms, args.metadata_max_age_ms, args.gap_ms, args.group)
+    # Both designs' configurations are checked before anything runs: a bad timeout is one line.
+    ConsumerConfig(group_id=settings.group, topics=list(topics)).with_overrides(
+        [f"session.timeout.ms={settings.session_timeout_ms}", f"metadata.max.age.ms={settings.metadata_max_age_ms}"])
+    broker = BrokerConfig()
+    if not broker.group_min_session_timeout_ms <= settings.session_timeout_ms <= broker.group_max_session_timeout_ms:
+        raise UsageError(f"--session-timeout-ms {settings.session_timeout_ms}: the coordinator accepts "
+                         f"{broker.group_min_session_timeout_ms} to {broker.group_max_session_timeout_ms} ms "
+                         "(group.min.session.timeout.ms, group.max.session.timeout.ms)")
+    from consumer.legacy.config import LegacyConfig
+    from coordinator.registry import TICK_TIME_MS
+
+    LegacyConfig(settings.group, "check", {t: 1 for t in topics}).with_overrides(
+        [f"zookeeper.session.timeout.ms={settings.zk_session_timeout_ms}"])
+    if not 2 * TICK_TIME_MS <= settings.zk_session_timeout_ms <= 20 * TICK_TIME_MS:
+        raise UsageError(f"--zk-session-timeout-ms {settings.zk_session_timeout_ms}: ZooKeeper negotiates a "
+                         f"session timeout into 2 to 20 × tickTime, {2 * TICK_TIME_MS} to {20 * TICK_TIME_MS} ms "
+                         f"with tickTime {TICK_TIME_MS}")
+    if args.real:
+        return script(settings, real_names(args.consumers))
+    return script(settings, sim_names(args.consumers), 1 if args.seed is None else args.seed)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """The same membership changes under the coordinator protocol and the ZooKeeper era, side by
+    side (docs/legacy.md §7): in the simulators (default) or over real sockets (--real)."""
+    from grouplab.compare.script import CompareError
+
+    if not args.real and (args.zookeeper is not None or args.timeout is not None or args.hold is not None):
+        raise UsageError("--zookeeper, --timeout and --hold are for runs over real sockets: add --real")
+    if args.real and args.seed is not None:
+        raise UsageError("--seed is for the simulators; a run over real sockets (--real) has none")
+    check_zookeeper(args.zookeeper)
+    script = _compare_script(args)
+    if args.real:
+        return _run_async(lambda a: _compare_real(a, script), args)
+    from grouplab.compare.simulate import simulate_coordinator, simulate_zk
+
+    seed = 1 if args.seed is None else args.seed
+    try:
+        co, zk = simulate_coordinator(script, seed), simulate_zk(script, seed)
+    except CompareError as exc:
+        raise CliError(exc) from None
+    except AssertionError as exc:  # the ZooKeeper-era simulator's Violation names the seed
+        raise CliError(f"the ZooKeeper-era simulator: {exc}") from None
+    _compare_output(args, script, co, zk, "simulator", seed)
+    return 0
+
+
+async def _compare_real(args: argparse.Namespace, script: Any) -> int:
+    from grouplab.compare.real import run_real
+    from grouplab.compare.script import CompareError
+
+    def say(line: str) -> None:  # progress on stdout, as `run` prints it (none with --format json)
+        if args.format == "table":
+            console.print(line, style="dim", markup=False, soft_wrap=True)
+
+    where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
+    say(f"running the script over real sockets: a coordinator on 127.0.0.1, and {where}…")
+    try:
+        co, zk = await run_real(script, args.zookeeper, 120.0 if args.timeout is None else args.timeout,
+                                1.0 if args.hold is None else args.hold, say)
+    except CompareError as exc:
+        raise CliError(exc) from None
+    _compare_output(args, script, co, zk, "real", None)
+    return 0
+
+
+def _compare_output(args: argparse.Namespace, script: Any, co: Any, zk: Any, mode: str, seed: int | None) -> None:
+    from grouplab.compare.report import as_json, conclusion, render
+
+    s = script.settings
+    if args.format == "json":
+        print(json.dumps(as_json(script, co, zk, mode, seed), indent=2, ensure_ascii=False))
+        return
+    where = f"simulated, seed {seed}" if mode == "simulator" else "over real sockets"
+    console.print(f"[bold]grouplab compare[/] ({where}) · group {s.group} · topics "
+                  f"{', '.join(f'{t}:{n}' for t, n in s.topics.items())} · session.timeout.ms {s.session_timeout_ms}, "
+                  f"zookeeper.session.timeout.ms {s.zk_session_timeout_ms}, metadata.max.age.ms "
+                  f"{s.metadata_max_age_ms} · every figure counts from the change until the group settled")
+    console.print(render(script, co, zk, mode))
+    console.print(conclusion(script, co, zk), soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- sweep (Spark)
@@ -1281,13 +1499,15 @@ def _runs_table(runs: list[dict[str, Any]]) -> Any:
     table = Table(title="runs", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
     # "log lines", not "events": `grouplab simulate` counts every simulator event (timers and
     # messages too), which is more than the lines its nodes log.
-    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "p50\nms", "p99\nms", "delivery"):
+    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "not consumed\npart.-s",
+                  "p50\nms", "p99\nms", "delivery"):
         table.add_column(label, justify="left" if label in ("run", "delivery") else "right")
     for r in runs:
         delivery = "-" if not r.get("delivery_mode") else f"{r['delivery_mode']}: {r['lost']} lost, {r['duplicated']} dup."
         table.add_row(r["run"], f"{r['events']:,}", str(r["malformed_lines"]), str(r["rebalances"]),
                       str(r["partitions_moved"]),
                       "-" if r["unowned_partition_ms"] is None else f"{r['unowned_partition_ms'] / 1000:,.1f}",
+                      "-" if r.get("assigned_not_consumed_ms") is None else f"{r['assigned_not_consumed_ms'] / 1000:,.1f}",
                       "-" if r["rebalance_p50_ms"] is None else str(r["rebalance_p50_ms"]),
                       "-" if r["rebalance_p99_ms"] is None else str(r["rebalance_p99_ms"]), delivery)
     return table
@@ -1334,6 +1554,11 @@ class Parser(argparse.ArgumentParser):
         err.print(f"{self.prog}: {' '.join(message.split())} (see {self.prog} --help)", style="red", markup=False,
                   highlight=False, soft_wrap=True)
         sys.exit(2)
+
+
+def port_or_off(text: str) -> int | None:
+    """--kafka-port: a port, or `off` for no Kafka-wire listener."""
+    return None if text == "off" else port_number(text)
 
 
 def port_number(text: str) -> int:
@@ -1388,7 +1613,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config-file", metavar="FILE", help="a server.properties-style file of overrides")
 
     def add_bootstrap(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
+        sp.add_argument("--bootstrap-server", default="127.0.0.1:9192", metavar="HOST:PORT",
                         help="the coordinator to talk to")
 
     def add_cluster_options(sp: argparse.ArgumentParser) -> None:
@@ -1400,6 +1625,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--assignor", default="range", help=f"preference list of {', '.join(assignor_names())}")
         sp.add_argument("--group", default="grouplab", help="the consumers' group.id")
         sp.add_argument("--port", type=port_number, default=0, help="coordinator port (0: any free port)")
+        sp.add_argument("--kafka-port", type=port_or_off, default=None, metavar="PORT",
+                        help="also listen for real Kafka clients on PORT (Kafka's own protocol, docs/kafka-wire.md; "
+                             "0: any free port); they can join the group beside grouplab's consumers")
         sp.add_argument("--run-dir", help="write the JSON event log, one file per node, into this directory")
         sp.add_argument("--data-dir", metavar="DIR",
                         help="keep group and topic metadata in DIR/group-metadata.log across restarts")
@@ -1448,7 +1676,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("coordinator", help="run the coordinator server alone")
     c.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    c.add_argument("--port", type=port_number, default=9092, help="port to listen on (0: any free port)")
+    c.add_argument("--port", type=port_number, default=9192,
+                   help="port of grouplab's msgpack protocol, for grouplab's own clients (0: any free port)")
+    c.add_argument("--kafka-port", type=port_or_off, default=9092, metavar="PORT",
+                   help="port of Kafka's own protocol, for real Kafka clients (kafka-python, aiokafka, librdkafka, "
+                        "Java; docs/kafka-wire.md); 0: any free port, off: none")
     c.add_argument("--run-dir", help="write the JSON event log to RUN_DIR/coordinator.jsonl and the message trace "
                    "to RUN_DIR/trace/coordinator.jsonl (grouplab replay, explain)")
     c.add_argument("--log-json", action="store_true",
@@ -1479,6 +1711,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--all-groups", action="store_true", help="describe every group the coordinator has")
     d.add_argument("--format", choices=["table", "json"], default="table", help="output format")
 
+    x = sub.add_parser("delete", help="delete Empty groups and their committed offsets, like kafka-consumer-groups "
+                                      "--delete (a group with members is refused)")
+    add_bootstrap(x)
+    x.add_argument("--group", action="append", help="group to delete (repeatable)")
+    x.add_argument("--all-groups", action="store_true", help="delete every group the coordinator has (those with "
+                                                             "members are refused and reported)")
+
     t = sub.add_parser("topics", help="create topics, add partitions, list topics")
     tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")
     tc = tsub.add_parser("create", help="create a topic")
@@ -1495,7 +1734,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)",
                        epilog=SIMULATE_EPILOG)
     s.add_argument("--scenario", required=True,
-                   help="a scenario TOML file or a built-in name, e.g. crash-storm (scenarios/crash-storm.toml)")
+                   help="a scenario TOML file or a built-in name, e.g. crash-storm (scenarios/crash-storm.toml); "
+                        "with --protocol zk, e.g. herd (scenarios/zk/herd.toml)")
+    s.add_argument("--protocol", choices=["coordinator", "zk"], default="coordinator",
+                   help="zk: a ZooKeeper-era scenario in its simulator (docs/legacy.md §5)")
     s.add_argument("--seed", type=int, help="run one seed and print its timeline (default: 1)")
     s.add_argument("--seeds", help="run many seeds: 1-500 or 1-10,42; reports every failing seed")
     s.add_argument("--run-dir", help="write the run's JSON event log here (one file per node), with --seed")
@@ -1504,6 +1746,35 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--summary-json", metavar="OUT", help="write per-seed and total metrics as JSON")
     s.add_argument("--timeline-rows", type=at_least(0), default=60, help="timeline rows to print (0: all)")
     s.add_argument("--trace-lines", type=at_least(0), default=20, help="steps shown before a violation")
+
+    cp = sub.add_parser("compare", help="the same membership changes under the coordinator protocol and the "
+                                        "ZooKeeper era, side by side (docs/legacy.md §7)",
+                        description="N consumers join, one leaves, one crashes, partitions are added, one joins: "
+                                    "under both designs, in the simulators (deterministic: a seed gives the same "
+                                    "tables) or over real sockets (--real). Per change: requests to the coordinator "
+                                    "vs registry operations, time to a settled assignment, partition-seconds "
+                                    "without a consumer, rebalances per consumer, failed claims.")
+    cp.add_argument("--consumers", type=at_least(3), default=5, help="consumers that join first")
+    cp.add_argument("--topics", default="t0:6,t1:6", help="TOPIC:PARTITIONS,... every consumer reads")
+    cp.add_argument("--add", metavar="TOPIC:TOTAL", help="the partitions added: TOPIC's new count "
+                                                         "(default: the first topic's + 2)")
+    cp.add_argument("--seed", type=int, help="the simulators' seed (default: 1)")
+    cp.add_argument("--session-timeout-ms", type=at_least(1), default=10_000, metavar="MS",
+                    help="the coordinator protocol's session.timeout.ms")
+    cp.add_argument("--zk-session-timeout-ms", type=at_least(1), default=10_000, metavar="MS",
+                    help="the ZooKeeper era's zookeeper.session.timeout.ms")
+    cp.add_argument("--metadata-max-age-ms", type=at_least(1), default=300_000, metavar="MS",
+                    help="metadata.max.age.ms: how soon the coordinator protocol's leader sees new partitions")
+    cp.add_argument("--gap-ms", type=at_least(0), default=30_000, metavar="MS",
+                    help="simulators: quiet time after each change, beyond the timeouts it must wait for")
+    cp.add_argument("--group", default="grouplab", help="group.id of both groups")
+    cp.add_argument("--real", action="store_true", help="run over real sockets instead: a local coordinator, and "
+                                                        "the embedded registry or --zookeeper")
+    cp.add_argument("--zookeeper", metavar="HOST:PORT", help="with --real: a real ZooKeeper instead of the embedded registry")
+    cp.add_argument("--timeout", type=seconds, help="with --real: seconds each change may take to settle (default: 120)")
+    cp.add_argument("--hold", type=seconds, help="with --real: seconds between a change settling and the next "
+                                                 "(default: 1)")
+    cp.add_argument("--format", choices=["table", "json"], default="table", help="output format")
 
     w = sub.add_parser("sweep", help="many simulations as Spark tasks: assignors × member counts × seeds, "
                                      "compared in Parquet tables and an HTML report (docs/pipeline.md)")
@@ -1551,6 +1822,13 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("lessons", help="list the built-in lessons: `grouplab explain LESSON` tells one (docs/explain.md)")
     ls.add_argument("--lang", default="en", help="language of the titles: en or zh")
 
+    pl = sub.add_parser("plot", help="draw a run's partition ownership over time: rebalances, faults and the time "
+                                     "partitions were assigned but not consumed (no Spark)")
+    pl.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate --run-dir)")
+    pl.add_argument("--out", required=True, metavar="FILE", help="timeline.png or timeline.svg (the format is the extension)")
+    pl.add_argument("--group", help="the consumer group to draw (default: the run's group with the most partitions)")
+    pl.add_argument("--title", help="the chart's title (default: the run directory's name and the group)")
+
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
@@ -1566,7 +1844,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _ASYNC = {"run": cmd_run, "ui": cmd_ui, "coordinator": cmd_coordinator, "consumer": cmd_consumer, "describe": cmd_describe,
-          "topics": cmd_topics}
+          "delete": cmd_delete, "topics": cmd_topics}
 
 
 def _run_async(coro_fn: Any, args: argparse.Namespace) -> int:
@@ -1592,6 +1870,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_assign(args)
         if args.command == "simulate":
             return cmd_simulate(args)
+        if args.command == "compare":
+            return cmd_compare(args)
         if args.command == "sweep":
             return cmd_sweep(args)
         if args.command == "analyze":
@@ -1602,6 +1882,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_explain(args)
         if args.command == "lessons":
             return cmd_lessons(args)
+        if args.command == "plot":
+            return cmd_plot(args)
         return _run_async(_ASYNC[args.command], args)
     except KeyboardInterrupt:
         fail(args.command, "interrupted")

@@ -30,6 +30,8 @@ from grouplab.faults.members import Stall, hang, slow_processing
 from grouplab.faults.proxy import FaultProxy
 from grouplab.faults.rules import Rule, parse_spec
 from protocol import events
+from protocol.consumer_protocol import decode_assignment
+from protocol.errors import ProtocolError
 from protocol.events import FreeFormEvent
 from protocol.effects import LogEvent, wall_clock_ms
 from protocol.types import TopicPartition
@@ -68,6 +70,7 @@ class LocalCluster:
         faults: list[str] | None = None,
         fault_seed: int | None = None,
         delivery: "DeliveryRun | None" = None,
+        kafka_port: int | None = None,
         trace_listeners: list[TraceListener] | None = None,
         proxy: bool = False,
     ) -> None:
@@ -85,6 +88,7 @@ class LocalCluster:
         self.port = port
         self.listeners = list(listeners or [])
         self.data_dir = data_dir
+        self.kafka_port = kafka_port  # a Kafka-wire listener for real clients (None: none)
         # Parsed now, so that a bad SPEC fails before anything starts (FaultSpecError, a ValueError).
         self.fault_rules: list[Rule] = [parse_spec(spec) for spec in faults or []]
         self.fault_seed = fault_seed
@@ -93,6 +97,7 @@ class LocalCluster:
         # trace is recorded when there is a run dir or a listener.
         self.trace_listeners: list[TraceListener] = list(trace_listeners or [])
         self.proxy: FaultProxy | None = None
+        self.kafka_proxy: FaultProxy | None = None  # the same rules in front of the Kafka-wire listener
         self.server: CoordinatorServer | None = None
         self.apps: list[SimulatedConsumerApp] = []
         self.stopped: list[SimulatedConsumerApp] = []
@@ -131,18 +136,26 @@ class LocalCluster:
     def _new_server(self) -> CoordinatorServer:
         traced = self._trace is not None or bool(self.trace_listeners)
         return CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"),
-                                 data_dir=self.data_dir, trace=self._trace_line if traced else None)
+                                 data_dir=self.data_dir, trace=self._trace_line if traced else None,
+                                 kafka_port=self.kafka_port)
 
     async def start(self) -> "LocalCluster":
         self._trace = TraceFile(trace_path(self.run_dir)) if self.run_dir else None
         self.server = self._new_server()
         await self.server.start()
         self.port = self.server.port
+        self.kafka_port = self.server.kafka_port
         if self.want_proxy:
             self.proxy = FaultProxy(self.host, self.port, self.host, 0, seed=self.fault_seed, events=self._log("proxy"))
             await self.proxy.start()
             for rule in self.fault_rules:
                 self.proxy.add(rule)
+            if self.kafka_port is not None:
+                self.kafka_proxy = FaultProxy(self.host, self.kafka_port, self.host, 0, seed=self.fault_seed,
+                                              events=self._log("kafka-proxy"), wire="kafka")
+                await self.kafka_proxy.start()
+                for rule in self.fault_rules:
+                    self.kafka_proxy.add(rule)
         await self._create_missing_topics(self.topics)
         if self.delivery is not None:
             await self.delivery.write_input(self.host, self.port, self.topics[self.delivery.input_topic])
@@ -162,6 +175,11 @@ class LocalCluster:
     def consumer_port(self) -> int:
         """Where consumers connect: the fault proxy if there is one, else the coordinator."""
         return self.proxy.port if self.proxy is not None else self.port
+
+    @property
+    def kafka_client_port(self) -> int | None:
+        """Where real Kafka clients connect: the Kafka-wire fault proxy if there is one."""
+        return self.kafka_proxy.port if self.kafka_proxy is not None else self.kafka_port
 
     async def add_consumer(self, name: str | None = None, topics: list[str] | None = None,
                            assignors: list[str] | None = None) -> SimulatedConsumerApp:
@@ -337,17 +355,24 @@ class LocalCluster:
         return self.server.broker.groups.get(self.group_id)
 
     def is_stable(self) -> bool:
-        """The group is Stable with exactly the live apps as members, each of them Stable in it, and
-        every partition owned (a cooperative rebalance is not over until its follow-up is)."""
+        """The group is Stable with exactly the live apps as members (with a Kafka port, real
+        clients too), each app Stable in it, and every partition owned (a cooperative rebalance is
+        not over until its follow-up is)."""
         group = self.group_state()
         if group is None or group.state is not GroupState.STABLE:
             return False
         members = {app.client.member_id for app in self.apps}
-        if set(group.members) != members or not all(
+        others = set(group.members) - members  # real Kafka clients, with a Kafka port
+        if (not members <= set(group.members) or (others and self.kafka_port is None)) or not all(
                 app.client.state is MemberState.STABLE and app.client.generation_id == group.generation_id
                 for app in self.apps):
             return False
         owned = sorted(tp for app in self.apps for tp in app.client.assignment)
+        # A real client's share, as the leader assigned it (it says nothing to us of its own state).
+        try:
+            owned = sorted(owned + [tp for m in others for tp in decode_assignment(group.members[m].assignment).partitions])
+        except ProtocolError:
+            return False  # a real client's assignment we cannot read: not a state we can call stable
         subscribed = {t for app in self.apps for t in app.client.config.topics}
         topics = self.server.broker.topics.partitions if self.server is not None else {}
         return owned == sorted(TopicPartition(t, p) for t in subscribed for p in range(topics.get(t, 0)))
@@ -380,6 +405,8 @@ class LocalCluster:
         self.member_faults.clear()
         if self.proxy is not None:
             await self.proxy.stop()
+        if self.kafka_proxy is not None:
+            await self.kafka_proxy.stop()
         if self.server is not None:
             await self.server.stop()
         for log in self._logs.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grouplab.rebalances import Rebalance, RebalanceTracker
+from grouplab.costs import CostTracker, describe_partition_time, describe_stall
+from grouplab.rebalances import Rebalance
+from protocol import events
 from protocol.effects import LogEvent
 from protocol.types import TopicPartition, format_partitions
 
@@ -97,21 +100,39 @@ class RebalanceRecord:
 
 @dataclass
 class RebalanceView:
-    """Listens to the coordinator's events and prints each completed rebalance as it happens: of
-    one group, or (group_id None, the coordinator's own view) of every group, named."""
+    """Listens to the events and prints each completed rebalance as it happens (of one group, or
+    with group_id None, the coordinator's own view, of every group, named), with what a member that
+    stopped consuming cost before it (grouplab/costs.py): its partitions assigned but not consumed
+    while the coordinator waited for its session to time out."""
 
     console: Console
     group_id: str | None
+    session_timeout_ms: int | None = None  # the consumers' session.timeout.ms, to name it and count down
     records: list[RebalanceRecord] = field(default_factory=list)
-    rebalances: RebalanceTracker = field(default_factory=RebalanceTracker)
+    costs: CostTracker = field(default_factory=CostTracker)
+    origin_ms: int | None = None  # the first event's ts_ms: time zero of "crashed at 4.2 s"
+    initial_delay_ms: int | None = None  # group.initial.rebalance.delay.ms, from coordinator_started
 
     def __call__(self, node: str, ev: LogEvent) -> None:
-        rebalance = self.rebalances.feed(node, ev)
+        if self.origin_ms is None:
+            self.origin_ms = ev.ts_ms
+        if isinstance(ev.payload, events.CoordinatorStarted):
+            delay = ev.payload.config.get("group.initial.rebalance.delay.ms")
+            self.initial_delay_ms = delay if isinstance(delay, int) else None
+        rebalance = self.costs.feed(node, ev)
         if rebalance is not None and self.group_id in (None, rebalance.group_id):
             self._show(rebalance)
+        self._costs()
+
+    def _costs(self) -> None:
+        """A line for each stop whose cost is known (grouplab/costs.py's sentence)."""
+        for report in self.costs.take_reports():
+            if self.group_id in (None, report.stall.group_id):
+                sentence = describe_stall(report, self.origin_ms or 0, self.session_timeout_ms)
+                self.console.print(f"[yellow]cost: {escape(sentence)}[/]")
 
     def _show(self, rebalance: Rebalance) -> None:
-        clients = self.rebalances.group(rebalance.group_id).clients  # every member id seen so far
+        clients = self.costs.rebalances.group(rebalance.group_id).clients  # every member id seen so far
         trigger = rebalance.trigger or "?"
         for member_id in clients:
             trigger = trigger.replace(member_id, short_member(member_id, clients))
@@ -125,8 +146,37 @@ class RebalanceView:
             f"rebalance took {record.duration_ms} ms · {record.moved} partitions moved · "
             f"{record.revoked} revoked (eager would revoke {record.eager_revoked})"
             + (f" · [yellow]{record.withheld} withheld until their owners revoke them[/]" if record.withheld else "")
-            + f"\n[dim]trigger: {record.trigger}[/]")
+            + f"\n[dim]trigger: {record.trigger}[/]"
+            + (f"\n[dim]most of it waiting for more members: the group was new (empty), so the coordinator "
+               f"waits group.initial.rebalance.delay.ms ({self.initial_delay_ms} ms) before forming it, and again "
+               f"after each member that arrives meanwhile, up to the rebalance timeout (KIP-134)[/]"
+               if self._initial(rebalance) else ""))
+        self._costs()  # the stops this rebalance's removals ended: their cost came before it began
         self.console.print(assignment_table(record.assignments, record.leader, rebalance.clients, moved_to))
+
+    def _initial(self, rebalance: Rebalance) -> bool:
+        """Did this rebalance form a group from empty, so that the initial delay was part of it?"""
+        return bool(self.initial_delay_ms) and not rebalance.previous_owners and rebalance.cause in (
+            "member_joined", "static_member_joined")
+
+    def countdown(self, now_ms: int) -> str | None:
+        """`waiting for session timeout: consumer-1 removed in ~7 s`, while a member that stopped
+        is still in the group with its partitions (None otherwise). An upper bound: the coordinator
+        counts from the member's last heartbeat, which came before it stopped."""
+        waiting = [s for s in self.costs.waiting(now_ms) if self.group_id in (None, s.group_id)]
+        if not waiting or self.session_timeout_ms is None:
+            return None
+        parts = [f"{s.client_id} removed in ~{max(0, math.ceil((s.since_ms + self.session_timeout_ms - now_ms) / 1000))} s"
+                 for s in waiting]
+        return "waiting for session timeout: " + ", ".join(parts)
+
+    def finish(self, end_ms: int) -> str:
+        """The run is over: the stops still open are costed to `end_ms`; returns the partitions'
+        time, split, as a line."""
+        self.costs.finish(end_ms)
+        self._costs()
+        return describe_partition_time(self.costs.totals(group_id=self.group_id),
+                                       (s for s in self.costs.stalls if s.group_id == self.group_id))
 
 
 def summary_table(records: list[RebalanceRecord]) -> Table:

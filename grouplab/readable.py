@@ -96,6 +96,12 @@ class CoordinatorView:
                        generation=p.generation_id)
             rule = f"why.OffsetCommit.{p.error}"
             why, style = (c.t(rule, request_generation=p.request_generation_id) if c.has(rule) else None), "red"
+        elif isinstance(p, events.OffsetsExpired):
+            line = c.t("view.offsets_expired", group=p.group_id, partitions=_pairs(p.partitions))
+            rule, why = "why.offsets_expired", c.t("why.offsets_expired")
+        elif isinstance(p, events.GroupDeleted):
+            line = c.t("view.deleted." + ("expired" if p.reason == "expired" else "asked"), group=p.group_id,
+                       count=p.offsets_deleted)
         elif isinstance(p, events.GroupLoaded):
             line = c.t("view.loaded", group=p.group_id, generation=p.generation_id, count=len(p.members))
         elif isinstance(p, events.TopicCreated):

@@ -150,6 +150,12 @@ class GroupHistory:
         for lost in [g for g in self.assignments if g > gen]:
             del self.assignments[lost]
 
+    def _group_deleted(self, ts_ms: int, ev: events.GroupDeleted) -> None:
+        """The group is gone (DeleteGroups, or expired): a group later made under the same id
+        starts from generation 0 with nothing of this one's history, so forget it all in place
+        (readers may hold this object)."""
+        self.__init__(self.group_id)  # type: ignore[misc]
+
     def _group_stable(self, ts_ms: int, ev: events.GroupStable) -> Rebalance:
         gen = ev.generation_id
         raw: dict[str, Any] = ev.assignments
@@ -183,7 +189,10 @@ _HANDLERS: dict[type, Callable[[GroupHistory, int, Any], Rebalance | None]] = {
     events.StaticMemberReplaced: GroupHistory._static_member_replaced,
     events.GroupLoaded: GroupHistory._group_loaded,
     events.GroupStable: GroupHistory._group_stable,
+    events.GroupDeleted: GroupHistory._group_deleted,
 }
+# The coordinator events the tracker reads: a reader may hand it only these.
+TRACKED_EVENTS: frozenset[str] = frozenset(cls.NAME for cls in _HANDLERS)  # type: ignore[attr-defined]
 
 
 class RebalanceTracker:

@@ -49,10 +49,13 @@ class ErrorCode(IntEnum):
     CONCURRENT_TRANSACTIONS = 51
     INVALID_CONFIG = 40
     GROUP_ID_NOT_FOUND = 69
+    FETCH_SESSION_ID_NOT_FOUND = 70  # the Kafka-wire listener keeps no fetch sessions (KIP-227)
+    UNSUPPORTED_COMPRESSION_TYPE = 76
     NON_EMPTY_GROUP = 68
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
     PRODUCER_FENCED = 90
 
@@ -103,3 +106,41 @@ class FrameTooLarge(ProtocolError):
         self.size = size
         self.limit = limit
         self.frames: list[bytes] = []
+
+
+# What to ask for instead, by API, when an answer is over grouplab.response.max.bytes.
+_SMALLER_REQUEST = {
+    "Metadata": "name fewer topics per request (no topic list asks for every topic)",
+    "DescribeGroups": "describe fewer groups per request",
+    "ListGroups": "list fewer groups at a time with states_filter",
+    "OffsetFetch": "ask for fewer partitions per request (no topic list asks for every committed partition)",
+    "Fetch": "fetch fewer partitions per request or lower max_bytes",
+    "ListOffsets": "ask for fewer partitions per request",
+    "Produce": "send fewer partitions per request",
+    "OffsetCommit": "commit fewer partitions per request",
+    "TxnOffsetCommit": "commit fewer partitions per request",
+    "AddPartitionsToTxn": "add fewer partitions per request",
+    "LeaveGroup": "remove fewer members per request",
+    "CreateTopics": "create fewer topics per request",
+    "CreatePartitions": "name fewer topics per request",
+    "JoinGroup": "the group's subscriptions are too large for one answer: fewer members or smaller subscriptions",
+}
+
+
+class AnswerTooLarge(ProtocolError):
+    """An answer whose encoding would pass grouplab.response.max.bytes: `size` bytes (at least
+    that many, when `exact` is false: packing stopped as soon as that was certain). It is not
+    sent; the request is answered INVALID_REQUEST with `message_for(api)` instead (Kafka has no
+    code for an answer too large; the request asked for too much, and asking again fails again)."""
+
+    def __init__(self, size: int, limit: int, exact: bool = True) -> None:
+        amount = f"{size}" if exact else f"at least {size}"
+        super().__init__(ErrorCode.INVALID_REQUEST, f"the answer would take {amount} bytes, over the limit of "
+                                                    f"{limit} bytes (grouplab.response.max.bytes)")
+        self.size = size
+        self.limit = limit
+        self.exact = exact
+
+    def message_for(self, api: str) -> str:
+        hint = _SMALLER_REQUEST.get(api, "ask for less per request")
+        return f"{api}: {self.message}: {hint}" if api else f"{self.message}: {hint}"

@@ -210,6 +210,20 @@ class OffsetsLoaded(GroupEvent):
     committed_partitions: int
 
 
+@dataclass(slots=True)
+class OffsetsExpired(GroupEvent):
+    NAME = "offsets_expired"
+    partitions: PartitionPairs
+    empty_since_ms: int | None
+
+
+@dataclass(slots=True)
+class GroupDeleted(GroupEvent):
+    NAME = "group_deleted"
+    reason: str  # "expired" or "delete_groups" (docs/events.md)
+    offsets_deleted: int
+
+
 # ----------------------------------------------------------------------------- coordinator: transactions (§4.1b)
 
 
@@ -370,6 +384,7 @@ class CoordinatorStarted(Event):
     port: int
     config: dict[str, Any]
     data_dir: str | None
+    kafka_port: int | None = None
 
 
 @dataclass(slots=True)
@@ -409,6 +424,24 @@ class BadRequest(Event):
 @dataclass(slots=True)
 class InternalError(Event):
     NAME = "internal_error"
+    error: str
+
+
+@dataclass(slots=True)
+class ResponseTooLarge(Event):
+    NAME = "response_too_large"
+    api: str
+    client_id: str
+    bytes: int
+    limit: int
+    exact: bool
+
+
+@dataclass(slots=True)
+class ResponseEncodeFailed(Event):
+    NAME = "response_encode_failed"
+    api: str
+    client_id: str
     error: str
 
 
@@ -613,6 +646,13 @@ class AppStopping(MemberShellEvent):
     NAME = "app_stopping"
 
 
+@dataclass(slots=True)
+class AppCrashed(MemberShellEvent):
+    """The application was killed without a goodbye: readers charge its partitions' idle time to it."""
+
+    NAME = "app_crashed"
+
+
 # ----------------------------------------------------------------------------- producer (§4.5a)
 
 
@@ -708,6 +748,15 @@ class RuleFaultInjected(FaultInjected):
     rule: str
     api: str | None
     direction: str
+
+
+@dataclass(slots=True)
+class DelayFaultInjected(FaultInjected):
+    """A ZooKeeper-era simulator fault that delays what a consumer hears or sends for a while
+    (grouplab/zk/sim.py: delay_watches, slow_release): by how much."""
+
+    NAME = "fault_injected"
+    delay_ms: int
 
 
 @dataclass(slots=True)
@@ -847,6 +896,7 @@ class ZkWatchFired(LegacyEvent):
 class ZkSessionExpired(LegacyEvent):
     NAME = "zk_session_expired"
     session_id: int
+    fetching: PartitionPairs  # what its fetchers still read: they run on until the next rebalance (Kafka 0.8)
 
 
 @dataclass(slots=True)
@@ -894,6 +944,13 @@ class ZkOwnershipClaimed(LegacyEvent):
     NAME = "zk_ownership_claimed"
     attempt: int
     partitions: PartitionPairs
+
+
+@dataclass(slots=True)
+class ZkOffsetsReset(LegacyEvent):
+    NAME = "zk_offsets_reset"
+    policy: str  # auto.offset.reset: smallest or largest
+    offsets: list[list[Any]]  # [topic, partition, offset] where each fetcher starts for want of a committed offset
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from typing import Any
 import msgpack
 
 from protocol import schema
-from protocol.errors import ErrorCode, FrameTooLarge, ProtocolError
+from protocol.errors import AnswerTooLarge, ErrorCode, FrameTooLarge, ProtocolError
 from protocol.messages import API, RequestHeader
 
 DEFAULT_MAX_FRAME_BYTES = 1024 * 1024
@@ -57,9 +57,18 @@ class FrameReader:
         return len(self._buf)
 
 
-def pack(obj: Any) -> bytes:
-    """msgpack bytes of a plain value or a message dataclass, with the length prefix."""
-    payload = msgpack.packb(schema.encode(obj), use_bin_type=True)
+def pack(obj: Any, max_bytes: int | None = None) -> bytes:
+    """msgpack bytes of a plain value or a message dataclass, with the length prefix. With
+    `max_bytes`, a payload over it raises AnswerTooLarge: with its exact size, or, when the
+    objects converted so far already cannot fit (schema.packing_hook), with that lower bound and
+    before the rest is packed."""
+    try:
+        payload = msgpack.packb(obj, use_bin_type=True, default=schema.packing_hook(max_bytes))
+    except schema.FloorExceeded as exc:
+        assert max_bytes is not None
+        raise AnswerTooLarge(exc.floor, max_bytes, exact=False) from None
+    if max_bytes is not None and len(payload) > max_bytes:
+        raise AnswerTooLarge(len(payload), max_bytes, exact=True)
     return _LEN.pack(len(payload)) + payload
 
 
@@ -126,13 +135,15 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
             "version": header.version,
             "correlation_id": header.correlation_id,
             "client_id": header.client_id,
-            "body": schema.encode(body),
+            "body": body,
         }
     )
 
 
-def encode_response(correlation_id: int, body: Any) -> bytes:
-    return pack({"correlation_id": correlation_id, "body": schema.encode(body)})
+def encode_response(correlation_id: int, body: Any, max_bytes: int | None = None) -> bytes:
+    """A response frame; with `max_bytes` (grouplab.response.max.bytes), one whose payload would
+    be larger raises AnswerTooLarge instead, having done at most about that much work."""
+    return pack({"correlation_id": correlation_id, "body": body}, max_bytes)
 
 
 def read_response(payload: bytes) -> tuple[int, Any]:

@@ -168,6 +168,27 @@ class DescribeGroupsResponse:
     error_message: str | None = None
 
 
+# ----------------------------------------------------------------------------- DeleteGroups
+
+
+@dataclass
+class DeleteGroupsRequest:
+    groups_names: list[str]
+
+
+@dataclass
+class DeletableGroupResult:
+    group_id: str
+    error_code: int = 0
+
+
+@dataclass
+class DeleteGroupsResponse:
+    error_code: int = 0
+    results: list[DeletableGroupResult] = field(default_factory=list)
+    error_message: str | None = None
+
+
 # ----------------------------------------------------------------------------- ListGroups
 
 
@@ -719,6 +740,7 @@ API: dict[str, ApiSpec] = {
     "LeaveGroup": ApiSpec(LeaveGroupRequest, LeaveGroupResponse, 0, 0),
     "DescribeGroups": ApiSpec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 0),
     "ListGroups": ApiSpec(ListGroupsRequest, ListGroupsResponse, 0, 0),
+    "DeleteGroups": ApiSpec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 0),
     "Produce": ApiSpec(ProduceRequest, ProduceResponse, 0, 0),
     "Fetch": ApiSpec(FetchRequest, FetchResponse, 0, 0),
     "ListOffsets": ApiSpec(ListOffsetsRequest, ListOffsetsResponse, 0, 0),

@@ -206,8 +206,12 @@ class Layout:
     def owner(self, topic: str, partition: int) -> str:
         return f"{self.owners}/{topic}/{partition}"
 
+    @property
+    def offsets(self) -> str:
+        return f"/consumers/{self.group}/offsets"
+
     def offset(self, topic: str, partition: int) -> str:
-        return f"/consumers/{self.group}/offsets/{topic}/{partition}"
+        return f"{self.offsets}/{topic}/{partition}"
 
 
 BROKER_TOPICS = "/brokers/topics"

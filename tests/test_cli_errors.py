@@ -43,7 +43,9 @@ def busy_port() -> object:
 
 def test_port_in_use(busy_port: int) -> None:
     for command in ("coordinator", "run"):
-        one_line_error(grouplab(command, "--port", str(busy_port)), 1, "already in use", "--port")
+        one_line_error(grouplab(command, "--port", str(busy_port), "--kafka-port", "0"), 1, "already in use", "--port")
+        one_line_error(grouplab(command, "--port", "0", "--kafka-port", str(busy_port)), 1, "already in use",
+                       "--kafka-port")
 
 
 @pytest.mark.parametrize("command", ["coordinator", "run"])
@@ -90,9 +92,29 @@ def test_assign_mistakes(args: list[str], words: list[str]) -> None:
     (["--scenario", "crash-storm", "--seeds", "x"], ["'x'"]),
     (["--scenario", "crash-storm", "--seeds", "1-3", "--run-dir", "/tmp/x"], ["--run-dir"]),
     (["--scenario", "crash-storm", "--assignor", "nope"], ["nope"]),
+    (["--protocol", "zk", "--scenario", "nope"], ["'nope'", "herd"]),
+    (["--protocol", "zk", "--scenario", "crash-storm"], ["'crash-storm'", "herd"]),
+    (["--protocol", "zk", "--scenario", "herd", "--members", "3"], ["--members"]),
 ])
 def test_simulate_mistakes(args: list[str], words: list[str]) -> None:
     one_line_error(grouplab("simulate", *args), 2, *words)
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["--consumers", "2"], 2, ["--consumers", "3 or more"]),
+    (["--add", "t9:3"], 2, ["t9", "--topics"]),
+    (["--add", "t0:2"], 2, ["already has 6", "larger"]),
+    (["--add", "t0"], 2, ["TOPIC:TOTAL"]),
+    (["--zookeeper", "127.0.0.1:2181"], 2, ["--real"]),
+    (["--real", "--seed", "3"], 2, ["--seed", "simulators"]),
+    (["--real", "--zookeeper", "nohost"], 2, ["HOST:PORT"]),
+    (["--session-timeout-ms", "1000"], 2, ["heartbeat.interval.ms"]),
+    (["--session-timeout-ms", "5000"], 2, ["6000", "group.min.session.timeout.ms"]),
+    (["--zk-session-timeout-ms", "100"], 2, ["tickTime", "4000"]),
+    (["--real", "--zookeeper", "127.0.0.1:1"], 1, ["cannot reach ZooKeeper", "zookeeper.connection.timeout.ms"]),
+])
+def test_compare_mistakes(args: list[str], code: int, words: list[str]) -> None:
+    one_line_error(grouplab("compare", *args, timeout=60), code, *words)
 
 
 def test_no_server() -> None:
@@ -103,7 +125,7 @@ def test_no_server() -> None:
 
 
 def test_describe_unknown_group() -> None:
-    server = subprocess.Popen([sys.executable, "-m", "grouplab.cli", "coordinator", "--port", "0"],
+    server = subprocess.Popen([sys.executable, "-m", "grouplab.cli", "coordinator", "--port", "0", "--kafka-port", "0"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
     try:
         assert server.stderr is not None
@@ -138,9 +160,10 @@ def test_version() -> None:
 
 @pytest.mark.parametrize("command, expected", [
     ("run", ["(default: 3)", "(default: t0:3,t1:3)", "(default: 0)", "(default: 120.0)"]),
-    ("coordinator", ["(default: 9092)", "(default: 127.0.0.1)"]),
+    ("coordinator", ["(default: 9192)", "(default: 9092)", "(default: 127.0.0.1)"]),
     ("simulate", ["(default: 1)", "(default: 60)"]),
     ("sweep", ["(default: 1-100)"]),
+    ("compare", ["(default: 5)", "(default: t0:6,t1:6)", "(default: 10000)", "(default: 300000)", "(default: 30000)"]),
 ])
 def test_help_shows_defaults(command: str, expected: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-m", "grouplab.cli", command, "--help"], capture_output=True, text=True,

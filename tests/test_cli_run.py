@@ -108,3 +108,36 @@ def test_a_crash_shows_what_each_delivery_mode_costs() -> None:
     alo, amo = counts["at-least-once"], counts["at-most-once"]
     assert alo[2] == 0 and alo[3] > 0 and alo[1] == alo[0] + alo[3]  # nothing lost, a batch twice
     assert amo[3] == 0 and amo[2] > 0 and amo[1] == amo[0] - amo[2]  # nothing twice, a batch lost
+
+
+def test_a_crash_is_counted_down_and_charged_its_session_timeout(tmp_path: Path) -> None:
+    """`--crash`: the screen says how long the session has left, then what the crash cost before
+    the rebalance that followed (not just the rebalance's few milliseconds)."""
+    import re
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(grouplab("run", "--consumers", "3", "--topics", "t0:3,t1:3", "--crash", "--run-dir",
+                                   str(run_dir), *FAST),
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert re.search(r"waiting for session timeout: consumer-1 removed in ~[56] s", out), out
+    cost = re.search(r"cost: consumer-1 crashed at [\d.]+ s; its 2 partitions were assigned but not consumed for "
+                     r"([\d.]+) s until the session timeout \(session\.timeout\.ms=6000\) removed it; the rebalance "
+                     r"then took \d+ ms", out)
+    assert cost is not None, out
+    assert 5.5 <= float(cost.group(1)) <= 6.1
+    assert re.search(r"partition time \(6 partitions, .*\): .* ([\d.]+) partition-s assigned but not consumed "
+                     r"\(charged to 1 stop: app crashed ×1\)", out), out
+    crashed = [json.loads(x) for x in (run_dir / "consumer-1.jsonl").read_text().splitlines()]
+    assert crashed[-1]["event"] == "app_crashed"  # its last line
+
+
+def test_the_first_generation_says_it_waited_for_more_members() -> None:
+    """With the default group.initial.rebalance.delay.ms (3 s) the first rebalance takes seconds: the
+    screen says why (KIP-134) instead of leaving a bare 'took 6011 ms'."""
+    proc = subprocess.run(grouplab("run", "--consumers", "2", "--hold", "0.1", "--timeout", "30",
+                                   "--consumer-config", "session.timeout.ms=6000"),
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("group.initial.rebalance.delay.ms (3000 ms)") == 1, proc.stdout  # the first one only

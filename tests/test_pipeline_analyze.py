@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from grouplab.costs import CostTracker
 from grouplab.pipeline.analyze import TABLES, analyze
 from grouplab.rebalances import Rebalance, RebalanceTracker
 from grouplab.sim.runner import run_seed
@@ -148,26 +149,19 @@ def test_member_sessions_say_who_joined_and_how_each_left(spark, known):
     assert sum(r["led_generations"] for r in got) == 4
 
 
+def folded(events):
+    """The cost fold (grouplab/costs.py) over the run's events, finished at the log's end."""
+    costs = CostTracker()
+    for node, ev in events.typed:
+        costs.feed(node, ev)
+    costs.finish(max(ts for _, _, ts, _ in events))
+    return costs
+
+
 def reference_ownership(events) -> list[tuple]:
-    """The member-side intervals the plain way: assigned -> revoked/lost, or -> crash / log end."""
-    open_: dict[tuple[str, str, int], tuple[int, int]] = {}
-    out = []
-    end_of_log = max(ts for _, _, ts, _ in events)
-    for node, ev, ts, f in events:
-        if ev == "partitions_assigned":
-            for t, p in f["partitions"]:
-                open_[(node, t, p)] = (ts, f["generation_id"])
-        elif ev in ("partitions_revoked", "partitions_lost"):
-            kind = "lost" if ev == "partitions_lost" else ("closed" if f["reason"] == "closing" else "revoked")
-            for t, p in f["partitions"]:
-                start, gen = open_.pop((node, t, p))
-                out.append((node, t, p, gen, start, ts, kind))
-        elif node == "simulator" and ev == "fault_injected" and f["fault"] == "crash":
-            for key in [k for k in open_ if k[0] in f["members"]]:
-                start, gen = open_.pop(key)
-                out.append((*key, gen, start, ts, "crashed"))
-    out.extend((*key, gen, start, end_of_log, "end_of_log") for key, (start, gen) in open_.items())
-    return sorted(out)
+    """The member-side intervals the plain way, by the fold's rules (docs/events.md §6)."""
+    return sorted((h.client_id, h.partition.topic, h.partition.partition, h.generation, h.start_ms, h.end_ms,
+                   h.end_reason) for h in folded(events).holdings)
 
 
 def test_ownership_intervals_follow_the_members_own_logs(spark, known):
@@ -175,7 +169,10 @@ def test_ownership_intervals_follow_the_members_own_logs(spark, known):
                  for r in rows(spark, known["out"], "ownership"))
     assert got == reference_ownership(known["events"])
     reasons = {r[-1] for r in got}
-    assert {"crashed", "closed", "revoked", "end_of_log"} <= reasons
+    # m-1 crashed: it held its partitions until the session timeout removed it
+    assert {"removed", "closed", "revoked", "end_of_log"} <= reasons and "crashed" not in reasons
+    crashed = [r for r in got if r[0] == "m-1" and r[-1] == "removed"]
+    assert crashed and all(r[5] >= CRASH_MS + 5_000 for r in crashed)
 
 
 def test_stop_the_world_time_is_charged_to_the_rebalance_that_ended_it(spark, known):
@@ -192,8 +189,31 @@ def test_stop_the_world_time_is_charged_to_the_rebalance_that_ended_it(spark, kn
             latest_end = end if i == 0 else max(latest_end, end)
     got = {r["generation"]: r["unowned_partition_ms"] for r in rows(spark, known["out"], "rebalances")}
     assert got == dict(expected)
-    # m-1's two partitions sat unowned from the crash until the session timeout's rebalance ended.
-    assert got[2] >= 2 * 5_000
+    # m-1's two partitions were assigned but not consumed from the crash until the session timeout
+    # removed it (6 s, less the time since its last heartbeat), then unowned until generation 2.
+    anc = {r["generation"]: r["assigned_not_consumed_ms"] for r in rows(spark, known["out"], "rebalances")}
+    assert anc[2] >= 2 * 5_000 and anc[1] == anc[3] == anc[4] == 0 and got[2] < 2 * 1_000
+
+
+def test_partition_time_and_stalls_are_the_cost_folds(spark, known):
+    costs = folded(known["events"])
+    got = sorted((r["group_id"], r["topic"], r["partition"], r["state"], r["start_ms"], r["end_ms"], r["client_id"],
+                  r["member_id"], r["generation"], r["stall_id"], r["ended_by"])
+                 for r in rows(spark, known["out"], "partition_time"))
+    assert got == sorted((g.group_id, *g.partition, g.state, g.start_ms, g.end_ms, g.client_id, g.member_id,
+                          g.generation, g.stall, g.ended_by) for g in costs.segments)
+    (stall,) = rows(spark, known["out"], "stalls")
+    (want,) = costs.stalls
+    assert (stall["client_id"], stall["fault"], stall["stopped_ms"], stall["ended_by"]) == ("m-1", "crash", CRASH_MS,
+                                                                                            "session_timeout")
+    assert (stall["partitions"], stall["assigned_not_consumed_ms"], stall["unowned_after_ms"], stall["ended_ms"],
+            stall["repaired_generation"]) == (len(want.partitions), want.assigned_not_consumed_ms,
+                                              want.unowned_after_ms, want.ended_ms, want.repaired_generation) \
+        == (2, 2 * (want.ended_ms - CRASH_MS), want.unowned_after_ms, want.ended_ms, 2)
+    (run,) = rows(spark, known["out"], "runs")
+    total = costs.totals()
+    assert (run["consumed_partition_ms"], run["assigned_not_consumed_ms"]) == (total.consumed_ms,
+                                                                               total.assigned_not_consumed_ms)
 
 
 def test_runs_summary_adds_up(spark, known):
@@ -281,6 +301,9 @@ def test_a_reused_run_directory_is_split_into_its_runs(spark, tmp_path):
     assert got == [("reused", 1, 1001, 1006), ("reused#2", 1, 9001, 9006)]
     # Only the coordinator's log: what the members owned, and so the stop-the-world time, is unknown.
     assert {r["unowned_partition_ms"] for r in rows(spark, tmp_path / "out", "rebalances")} == {None}
+    assert {r["assigned_not_consumed_ms"] for r in rows(spark, tmp_path / "out", "rebalances")} == {None}
+    assert {(r["consumed_partition_ms"], r["assigned_not_consumed_ms"]) for r in rows(spark, tmp_path / "out", "runs")} \
+        == {(None, None)}
 
 
 # ----------------------------------------------------------------------------- the command
@@ -332,6 +355,14 @@ def test_a_real_socket_run_with_a_crash_is_analyzed_from_its_wall_clock_logs(spa
     crashed = next(r for r in sessions if r["end_reason"] == "session_timeout")
     ends = {r["end_reason"] for r in rows(spark, tmp_path / "out", "ownership") if r["member_id"] == crashed["member_id"]}
     assert ends == {"removed"}  # it never said goodbye: the coordinator's removal ends its ownership
+    # ... and its partitions were assigned but not consumed from its crash until then: that is the
+    # crash's cost, charged with the session-timeout rebalance, beside its unowned time.
+    (stall,) = rows(spark, tmp_path / "out", "stalls")
+    assert (stall["fault"], stall["member_id"], stall["ended_by"]) == ("app_crashed", crashed["member_id"],
+                                                                       "session_timeout")
+    assert stall["partitions"] >= 1 and 5_000 <= stall["ended_ms"] - stall["stopped_ms"] <= 6_100
+    assert crash["assigned_not_consumed_ms"] == stall["assigned_not_consumed_ms"] >= stall["partitions"] * 5_000
+    assert crash["unowned_partition_ms"] < crash["assigned_not_consumed_ms"]
     deliveries = rows(spark, tmp_path / "out", "deliveries")
     assert len(deliveries) == 3 * 50 and not [r for r in deliveries if r["outcome"] == "lost"]
     assert (run["delivery_mode"], run["lost"]) == ("at-least-once", 0)

@@ -26,12 +26,14 @@ SCHEMAS = {
     "runs": schema(("run", S), ("events", L), ("nodes", L), ("groups", L), ("first_ms", L), ("last_ms", L),
                    ("malformed_lines", L), ("rebalances", L), ("stable_generations", L), ("partitions_moved", L),
                    ("unowned_partition_ms", L), ("max_rebalance_ms", L), ("rebalance_p50_ms", L),
-                   ("rebalance_p99_ms", L), ("delivery_mode", S), ("records", L), ("lost", L), ("duplicated", L)),
+                   ("rebalance_p99_ms", L), ("delivery_mode", S), ("records", L), ("lost", L), ("duplicated", L),
+                   ("consumed_partition_ms", L), ("assigned_not_consumed_ms", L)),
     "rebalances": schema(("run", S), ("group_id", S), ("generation", L), ("trigger", S), ("cause", S),
                          ("start_ms", L), ("join_end_ms", L), ("end_ms", L), ("duration_ms", L), ("join_ms", L),
                          ("sync_ms", L), ("members_before", I), ("members", I), ("protocol", S), ("leader", S),
                          ("outcome", S), ("partitions_moved", L), ("unowned_partition_ms", L), ("max_unowned_ms", L),
-                         ("partitions_unowned", L), ("partitions_revoked", L)),
+                         ("partitions_unowned", L), ("partitions_revoked", L), ("assigned_not_consumed_ms", L),
+                         ("stops_repaired", L)),
     "ownership": schema(("run", S), ("group_id", S), ("client_id", S), ("member_id", S), ("generation", L),
                         ("topic", S), ("partition", I), ("start_ms", L), ("end_ms", L), ("duration_ms", L),
                         ("end_reason", S)),
@@ -41,6 +43,13 @@ SCHEMAS = {
     "deliveries": schema(("run", S), ("mode", S), ("topic", S), ("partition", L), ("offset", L), ("processed", L),
                          ("output", L), ("committed", B), ("outcome", S)),
     "malformed": schema(("run", S), ("file", S), ("line", S)),
+    "partition_time": schema(("run", S), ("group_id", S), ("topic", S), ("partition", I), ("state", S),
+                             ("start_ms", L), ("end_ms", L), ("duration_ms", L), ("client_id", S), ("member_id", S),
+                             ("generation", L), ("stall_id", I), ("ended_by", S)),
+    "stalls": schema(("run", S), ("group_id", S), ("stall_id", I), ("client_id", S), ("member_id", S), ("fault", S),
+                     ("detail", S), ("stopped_ms", L), ("until_ms", L), ("resumed_ms", L), ("partitions", I),
+                     ("assigned_not_consumed_ms", L), ("unowned_after_ms", L), ("ended_ms", L), ("ended_by", S),
+                     ("removed_ms", L), ("removal_reason", S), ("repaired_generation", L)),
 }
 
 EVIL = "<script>alert(1)</script>"
@@ -56,11 +65,11 @@ def write_tables(spark, out: Path, **tables: list[tuple]) -> Path:
 
 def rebalance(gen: int, trigger: str, cause: str | None, start: int, join_ms: int, sync_ms: int | None,
               unowned_ms: int, outcome: str = "stable", moved: int = 1, revoked: int = 2, group: str = GROUP,
-              run: str = "r1") -> tuple:
+              run: str = "r1", idle_ms: int = 0) -> tuple:
     end = None if sync_ms is None else start + join_ms + sync_ms
     duration = None if end is None else end - start
     return (run, group, gen, trigger, cause, start, start + join_ms, end, duration, join_ms, sync_ms, 3, 3, "range",
-            "m-0-1", outcome, moved, unowned_ms, unowned_ms // 2, 2, revoked)
+            "m-0-1", outcome, moved, unowned_ms, unowned_ms // 2, 2, revoked, idle_ms, 1 if idle_ms else 0)
 
 
 # Six rebalances; ranked by unowned partition-ms, then duration: g2, g5, g3 (ties g5 on unowned, shorter),
@@ -90,8 +99,8 @@ def ownership_rows(partitions: int = 3) -> list[tuple]:
 
 
 RUNS = [
-    ("r1", 12_345, 4, 1, 0, 100_000, 2, 6, 5, 7, 220_700, 10_100, 3_050, 10_100, None, None, None, None),
-    ("d1", 678, 3, 0, 0, 50_000, 0, 0, 0, 0, 0, None, None, None, "at-least-once", 10, 1, 2),
+    ("r1", 12_345, 4, 1, 0, 100_000, 2, 6, 5, 7, 220_700, 10_100, 3_050, 10_100, None, None, None, None, 60_000, 0),
+    ("d1", 678, 3, 0, 0, 50_000, 0, 0, 0, 0, 0, None, None, None, "at-least-once", 10, 1, 2, None, None),
 ]
 DELIVERIES = ([("d1", "at-least-once", "in", 0, o, 1, 1, True, "once") for o in range(7)]
               + [("d1", "at-least-once", "in", 1, 0, 1, 0, True, "lost")]
@@ -140,8 +149,9 @@ def test_summary_table_has_the_runs_numbers(full: dict[str, Any]) -> None:
     summary = page[page.index("<h2>Summary</h2>"):page.index("<section")]
     row = re.search(r"<tr><td><a href='#run-r1'>r1</a></td>(.*?)</tr>", summary).group(1)
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", row)
-    # events, malformed, groups, span s, rebalances, stable, moved, unowned partition-s, p50, p99, max
-    assert cells[:11] == ["12,345", "2", "1", "100.0", "6", "5", "7", "220.7", "3,050", "10,100", "10,100"]
+    # events, malformed, groups, span s, rebalances, stable, moved, unowned partition-s, assigned but not
+    # consumed partition-s, p50, p99, max
+    assert cells[:12] == ["12,345", "2", "1", "100.0", "6", "5", "7", "220.7", "0.00", "3,050", "10,100", "10,100"]
     d1 = re.search(r"<tr><td><a href='#run-d1'>d1</a></td>(.*?)</tr>", summary).group(1)
     assert re.findall(r"<td[^>]*>([^<]*)</td>", d1)[-4:] == ["at-least-once", "10", "1", "2"]  # lost, extra copies
     assert "<td class=bad>1</td><td class=bad>2</td>" in d1
@@ -201,6 +211,36 @@ def test_delivery_and_malformed_sections(full: dict[str, Any]) -> None:
     assert "2 lines could not be parsed" in r1 and "<td>m-1.jsonl</td><td class=n>2</td>" in r1
 
 
+# ----------------------------------------------------------------------------- assigned but not consumed
+
+
+def test_the_time_a_stopped_members_partitions_were_not_consumed_is_shown_beside_unowned(spark, tmp_path: Path) -> None:
+    """c-1 crashed at 10 s holding t-1; its partition sat assigned but not consumed until the
+    session timeout removed it at 19 s, and generation 2's assignment gave it to c-0."""
+    rebs = [rebalance(1, "member c-0-1 joined", "member_joined", 0, 1_000, 10, 2_000, group="g", run="idle"),
+            rebalance(2, "c-1-1 removed: session_timeout", "session_timeout", 19_000, 100, 10, 110, group="g",
+                      run="idle", idle_ms=9_000),
+            rebalance(3, "member c-2-1 joined", "member_joined", 30_000, 500, 10, 1_020, group="g", run="idle")]
+    own = [("idle", "g", "c-0", "c-0-1", 1, "t", 0, 1_010, 40_000, 38_990, "end_of_log"),
+           ("idle", "g", "c-1", "c-1-1", 1, "t", 1, 1_010, 19_000, 17_990, "removed"),
+           ("idle", "g", "c-0", "c-0-1", 2, "t", 1, 19_110, 40_000, 20_890, "end_of_log")]
+    times = [("idle", "g", "t", 1, "assigned_not_consumed", 10_000, 19_000, 9_000, "c-1", "c-1-1", 1, 0, "session_timeout")]
+    stops = [("idle", "g", 0, "c-1", "c-1-1", "crash", None, 10_000, None, None, 1, 9_000, 110, 19_000,
+              "session_timeout", 19_000, "session_timeout", 2)]
+    runs = [("idle", 500, 3, 1, 0, 40_000, 0, 3, 3, 1, 3_130, 1_020, 510, 1_020, None, None, None, None, 66_870, 9_000)]
+    page = write_report(spark, write_tables(spark, tmp_path, runs=runs, rebalances=rebs, ownership=own,
+                                            partition_time=times, stalls=stops)).read_text()
+    idle = section(page, "idle")
+    assert "<b>9.0</b> partition-seconds assigned but not consumed" in idle
+    # g2 hurt most once its 9 s of idle partition time counts, though g1 ended more unowned time
+    assert hurt_generations(idle) == [(1, 2), (2, 1), (3, 3)]
+    row = idle[idle.index("<tr class=worst>"):]
+    assert "<td class=n><b>0.1</b></td><td class=n>9.0</td>" in row[:row.index("</tr>")]
+    gantt = re.search(r"<svg.*?</svg>", idle, re.S).group(0)
+    assert "assigned but not consumed" in gantt and "crash c-1" in gantt
+    assert "hatched = assigned but not consumed" in idle
+
+
 # ----------------------------------------------------------------------------- capping
 
 
@@ -234,8 +274,8 @@ def test_no_tables_in_the_directory(spark, tmp_path: Path) -> None:
 
 
 def test_malformed_only_run_and_run_without_member_logs(spark, tmp_path: Path) -> None:
-    runs = [("junk", 0, None, None, None, None, 7, 0, 0, 0, 0, None, None, None, None, None, None, None),
-            ("coord", 40, 1, 1, 0, 30_000, 0, 2, 2, 1, 0, 3_000, 2_000, 3_000, None, None, None, None)]
+    runs = [("junk", 0, None, None, None, None, 7, 0, 0, 0, 0, None, None, None, None, None, None, None, None, None),
+            ("coord", 40, 1, 1, 0, 30_000, 0, 2, 2, 1, 0, 3_000, 2_000, 3_000, None, None, None, None, None, None)]
     rebs = [rebalance(1, "member m-0-1 joined", "member_joined", 0, 2_000, 10, 0, run="coord", group="g"),
             rebalance(2, "member m-1-2 joined", "member_joined", 9_000, 2_900, 100, 0, run="coord", group="g")]
     bad = [("junk", "x.jsonl", f"line {i} <oops>") for i in range(7)]

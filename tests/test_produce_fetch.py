@@ -206,6 +206,7 @@ def test_list_offsets_earliest_latest_timestamp_and_read_committed() -> None:
         return p.error_code, p.offset, p.timestamp
 
     assert offsets(-2) == (0, 0, -1)
+    assert offsets(-2, 1) == (0, 0, -1)  # earliest is the log start under read_committed too (the open txn at 2)
     assert offsets(-1) == (0, 3, -1)
     assert offsets(-1, 1) == (0, 2, -1)  # read_committed: the last stable offset
     assert offsets(150) == (0, 1, 200)
@@ -214,6 +215,7 @@ def test_list_offsets_earliest_latest_timestamp_and_read_committed() -> None:
     assert offsets(999) == (0, -1, -1)
     assert offsets(-7)[0] == ErrorCode.INVALID_REQUEST
     assert offsets(-1, partition=9)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert offsets(-2, 1, partition=1) == (0, 0, -1)  # an empty partition: 0 (librdkafka resets to it)
     assert offsets(-1, topic="nope")[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert offsets(-1, partition=1) == (0, 0, -1)
 
@@ -371,7 +373,7 @@ def grouplab(*args: str) -> list[str]:
 
 
 def start_coordinator(port: int, data_dir: Path, run_dir: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(grouplab("coordinator", "--port", str(port), "--data-dir", str(data_dir), "--run-dir",
+    proc = subprocess.Popen(grouplab("coordinator", "--port", str(port), "--kafka-port", "off", "--data-dir", str(data_dir), "--run-dir",
                                      str(run_dir), "--config", "grouplab.log.fsync=never"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "COLUMNS": "1000"})

@@ -281,6 +281,7 @@ MINIMAL_BODIES = {
     "LeaveGroup": messages.LeaveGroupRequest(group_id="g", members=[messages.LeaveGroupRequestMember(member_id="m")]),
     "DescribeGroups": messages.DescribeGroupsRequest(groups=["g"]),
     "ListGroups": messages.ListGroupsRequest(),
+    "DeleteGroups": messages.DeleteGroupsRequest(groups_names=["g"]),
     "Produce": messages.ProduceRequest(topic_data=[messages.ProduceTopicData("t", [messages.ProducePartitionData(
         0, messages.RecordBatch([messages.Record(b"v", key=b"k", headers=[messages.RecordHeader("h", None)])]))])]),
     "Fetch": messages.FetchRequest(topics=[messages.FetchTopic("t", [messages.FetchPartition(0, 0)])]),

@@ -54,3 +54,18 @@ def test_a_watch_fires_once_and_before_the_reply() -> None:
     outs = reg.call(3, s, Create("/g/c"), 0)
     assert outs == [Notify(s, WatchEvent(WatchType.NODE_CHILDREN_CHANGED, "/g")), Reply(3, Result(path="/g/c"))]
     assert reg.call(4, s, Create("/g/d"), 0) == [Reply(4, Result(path="/g/d"))]
+
+
+def test_a_session_that_ends_hears_nothing_of_its_own_nodes_vanishing() -> None:
+    """ZooKeeper drops an ended session's watches: a consumer whose session expired learns it from
+    the expiry, never from a watch on its own registration (which would start a rebalance that
+    stops its fetchers early, hiding Kafka 0.8's zombie window)."""
+    for end in ("expires", "closes"):
+        reg = Registry(tick_time_ms=2000)
+        a, _ = reg.open_session(6000, 0)
+        b, _ = reg.open_session(6000, 0)
+        reg.call(1, a, Create("/ids/a", ephemeral=True, makepath=True), 0)
+        for s in (a, b):
+            reg.call(2, s, GetChildren("/ids", watch=True), 0)
+        outs = reg.on_timer(("session", a), 6000) if end == "expires" else reg.close_session(a, 6000)
+        assert [o.session for o in outs if type(o) is Notify] == [b], end

@@ -98,6 +98,7 @@ def test_a_killed_member_owns_its_partitions_unconsumed_until_removed_then_the_r
     model.trace(heartbeat(3000, "consumer-2", B, "c2", 2))
     model.trace(response(3001, "Heartbeat", "c2", 2))
     run_note(model, 4000, "member_crashed", client_id="consumer-2", member_id=B, session_timeout_ms=6000)
+    model.feed("consumer-2", LogEvent(4000, E.AppCrashed(G, B)))  # the dying application's last line
 
     snap = model.snapshot(5000)
     assert cells(snap)["t0-1"] == ("not_consumed", "consumer-2", 1)
@@ -235,3 +236,17 @@ def test_a_narrator_can_take_the_place_of_describe() -> None:
     assert tl.trace(join(1, "consumer-1", "", "c1")) is not None
     assert tl.trace(response(2, "JoinGroup", "c1", 1)) is None
     assert [e["text"] for e in tl.entries] == ["《request》"]
+
+
+def test_the_teachers_own_actions_are_told_in_the_dashboards_language() -> None:
+    from grouplab.ui.timeline import Names, describe_event
+    from grouplab.teach.catalog import Catalog
+
+    killed = {"client_id": "consumer-2"}
+    assert describe_event("run", "member_crashed", killed, Names()).startswith("you killed consumer-2")
+    zh = describe_event("run", "member_crashed", killed, Names(), Catalog("zh"))
+    assert zh is not None and zh.startswith("你杀掉了 consumer-2")
+    cut = describe_event("run", "member_fault", {"fault": "partition", "client_id": "c1", "seconds": 5}, Names(),
+                         Catalog("zh"))
+    assert cut == "你把 c1 与协调者隔断 5 秒"
+    assert describe_event("run", "member_added", {}, Names()) == "you added ? (assignors ?)"  # a field missing

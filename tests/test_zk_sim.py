@@ -120,3 +120,29 @@ def test_unknown_change_is_refused() -> None:
 def test_a_violation_names_its_seed() -> None:
     v = Violation("single_owner", "x", 5, 42)
     assert "seed 42" in str(v)
+
+
+@pytest.mark.parametrize("policy, first", [("largest", 500), ("smallest", 0)])
+def test_auto_offset_reset_starts_a_partition_without_a_committed_offset(policy: str, first: int) -> None:
+    """Kafka 0.8's names: smallest (0) or largest (the log's end: the synthetic logs grow at 100
+    records/s from the start of the run); the default is largest."""
+    config = [] if policy == "largest" else ["auto.offset.reset=smallest"]
+    sc = scenario([Change(5000, "join", "c1", {"t0": 1}), Change(20_000, "join", "c2", {"t0": 1})],
+                  duration_ms=30_000, config=config)
+    result, lines = run_logged(sc, 1)
+    events = [json.loads(line) for line in lines]
+    resets = [e for e in events if e["event"] == "zk_offsets_reset"]
+    assert resets[0]["node"] == "c1" and resets[0]["policy"] == policy
+    offsets = [o for _, _, o in resets[0]["offsets"]]
+    assert all(first <= o <= (first and resets[0]["ts_ms"] // 10) for o in offsets)  # largest: the log end then
+    # c2's partitions were committed by c1 when it released them: no reset, they go on from there.
+    started = [e for e in events if e["event"] == "zk_fetchers_started" and e["node"] == "c2"]
+    assert len(resets) == 1 and all(o >= first for _, _, o in started[-1]["offsets"])
+
+
+def test_an_unknown_auto_offset_reset_is_refused_with_kafka_0_8s_names() -> None:
+    from consumer.config import ConsumerConfigError
+    from consumer.legacy.config import LegacyConfig
+
+    with pytest.raises(ConsumerConfigError, match="smallest or largest"):
+        LegacyConfig("g", "c").with_overrides(["auto.offset.reset=earliest"])

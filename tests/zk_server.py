@@ -72,11 +72,30 @@ class ZooKeeperServer:
                                    f"{(self.dir / 'server.log').read_text()[-2000:]}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
+                    pass
             except OSError:
                 time.sleep(0.1)
+                continue
+            if self._answers(deadline):
+                return
         self.stop()
         raise RuntimeError(f"ZooKeeper did not listen on {self.port} within {timeout_s} s")
+
+    def _answers(self, deadline: float) -> bool:
+        """Listening is not serving: a JVM still warming up lets a session wait past a client's
+        connection timeout. Ready when a session opens."""
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        client = KazooClient(hosts=self.hosts)
+        try:
+            client.start(timeout=max(0.5, deadline - time.monotonic()))
+            return True
+        except KazooTimeoutError:
+            return False
+        finally:
+            client.stop()
+            client.close()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -20,6 +20,7 @@ _NAMES = {
     "rebalance.backoff.ms": "rebalance_backoff_ms",
     "auto.commit.enable": "auto_commit_enable",
     "auto.commit.interval.ms": "auto_commit_interval_ms",
+    "auto.offset.reset": "auto_offset_reset",
     "partition.assignment.strategy": "assignment_strategy",
 }
 
@@ -37,6 +38,7 @@ class LegacyConfig:
     rebalance_backoff_ms: int = 2000
     auto_commit_enable: bool = True
     auto_commit_interval_ms: int = 60_000
+    auto_offset_reset: str = "largest"  # where a partition with no committed offset starts: smallest or largest
     assignment_strategy: str = "range"
 
     def __post_init__(self) -> None:
@@ -44,6 +46,9 @@ class LegacyConfig:
             raise ConsumerConfigError("group.id is required")
         if not self.consumer_id or "/" in self.consumer_id:
             raise ConsumerConfigError(f"consumer.id must be a non-empty name without '/', got {self.consumer_id!r}")
+        if self.auto_offset_reset not in ("smallest", "largest"):
+            raise ConsumerConfigError(f"auto.offset.reset must be smallest or largest (Kafka 0.8's names), "
+                                      f"got {self.auto_offset_reset!r}")
         if self.rebalance_max_retries < 1:
             raise ConsumerConfigError("rebalance.max.retries must be 1 or more")
         for topic, streams in self.topic_count.items():

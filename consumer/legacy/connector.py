@@ -9,7 +9,7 @@ calls, fetcher start and stop, timers, events, and closing the session.
                                              │   ^                                                 ...
                                  (conflict)  v   │ (back-off rebalance.backoff.ms)
                                           BACKING_OFF ──(rebalance.max.retries attempts)──> GAVE_UP (idle until a watch)
-    any ──EXPIRED──> (ownership gone, fetchers stopped) ──CONNECTED──> REGISTERING
+    any ──EXPIRED──> (ownership gone, fetchers run on: the zombie window) ──CONNECTED──> REGISTERING ──> REBALANCING (step 1 stops them)
     any ──close──> (stop fetchers, commit) ──> CLOSED (the session closes: ephemeral nodes vanish)
 
 A rebalance is the notes' steps, in order (`_attempt`): stop the fetchers and clear the queues;
@@ -25,7 +25,10 @@ that fires while a task runs is remembered and starts the next rebalance when it
 consumer's watcher thread did.
 
 The fetchers are synthetic: a partition's consumed offset grows at `records_per_s` from where its
-fetcher started, so offsets committed and re-read show what a rebalance re-delivers.
+fetcher started, so offsets committed and re-read show what a rebalance re-delivers. The logs they
+read are synthetic too: every partition has been written at `records_per_s` since `log_start_ms`,
+so a partition with no committed offset starts, by `auto.offset.reset`, at 0 (smallest) or at that
+log end (largest, Kafka 0.8's default).
 """
 
 from __future__ import annotations
@@ -131,10 +134,11 @@ AUTOCOMMIT_KEY = "auto_commit"
 
 
 class LegacyConsumer(StepOutputs):
-    def __init__(self, config: LegacyConfig, records_per_s: int = RECORDS_PER_S) -> None:
+    def __init__(self, config: LegacyConfig, records_per_s: int = RECORDS_PER_S, log_start_ms: int = 0) -> None:
         self.config = config
         self.layout = Layout(config.group_id)
         self.records_per_s = records_per_s
+        self.log_start_ms = log_start_ms  # when the synthetic logs began to be written
         self.phase = Phase.WAITING_FOR_SESSION
         self.session_id = 0
         self.owned: dict[TopicPartition, str] = {}  # claimed in this session: partition -> thread id
@@ -144,6 +148,7 @@ class LegacyConsumer(StepOutputs):
         self.assignment_topics: dict[str, int] = {}  # the partition counts it computed it over
         self.rebalances = 0  # rebalances that ended with the claims in place
         self.gave_up = 0  # rebalances abandoned after rebalance.max.retries attempts
+        self.attempts_failed = 0  # attempts that failed (a claim conflict, the registry read changing under it)
         self.reads = 0
         self.writes = 0
         self._task: Task | None = None
@@ -207,6 +212,10 @@ class LegacyConsumer(StepOutputs):
         f = self.fetchers[tp]
         return f.start_offset + max(0, now_ms - f.start_ms) * self.records_per_s // 1000
 
+    def log_end(self, now_ms: int) -> int:
+        """The synthetic logs' end: written at records_per_s since log_start_ms."""
+        return max(0, now_ms - self.log_start_ms) * self.records_per_s // 1000
+
     @property
     def busy(self) -> bool:
         """A task runs or waits, or a rebalance is requested."""
@@ -263,16 +272,19 @@ class LegacyConsumer(StepOutputs):
         return event.path.startswith(BROKER_TOPICS + "/") and event.path.rpartition("/")[2] in self.config.topic_count
 
     def _session_expired(self) -> None:
-        """The session's ephemeral nodes (registration, ownership) are gone: stop, forget them, and
-        wait for the new session (Kafka's handleNewSession registers again and rebalances)."""
+        """The session's ephemeral nodes (registration, ownership) are gone: forget them and wait
+        for the new session (Kafka's handleNewSession registers again and rebalances). As in Kafka
+        0.8 (resetState clears the ownership record, not the fetchers), the fetchers run on until
+        the new session's rebalance stops them in its step 1, and what they consumed is not
+        committed: partitions the others may already fetch. That is the zombie window."""
         if self.session_id == 0:
             return  # heard of already (from a result and from the session's own event)
-        self._log(events.ZkSessionExpired, session_id=self.session_id)
+        self._log(events.ZkSessionExpired, session_id=self.session_id,
+                  fetching=_pairs(self.fetchers))
         self._task = None
         self._awaiting = 0
         self._pending_trigger = None
         self._out.append(CancelTimer((AUTOCOMMIT_KEY,)))
-        self._stop_fetchers()
         self.owned = {}
         self.session_id = 0
         self.phase = Phase.WAITING_FOR_SESSION
@@ -303,6 +315,7 @@ class LegacyConsumer(StepOutputs):
                 yield from self._attempt(attempt)
             except _AttemptFailed as failed:
                 reason = failed.reason
+                self.attempts_failed += 1
                 self._stop_fetchers()
                 self._log(events.ZkRebalanceAttemptFailed, attempt=attempt, reason=reason,
                           backoff_ms=cfg.rebalance_backoff_ms)
@@ -323,10 +336,11 @@ class LegacyConsumer(StepOutputs):
 
     def _attempt(self, attempt: int) -> Task:
         cfg, layout = self.config, self.layout
-        # 1. stop the fetchers and clear the queues; 2. commit what they consumed
+        # 1. stop the fetchers and clear the queues; 2. commit what they consumed (of partitions it
+        # still owns: a zombie's fetchers, after its session expired, own nothing)
         offsets = self._stop_fetchers()
         if cfg.auto_commit_enable:
-            yield from self._commit(offsets)
+            yield from self._commit({tp: o for tp, o in offsets.items() if tp in self.owned})
         # 3. release ownership
         if self.owned:
             released = sorted(self.owned)
@@ -386,13 +400,19 @@ class LegacyConsumer(StepOutputs):
             raise _AttemptFailed(f"{len(conflicts)} partition(s) still owned by another consumer thread")
         self.owned = mine
         self._log(events.ZkOwnershipClaimed, attempt=attempt, partitions=_pairs(claimed))
-        # 7. restart the fetchers at the committed offsets
+        # 7. restart the fetchers at the committed offsets (none: auto.offset.reset)
         start: dict[TopicPartition, int] = {}
+        reset: list[list[Any]] = []
         for tp in sorted(mine):
             got = yield GetData(layout.offset(tp.topic, tp.partition))
             assert got is not None
-            start[tp] = _offset(got)
-            self.committed[tp] = start[tp]
+            committed = _offset(got)
+            if committed is None:
+                committed = 0 if cfg.auto_offset_reset == "smallest" else self.log_end(self._now)
+                reset.append([tp.topic, tp.partition, committed])
+            start[tp] = self.committed[tp] = committed  # (0.8 checkpointed where it started: no commit until it moves)
+        if reset:
+            self._log(events.ZkOffsetsReset, policy=cfg.auto_offset_reset, offsets=reset)
         self.fetchers = {tp: _Fetcher(mine[tp], start[tp], self._now) for tp in start}
         self._out.append(StartFetchers(start, dict(mine)))
         self._log(events.ZkFetchersStarted, offsets=[[tp.topic, tp.partition, o] for tp, o in sorted(start.items())])
@@ -449,7 +469,8 @@ def _pairs(partitions: Any) -> list[list[Any]]:
     return [[tp.topic, tp.partition] for tp in sorted(partitions)]
 
 
-def _offset(result: Result) -> int:
+def _offset(result: Result) -> int | None:
+    """The committed offset in an offsets node, None if there is none."""
     if result.error is None and result.data is not None and result.data.strip().isdigit():
         return int(result.data)
-    return 0  # no committed offset: the emulation's partitions all begin at 0
+    return None

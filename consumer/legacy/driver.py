@@ -59,6 +59,8 @@ class LegacyDriver:
         self.events = events if events is not None else no_event_log
         self.timers = timers_for(self._on_timer)
         self.ops: Counter[str] = Counter()  # registry operations by op name
+        self.offset_ops = 0  # of them, reads and writes of committed offsets (offsets/...)
+        self._offsets_prefix = machine.layout.offsets + "/"
         self.running = False
         self._handlers: dict[type, Callable[[Any], None]] = {
             RegistryCall: self._call,
@@ -125,6 +127,8 @@ class LegacyDriver:
 
     def _call(self, out: RegistryCall) -> None:
         self.ops[type(out.op).__name__] += 1
+        if out.op.path.startswith(self._offsets_prefix):
+            self.offset_ops += 1
         assert is_write(out.op) == (type(out.op).__name__ in ("Create", "SetData", "Delete"))
         op_id = out.op_id
         self.backend.call(out.op, lambda result: self._on_result(op_id, result))

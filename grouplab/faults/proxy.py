@@ -34,6 +34,7 @@ from grouplab.faults.rules import (Envelope, Fate, LinkId, Rule, RuleSet, delay_
 from protocol.effects import LogEvent, wall_clock_ms
 from protocol.events import FreeFormEvent
 from protocol.errors import FrameTooLarge, ProtocolError
+from grouplab.faults.kafka_frames import error_frame, request_meta, response_correlation_id, rewrite_advertised
 from protocol.framing import FrameReader, encode_response, read_response, unpack
 
 # Larger than any endpoint's limit (the server's socket.request.max.bytes, the client's 64 MiB), so
@@ -110,6 +111,9 @@ class _Pipe:
         return bytes(self.reader._buf) if self.reader is not None else b""
 
     def _on_payload(self, payload: bytes) -> None:
+        if self.proxy.wire == "kafka":
+            self._on_kafka_payload(payload)
+            return
         data = _LEN.pack(len(payload)) + payload
         meta: tuple | None = None
         if self.direction == "request":
@@ -133,6 +137,27 @@ class _Pipe:
                 if api is not None:
                     meta = (api, cid)
         self._arrive(data, meta)
+
+    def _on_kafka_payload(self, payload: bytes) -> None:
+        """Kafka's frames: the request header names API, version and client id; a response only
+        its correlation id, so the link remembers what each asked (and at which version, for an
+        error rule's answer and the rewritten broker address)."""
+        meta: tuple | None = None
+        if self.direction == "request":
+            req = request_meta(payload)
+            if req is not None:
+                meta = (req.api, req.correlation_id)
+                self.link.versions[req.correlation_id] = req.version
+                if req.client_id and not self.link.identified:
+                    self.proxy._identify(self.link, req.client_id)
+        else:
+            cid = response_correlation_id(payload)
+            api = self.link.answered(cid) if cid is not None else None
+            if api is not None and cid is not None:
+                meta = (api, cid)
+                version = self.link.versions.pop(cid, 0)
+                payload = rewrite_advertised(api, version, payload, self.proxy.host, self.proxy.port)
+        self._arrive(_LEN.pack(len(payload)) + payload, meta)
 
     def _arrive(self, data: bytes, meta: tuple | None) -> None:
         if self.proxy.paused:
@@ -179,7 +204,17 @@ class _Pipe:
 
     def _answer_error(self, rule: Rule, api: str, cid: int, delay_s: float) -> None:
         assert rule.error_code is not None
-        frame = encode_response(cid, error_response(api, rule.error_code, "the fault proxy"))
+        body = error_response(api, rule.error_code, "the fault proxy")
+        if self.proxy.wire == "kafka":
+            version = self.link.versions.get(cid, 0)
+            if self.direction == "request":
+                self.link.versions.pop(cid, None)
+            kafka_frame = error_frame(api, version, cid, body, self.proxy.host, self.proxy.port)
+            if kafka_frame is None:
+                return  # an answer this API cannot carry as an error: the frame is dropped instead
+            frame = kafka_frame
+        else:
+            frame = encode_response(cid, body)
         if self.direction == "request":
             # Answered in the coordinator's place: the request never reaches it.
             self.link.pipes["response"].send_frame(frame, (api, cid), delay_s)
@@ -314,6 +349,7 @@ class Link:
         self.backlog: list[bytes] = []
         self.pipes = {"request": _Pipe(self, "request"), "response": _Pipe(self, "response")}
         self._expected: dict[int, list] = {}  # correlation id -> [api, responses still expected]
+        self.versions: dict[int, int] = {}  # Kafka wire: correlation id -> the request's version
         self.lost_gracefully = True
         self.closed = False
 
@@ -408,7 +444,12 @@ class FaultProxy:
         seed: int | None = None,
         events: Any = None,
         clock: Callable[[], int] = wall_clock_ms,
+        wire: str = "msgpack",
     ) -> None:
+        if wire not in ("msgpack", "kafka"):
+            raise ValueError(f"wire must be 'msgpack' or 'kafka', not {wire!r}")
+        # "kafka": in front of the Kafka-wire listener, reading Kafka's frames (grouplab/faults/kafka_frames.py)
+        self.wire = wire
         self.upstream_host = upstream_host
         self.upstream_port = upstream_port
         self.host = listen_host

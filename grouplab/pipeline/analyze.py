@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from grouplab.pipeline import tables as t
 
 # Written in this order; the report reads them back from OUT.
-TABLES = ("rebalances", "assignments", "movements", "member_sessions", "ownership", "deliveries", "runs", "malformed")
+TABLES = ("rebalances", "assignments", "movements", "member_sessions", "ownership", "partition_time", "stalls",
+          "deliveries", "runs", "malformed")
 
 
 @dataclass
@@ -39,8 +40,9 @@ def build_tables(logs: t.EventLogs, keep: Callable[[DataFrame], DataFrame] = lam
     assigned = keep(t.assignments(events, phases))
     moved = keep(t.movements(assigned, phases, ids))
     owned = keep(t.ownership(events))
-    gaps = t.unowned_gaps(owned, phases)
-    rebal = keep(t.rebalances(phases, moved, gaps, t.revocations(events), owned))
+    costs = keep(t.partition_costs(events))
+    times, stopped = t.partition_time(costs), t.stalls(costs)
+    rebal = keep(t.rebalances(phases, moved, times, t.revocations(events), owned, stopped))
     deliv = keep(t.deliveries(events))
     return Tables(events, {
         "rebalances": rebal,
@@ -48,8 +50,10 @@ def build_tables(logs: t.EventLogs, keep: Callable[[DataFrame], DataFrame] = lam
         "movements": moved,
         "member_sessions": t.member_sessions(events, assigned, phases),
         "ownership": owned,
+        "partition_time": times,
+        "stalls": stopped,
         "deliveries": deliv,
-        "runs": t.run_summary(events, logs.malformed, rebal, deliv),
+        "runs": t.run_summary(events, logs.malformed, rebal, deliv, times, owned),
         "malformed": logs.malformed,
     })
 

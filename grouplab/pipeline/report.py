@@ -2,14 +2,17 @@
 
 One self-contained file (inline CSS, charts as inline SVG from matplotlib, no scripts) that shows
 at a glance which rebalance hurt and why. Per run: its summary; per consumer group, the rebalances
-that cost the most stop-the-world time with their cause and trigger, an ownership Gantt chart
-(one row per partition, a color per client, white where nobody owned it, shaded bands where the
-group was rebalancing), rebalance durations and stop-the-world cost per generation; for delivery
-runs the outcome of every record; the malformed lines.
+that cost the most (stop-the-world time, and the time a stopped member's partitions sat assigned
+but not consumed before them) with their cause and trigger, an ownership Gantt chart drawn by the
+shared renderer grouplab/plot.py (one row per partition, a color per client, white where nobody
+owned it, hatched where its holder had stopped, shaded bands where the group was rebalancing),
+rebalance durations and what each rebalance cost per generation; for delivery runs the outcome of
+every record; the malformed lines.
 
 The big tables (ownership, deliveries, movements) are aggregated by Spark; what reaches the driver
 is bounded: at most `max_gantt_rows` partitions and about `max_gantt_intervals` ownership
-intervals per group (the page says when and how it capped), a few dozen partitions of delivery
+intervals per group (the page says when and how it capped) with their assigned-but-not-consumed
+stretches and at most 200 stops, a few dozen partitions of delivery
 counts, five malformed lines per run. `runs` and `rebalances` (one row per run, per generation)
 are collected whole.
 """
@@ -28,8 +31,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from grouplab.pipeline.html import figure_svg, fmt
+from grouplab.plot import (FAULT_WORDS, Band, Bar, FaultMark, Idle, OwnershipChart, chart_svg, client_colors, lane_name,
+                           mpl, natural_key)
 
-TABLES = ("runs", "rebalances", "ownership", "movements", "deliveries", "malformed")
+TABLES = ("runs", "rebalances", "ownership", "movements", "deliveries", "malformed", "partition_time", "stalls")
 
 MAX_GANTT_ROWS = 60  # partitions per group's Gantt chart: more is not readable anyway
 MAX_GANTT_INTERVALS = 3000  # ownership intervals per group's Gantt chart (about)
@@ -37,8 +42,8 @@ TOP_REBALANCES = 5
 MALFORMED_EXAMPLES = 5
 MAX_MALFORMED_FILES = 20
 MAX_DELIVERY_PARTITIONS = 40
+MAX_FAULT_MARKS = 200  # stops marked on a group's Gantt chart (the ones in its window)
 PROCESSED_BUCKETS = 10  # processed-times histogram: 0 .. 9, then "10+"
-CRASH_REASONS = ("crashed", "restarted", "removed")  # an ownership interval ended without a revoke
 
 # Stable colors for the rebalance causes (docs/events.md, `rebalance_started.cause`).
 CAUSE_COLORS = {
@@ -53,8 +58,8 @@ CAUSE_COLORS = {
     "unknown": "#BAB0AC",
 }
 OTHER_CAUSE_COLORS = ["#EDC948", "#8CD17D", "#86BCB6", "#D37295", "#A0CBE8"]
-BAND_COLOR = "#9aa0a6"  # a rebalance on the Gantt chart
 HURT_COLOR = "#d62728"  # one of the rebalances that hurt most
+IDLE_COLOR = "#8c6d31"  # assigned but not consumed, in the stop-the-world chart
 
 
 # ----------------------------------------------------------------------------- what the page shows
@@ -71,6 +76,8 @@ class Gantt:
     window_generation: int | None = None  # the rebalance the window is centred on
     max_rows: int = MAX_GANTT_ROWS  # the limits it was drawn under
     max_intervals: int = MAX_GANTT_INTERVALS
+    idle: list[dict[str, Any]] = field(default_factory=list)  # assigned but not consumed: topic, partition, client_id, start_ms, end_ms
+    stops: list[dict[str, Any]] = field(default_factory=list)  # members that stopped: client_id, fault, stopped_ms
 
     @property
     def capped(self) -> bool:
@@ -124,11 +131,6 @@ class Run:
 # ----------------------------------------------------------------------------- reading the tables
 
 
-def natural_key(text: Any) -> list[Any]:
-    """`r2` before `r10`, `m-9` before `m-10`."""
-    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", str(text))]
-
-
 def load_tables(spark: SparkSession, out: Path) -> tuple[dict[str, DataFrame], list[str]]:
     """The tables the report reads, and the names of those missing or unreadable. `group_id` is
     never null here (a null becomes ""), so it can be a key everywhere."""
@@ -155,10 +157,16 @@ def rows(df: DataFrame) -> list[dict[str, Any]]:
     return [r.asDict() for r in df.collect()]
 
 
+def lost_ms(r: dict[str, Any]) -> int:
+    """What a rebalance cost in partition-ms: the unowned time its assignment ended, and the
+    assigned-but-not-consumed time of the stopped members it repaired."""
+    return (r.get("unowned_partition_ms") or 0) + (r.get("assigned_not_consumed_ms") or 0)
+
+
 def hurt_order(r: dict[str, Any]) -> tuple:
-    """Worst first: stop-the-world partition-ms, then duration (an interrupted one has none), then
-    the earlier generation."""
-    return (-(r.get("unowned_partition_ms") or 0), -(r.get("duration_ms") or -1), r.get("generation") or 0)
+    """Worst first: partition-ms lost (unowned, and assigned but not consumed), then duration (an
+    interrupted one has none), then the earlier generation."""
+    return (-lost_ms(r), -(r.get("duration_ms") or -1), r.get("generation") or 0)
 
 
 def band_ends(rebalances: list[dict[str, Any]]) -> None:
@@ -208,10 +216,17 @@ def gather(spark: SparkSession, frames: dict[str, DataFrame], max_gantt_rows: in
                        max_gantt_intervals)
         moved = later(moved_from, "movements", spark, groups)
 
+        drawn = gantts.result() if gantts else {}
+        idle = later(idle_data, "partition_time", spark, drawn)
+        stops = later(stop_data, "stalls", drawn)
         for r in run_rows.result() if run_rows else []:
             run(r["run"]).summary = r
-        for key, gantt in (gantts.result() if gantts else {}).items():
+        for key, gantt in drawn.items():
             groups.setdefault(key, Group(key[1], [], [])).gantt = gantt
+        for key, spans in (idle.result() if idle else {}).items():
+            drawn[key].idle = spans
+        for key, marks in (stops.result() if stops else {}).items():
+            drawn[key].stops = marks
         for key, moves in (moved.result() if moved else {}).items():
             groups[key].moved_from = moves
         for (run_name, _), group in sorted(groups.items(), key=lambda kv: (natural_key(kv[0][0]), natural_key(kv[0][1]))):
@@ -324,6 +339,49 @@ def gantt_data(own: DataFrame, spark: SparkSession, chosen: list[dict[str, Any]]
     return result
 
 
+def _drawn_rows(spark: SparkSession, gantts: dict[tuple[str, str], Gantt]) -> DataFrame:
+    """The partitions each Gantt chart draws, with its window, as a small DataFrame to join."""
+    schema = StructType([StructField("run", StringType()), StructField("group_id", StringType()),
+                         StructField("topic", StringType()), StructField("partition", LongType()),
+                         StructField("w0", LongType()), StructField("w1", LongType())])
+    return spark.createDataFrame(
+        [(k[0], k[1], t, int(p), g.window[0] if g.window else None, g.window[1] if g.window else None)
+         for k, g in gantts.items() for t, p in g.rows], schema)
+
+
+def idle_data(times: DataFrame, spark: SparkSession,
+              gantts: dict[tuple[str, str], Gantt]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Per drawn Gantt chart, its partitions' assigned-but-not-consumed stretches (in its window)."""
+    if not gantts:
+        return {}
+    sel = _drawn_rows(spark, gantts).withColumnRenamed("partition", "_p")
+    idle = times.where(F.col("state") == "assigned_not_consumed")
+    picked = idle.join(F.broadcast(sel), on=[idle["run"] == sel["run"], idle["group_id"] == sel["group_id"],
+                                            idle["topic"] == sel["topic"], idle["partition"] == F.col("_p")])
+    inside = F.col("w0").isNull() | ((idle["start_ms"] <= F.col("w1")) & (idle["end_ms"] >= F.col("w0")))
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows(picked.where(inside).select(idle["run"], idle["group_id"], idle["topic"], idle["partition"],
+                                              idle["client_id"], idle["start_ms"], idle["end_ms"])):
+        out.setdefault((r["run"], r["group_id"]), []).append(r)
+    return out
+
+
+def stop_data(stopped: DataFrame, gantts: dict[tuple[str, str], Gantt]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Per drawn Gantt chart, the members that stopped while holding partitions (in its window)."""
+    if not gantts:
+        return {}
+    keys = [F.lit(f"{k[0]}\x00{k[1]}") for k in gantts]
+    w = Window.partitionBy("run", "group_id").orderBy("stopped_ms")
+    picked = (stopped.where((F.col("partitions") > 0) & F.concat_ws("\x00", "run", "group_id").isin(*keys))
+              .withColumn("i", F.row_number().over(w)).where(F.col("i") <= MAX_FAULT_MARKS))
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows(picked.select("run", "group_id", "client_id", "fault", "stopped_ms")):
+        window = gantts[(r["run"], r["group_id"])].window
+        if window is None or window[0] <= r["stopped_ms"] <= window[1]:
+            out.setdefault((r["run"], r["group_id"]), []).append(r)
+    return out
+
+
 def moved_from(movements: DataFrame, spark: SparkSession,
                groups: dict[tuple[str, str], Group]) -> dict[tuple[str, str], dict[int, list[tuple[str, str, int]]]]:
     """For the rebalances that hurt: which clients the moved partitions came from, and why."""
@@ -386,14 +444,6 @@ def esc(value: Any) -> str:
     return html.escape(fmt(value))
 
 
-def mpl(text: Any, limit: int = 28) -> str:
-    """Text for matplotlib: `$` would start mathtext (and an unbalanced one raises); long ids cut."""
-    text = str(text)
-    if len(text) > limit:
-        text = text[:limit - 1] + "…"
-    return text.replace("$", r"\$")
-
-
 def cause_colors(causes: Iterable[str]) -> dict[str, str]:
     colors = dict(CAUSE_COLORS)
     extra = iter(OTHER_CAUSE_COLORS * 10)
@@ -402,136 +452,28 @@ def cause_colors(causes: Iterable[str]) -> dict[str, str]:
     return colors
 
 
-def client_colors(clients: Iterable[str]) -> dict[str, Any]:
-    """A stable color per client of a run: Tableau 10 up to ten clients, Tableau 20 beyond,
-    reused round-robin past twenty (the bars are then labelled where they are wide enough)."""
-    import matplotlib
-
-    ordered = sorted(set(clients), key=natural_key)
-    palette = matplotlib.colormaps["tab10" if len(ordered) <= 10 else "tab20"].colors  # type: ignore[attr-defined]  # a ListedColormap
-    return {c: palette[i % len(palette)] for i, c in enumerate(ordered)}
-
-
-def text_color(rgb: Any) -> str:
-    r, g, b = rgb[:3]
-    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.55 else "white"
-
-
 def seconds(ms: Any, origin_ms: int) -> float:
     return (ms - origin_ms) / 1000.0
 
 
+def gantt_chart(gantt: Gantt, group: Group, colors: dict[str, Any], origin_ms: int) -> OwnershipChart:
+    """The Gantt chart's data in the shared renderer's model (grouplab/plot.py)."""
+    hurt = {r["generation"] for r in group.top}
+    bands = [Band(r["start_ms"], r["band_end_ms"], f"g{r['generation']}", r["generation"] in hurt)
+             for r in group.rebalances if r.get("start_ms") is not None and r.get("band_end_ms") is not None]
+    return OwnershipChart(
+        lanes=[lane_name(t, p) for t, p in gantt.rows],
+        bars=[Bar(lane_name(i["topic"], i["partition"]), i["start_ms"], i["end_ms"], i["client_id"], i["end_reason"])
+              for i in gantt.intervals],
+        idle=[Idle(lane_name(i["topic"], i["partition"]), i["start_ms"], i["end_ms"], i["client_id"]) for i in gantt.idle],
+        bands=bands,
+        faults=[FaultMark(f["stopped_ms"], f"{FAULT_WORDS.get(f['fault'], f['fault'])} {f['client_id']}")
+                for f in gantt.stops],
+        origin_ms=origin_ms, window=gantt.window, colors=colors, highlight_label="rebalance that hurt (gN)")
+
+
 def gantt_svg(gantt: Gantt, group: Group, colors: dict[str, Any], origin_ms: int, prefix: str) -> str:
-    from matplotlib.collections import PolyCollection
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    nrows = len(gantt.rows)
-    row_of = {tp: i for i, tp in enumerate(gantt.rows)}
-    height_in = min(0.2 * nrows + 1.5, 14.0)
-    fig = Figure(figsize=(13, height_in))
-    ax = fig.add_axes((0.075, 0.8 / height_in, 0.78, 1 - 1.3 / height_in))
-    lo_ms = gantt.window[0] if gantt.window else min([origin_ms] + [i["start_ms"] for i in gantt.intervals])
-    hi_ms = gantt.window[1] if gantt.window else max(
-        [i["end_ms"] for i in gantt.intervals] + [r["band_end_ms"] or 0 for r in group.rebalances] + [lo_ms + 1])
-    x0, x1 = seconds(lo_ms, origin_ms), seconds(hi_ms, origin_ms)
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(nrows - 0.5, -0.5)
-
-    # Rebalances: grey bands, the ones that hurt most in red and labelled with their generation.
-    hurt = {r["generation"]: r["rank"] for r in group.top}
-    axes_w_pt = 13 * 0.78 * 72
-    pt_per_s = axes_w_pt / max(x1 - x0, 1e-9)
-    tags: list[tuple[float, str]] = []
-    for r in group.rebalances:
-        if r.get("start_ms") is None or r.get("band_end_ms") is None:
-            continue
-        a, b = seconds(r["start_ms"], origin_ms), seconds(r["band_end_ms"], origin_ms)
-        if b < x0 or a > x1:
-            continue
-        worst = r["generation"] in hurt
-        ax.axvspan(a, max(b, a + (x1 - x0) / 2000), color=HURT_COLOR if worst else BAND_COLOR,
-                   alpha=0.22 if worst else 0.25, lw=0, zorder=0)
-        if worst:
-            tags.append(((a + b) / 2, f"g{r['generation']}"))
-    # Their generation above the chart, on a second line where two would touch.
-    last_pt: list[float] = [-1e9, -1e9]
-    for x, tag in sorted(tags):
-        x_pt = (x - x0) * pt_per_s
-        level = 0 if x_pt - last_pt[0] >= 26 else 1 if x_pt - last_pt[1] >= 26 else 0
-        last_pt[level] = x_pt
-        ax.annotate(tag, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2 + 9 * level),
-                    textcoords="offset points", ha="center", va="bottom", fontsize=7, color=HURT_COLOR,
-                    fontweight="bold", annotation_clip=False)
-
-    # The ownership intervals: one rectangle each, colored by client.
-    row_pt = (height_in - 1.3) * 72 / max(nrows, 1)
-    label_size = 6.5
-    polys, faces = [], []
-    crashes_x, crashes_y = [], []
-    labels = []
-    for i in gantt.intervals:
-        y = row_of.get((i["topic"], i["partition"]))
-        if y is None:
-            continue
-        a = max(seconds(i["start_ms"], origin_ms), x0)
-        b = min(seconds(i["end_ms"], origin_ms), x1)
-        if b < a:
-            continue
-        polys.append([(a, y - 0.4), (b, y - 0.4), (b, y + 0.4), (a, y + 0.4)])
-        color = colors.get(i["client_id"], (0.5, 0.5, 0.5))
-        faces.append(color)
-        if i["end_reason"] in CRASH_REASONS and seconds(i["end_ms"], origin_ms) <= x1:
-            crashes_x.append(b)
-            crashes_y.append(y)
-        name = mpl(i["client_id"], 12)
-        if row_pt >= label_size + 2 and (b - a) * pt_per_s >= len(name) * label_size * 0.62 + 4:
-            labels.append(((a + b) / 2, y, name, text_color(color)))
-    ax.add_collection(PolyCollection(polys, facecolors=faces, edgecolors="none", zorder=2))
-
-    # Two owners at once (a zombie that had not noticed it was fenced): hatched over both.
-    by_row: dict[int, list[tuple[float, float]]] = {}
-    for p in polys:
-        by_row.setdefault(int(round(p[0][1] + 0.4)), []).append((p[0][0], p[1][0]))
-    overlaps = []
-    for y, spans in by_row.items():
-        spans.sort()
-        reach = None
-        for a, b in spans:
-            if reach is not None and a < reach:
-                overlaps.append([(a, y - 0.4), (min(b, reach), y - 0.4), (min(b, reach), y + 0.4), (a, y + 0.4)])
-            reach = b if reach is None else max(reach, b)
-    if overlaps:
-        ax.add_collection(PolyCollection(overlaps, facecolors="none", edgecolors=HURT_COLOR, hatch="////",
-                                         linewidths=0.6, zorder=3))
-    for x, y, name, tc in labels:
-        ax.text(x, y, name, ha="center", va="center", fontsize=label_size, color=tc, zorder=4, clip_on=True)
-    if crashes_x:
-        ax.scatter(crashes_x, crashes_y, marker="x", s=14, linewidths=0.9, color="#222222", zorder=5)
-
-    fs = 8 if nrows <= 30 else 6.5 if nrows <= 45 else 5.5
-    ax.set_yticks(range(nrows), [mpl(f"{t}-{p}", 20) for t, p in gantt.rows], fontsize=fs)
-    ax.tick_params(axis="x", labelsize=8)
-    ax.set_xlabel("seconds since the run's first event", fontsize=8)
-    ax.grid(axis="x", alpha=0.25, zorder=1)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-
-    shown = sorted({i["client_id"] for i in gantt.intervals}, key=natural_key)
-    handles: list[Any] = [Patch(color=colors[c], label=mpl(c)) for c in shown[:24]]
-    if len(shown) > 24:
-        handles.append(Patch(color="white", label=f"… {len(shown) - 24} more clients"))
-    handles.append(Patch(color=BAND_COLOR, alpha=0.35, label="rebalance"))
-    if hurt:
-        handles.append(Patch(color=HURT_COLOR, alpha=0.3, label="rebalance that hurt (gN)"))
-    if crashes_x:
-        handles.append(Line2D([], [], marker="x", ls="none", color="#222222", markersize=5, label="crashed/removed"))
-    if overlaps:
-        handles.append(Patch(facecolor="none", edgecolor=HURT_COLOR, hatch="////", label="two owners at once"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5, frameon=False,
-              ncols=1 if len(handles) <= max(nrows * row_pt / 14, 12) else 2, borderaxespad=0)
-    return figure_svg(fig, prefix)
+    return chart_svg(gantt_chart(gantt, group, colors, origin_ms), prefix)
 
 
 def legend_causes(ax: Any, causes: list[str], colors: dict[str, str], extra: list[Any]) -> None:
@@ -608,15 +550,18 @@ def stop_the_world_svg(group: Group, prefix: str) -> str:
     low = fig.add_axes((0.06, 0.12, 0.92, 0.22), sharex=ax)
     gens = [r["generation"] for r in rebs]
     cost = [(r.get("unowned_partition_ms") or 0) / 1000 for r in rebs]
+    idle = [(r.get("assigned_not_consumed_ms") or 0) / 1000 for r in rebs]
     ax.bar(gens, cost, 0.8, color=[colors[r["cause"] or "unknown"] for r in rebs], zorder=2)
-    top = max(cost + [0.001])
+    if any(idle):  # the stops each rebalance repaired: their partitions' idle time before it began
+        ax.bar(gens, idle, 0.8, bottom=cost, color="white", edgecolor=IDLE_COLOR, hatch="////", linewidth=0.6,
+               zorder=2)
+    top = max([c + i for c, i in zip(cost, idle)] + [0.001])
     for r in group.top:
-        if r.get("generation") is not None and (r.get("unowned_partition_ms") or 0) > 0:
-            ax.text(r["generation"], (r["unowned_partition_ms"] / 1000) + top * 0.02,
-                    f"g{r['generation']}: {r['unowned_partition_ms'] / 1000:,.0f}", ha="center", va="bottom",
-                    fontsize=7, color=HURT_COLOR, fontweight="bold")
+        if r.get("generation") is not None and lost_ms(r) > 0:
+            ax.text(r["generation"], lost_ms(r) / 1000 + top * 0.02, f"g{r['generation']}: {lost_ms(r) / 1000:,.0f}",
+                    ha="center", va="bottom", fontsize=7, color=HURT_COLOR, fontweight="bold")
     ax.set_ylim(0, top * 1.15 if top > 0.001 else 1)
-    ax.set_ylabel("unowned\npartition-seconds", fontsize=8)
+    ax.set_ylabel("partition-seconds\nlost", fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     ax.tick_params(axis="x", labelbottom=False)
     ax.grid(axis="y", alpha=0.3, zorder=0)
@@ -632,8 +577,10 @@ def stop_the_world_svg(group: Group, prefix: str) -> str:
     low.grid(axis="y", alpha=0.3, zorder=0)
     generation_axis(low, gens)
     causes = sorted({r["cause"] or "unknown" for r in rebs}, key=natural_key)
-    extra = [Patch(color="#555555", label="partitions revoked (lower panel)"),
-             Patch(color="#A0CBE8", label="partitions moved (lower panel)")]
+    extra = [Patch(facecolor="white", edgecolor=IDLE_COLOR, hatch="////", label="assigned but not consumed before it")] \
+        if any(idle) else []
+    extra += [Patch(color="#555555", label="partitions revoked (lower panel)"),
+              Patch(color="#A0CBE8", label="partitions moved (lower panel)")]
     legend_causes(ax, causes, colors, extra)
     return figure_svg(fig, prefix)
 
@@ -687,6 +634,7 @@ SUMMARY_COLUMNS: list[tuple[str, str]] = [
     ("run", "run"), ("events", "events"), ("malformed_lines", "malformed lines"), ("groups", "groups"),
     ("span_s", "span s"), ("rebalances", "rebalances"), ("stable_generations", "stable"),
     ("partitions_moved", "partitions moved"), ("unowned_partition_s", "unowned partition-s"),
+    ("assigned_not_consumed_s", "assigned but not consumed partition-s"),
     ("rebalance_p50_ms", "p50 ms"), ("rebalance_p99_ms", "p99 ms"), ("max_rebalance_ms", "max ms"),
 ]
 DELIVERY_COLUMNS: list[tuple[str, str]] = [
@@ -707,12 +655,15 @@ pre{white-space:pre-wrap;word-break:break-all;font-size:0.82em;background:#f7f7f
 svg{max-width:100%;height:auto;display:block}.pair{display:flex;flex-wrap:wrap;gap:1em}.pair>div{flex:1 1 560px;min-width:0}
 nav a{margin-right:1em}code{font-size:0.92em}
 .wide{overflow-x:auto}table.hurt{width:100%;font-size:0.85em}table.hurt td:nth-child(3){min-width:14em}
-table.hurt td:nth-child(11){min-width:14em}"""
+table.hurt td:nth-child(12){min-width:14em}"""
 
 EXPLAIN = (
     "<p class=note><b>Unowned partition-seconds</b> (stop-the-world): for every partition, the time it had no "
     "owner before an assignment gave it one, summed and charged to the rebalance whose assignment ended the "
-    "gap. <b>Duration</b> = join phase (members rejoining) + sync phase (the leader's assignment handed out). "
+    "gap. <b>Assigned but not consumed partition-seconds</b>: the time a partition's holder had stopped "
+    "consuming (crashed, hung, stopped polling) while the group still counted it as the owner, until the "
+    "coordinator removed it or it resumed (docs/events.md §6); a rebalance is charged those of the stopped "
+    "members whose partitions its assignment gave to a live one. <b>Duration</b> = join phase (members rejoining) + sync phase (the leader's assignment handed out). "
     "Times in the charts are seconds since each run's first event (virtual time for simulated runs).</p>")
 
 
@@ -722,6 +673,8 @@ def summary_row(run: Run) -> dict[str, Any]:
         s["span_s"] = (s["last_ms"] - s["first_ms"]) / 1000
     if s.get("unowned_partition_ms") is not None and (any(g.owned for g in run.groups) or not s.get("rebalances")):
         s["unowned_partition_s"] = s["unowned_partition_ms"] / 1000  # else unknown: no member logs
+        if s.get("assigned_not_consumed_ms") is not None:
+            s["assigned_not_consumed_s"] = s["assigned_not_consumed_ms"] / 1000
     return s
 
 
@@ -766,23 +719,28 @@ def headline(run: Run) -> str:
         extra = ", ".join(x for x in [f"{broken} never completed" if broken else "", f"{empty} empty" if empty else ""] if x)
         parts.append(f"<b>{len(rebs):,}</b> rebalances" + (f" ({extra})" if extra else ""))
         moved = sum(r.get("partitions_moved") or 0 for r in rebs)
-        unowned = sum(r.get("unowned_partition_ms") or 0 for r in rebs)
+        unowned = sum(lost_ms(r) for r in rebs)
         parts.append(f"<b>{moved:,}</b> partitions moved")
         if any(g.owned for g in run.groups):
-            parts.append(f"<b>{ms_s(unowned)}</b> partition-seconds without an owner")
+            parts.append(f"<b>{ms_s(sum(r.get('unowned_partition_ms') or 0 for r in rebs))}</b> partition-seconds "
+                         "without an owner")
+            idle = s.get("assigned_not_consumed_ms")
+            if idle:
+                parts.append(f"<b>{ms_s(idle)}</b> partition-seconds assigned but not consumed (their holder had "
+                             "stopped)")
         else:
             unowned = 0
             parts.append("stop-the-world time unknown (no member logs)")
         # The worst disruption: a group's first generation (the group forming) does not count here.
         later = [r for g in run.groups for r in g.rebalances[1:]]
         worst = min(later, key=hurt_order, default=None)
-        if worst is not None and (worst.get("unowned_partition_ms") or worst.get("duration_ms")):
-            share = (worst.get("unowned_partition_ms") or 0) / unowned if unowned else 0
+        if worst is not None and (lost_ms(worst) or worst.get("duration_ms")):
+            share = lost_ms(worst) / unowned if unowned else 0
             parts.append(
                 f"{'worst disruption' if unowned else 'longest rebalance'}: generation <b>{esc(worst.get('generation'))}</b>"
                 + (f" of group {html.escape(worst['group_id'])}" if len(run.groups) > 1 else "")
                 + f" ({html.escape(worst.get('cause') or 'unknown')}: {html.escape(worst.get('trigger') or '')}), "
-                + (f"{ms_s(worst.get('unowned_partition_ms'))} partition-s" + (f" = {share:.0%} of the run's" if share else "")
+                + (f"{ms_s(lost_ms(worst))} partition-s" + (f" = {share:.0%} of the run's" if share else "")
                    if unowned else f"{esc(worst.get('duration_ms'))} ms"))
     else:
         parts.append("no rebalance in this run's logs")
@@ -811,7 +769,8 @@ def moved_text(moves: list[tuple[str, str, int]]) -> str:
 def hurt_table(group: Group) -> str:
     head = ("<tr><th>#</th><th>gen&shy;eration</th><th>cause and trigger</th><th>members before → after</th>"
             "<th>duration ms</th><th>outcome</th><th>revoked</th><th>moved</th>"
-            "<th>unowned partition-s</th><th>longest gap s</th><th>partitions moved away from</th></tr>")
+            "<th>unowned partition-s</th><th>assigned but not consumed partition-s</th><th>longest gap s</th>"
+            "<th>partitions moved away from</th></tr>")
     body = []
     first = group.rebalances[0] if group.rebalances else None
     owned = group.owned
@@ -831,6 +790,7 @@ def hurt_table(group: Group) -> str:
             f"<td class=n>{esc(r.get('partitions_revoked') if owned else None)}</td>"
             f"<td class=n>{esc(r.get('partitions_moved'))}</td>"
             f"<td class=n><b>{ms_s(r.get('unowned_partition_ms') if owned else None)}</b></td>"
+            f"<td class=n>{ms_s(r.get('assigned_not_consumed_ms') if owned else None)}</td>"
             f"<td class=n>{ms_s(r.get('max_unowned_ms') if owned else None)}</td>"
             f"<td>{moved_text(group.moved_from.get(r['generation'], []) if r.get('generation') is not None else [])}</td></tr>")
     return f"<div class=wide><table class=hurt><thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>"
@@ -841,7 +801,8 @@ def gantt_note(g: Gantt, origin_ms: int) -> str:
     note = (f"<p class=note>{g.partitions_total:,} partitions, {g.intervals_total:,} ownership intervals, "
             f"{clients:,} clients shown. A bar is a client owning a partition (from its own log); white = no owner; "
             "grey bands = the group rebalancing (start → end); red bands = the rebalances in the table above; "
-            "× = the owner crashed or was removed.</p>")
+            "hatched = assigned but not consumed (its holder had stopped); dashed lines = members that stopped; "
+            "× = the coordinator removed or fenced the holder.</p>")
     if not g.capped:
         return note
     how = []
@@ -862,8 +823,9 @@ def group_html(run: Run, group: Group, colors: dict[str, Any], prefix: str, many
     origin = run.origin_ms
     parts.append("<h4>The rebalances that hurt</h4>")
     if group.top:
-        parts.append("<p class=note>The rebalances whose assignments ended the most stop-the-world time (then the "
-                     "longest), worst first. The trigger is the coordinator's own words.</p>" if group.owned else
+        parts.append("<p class=note>The rebalances whose assignments ended the most stop-the-world time, with the "
+                     "time stopped members' partitions sat assigned but not consumed before them (then the longest), "
+                     "worst first. The trigger is the coordinator's own words.</p>" if group.owned else
                      "<p class=note>The longest rebalances: without member logs, stop-the-world time and revocations "
                      "are unknown.</p>")
         parts.append(hurt_table(group))
@@ -879,7 +841,7 @@ def group_html(run: Run, group: Group, colors: dict[str, Any], prefix: str, many
     if group.rebalances:
         parts.append("<h4>Rebalance durations, per generation</h4>")
         parts.append(durations_svg(group, f"{prefix}-durations"))
-        parts.append("<h4>Stop-the-world, per rebalance</h4>")
+        parts.append("<h4>Stop-the-world and assigned but not consumed, per rebalance</h4>")
         if group.owned:
             parts.append(stop_the_world_svg(group, f"{prefix}-stw"))
         else:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from pyspark.sql import types as T
+
+from grouplab.costs import COST_EVENTS
 from grouplab.pipeline.schema import EVENT_SCHEMA, NON_MEMBER_NODES, REQUIRED
 
 RUN = ["run"]
@@ -97,8 +100,11 @@ def parse_event_logs(spark: SparkSession, run_dirs: list[str]) -> DataFrame:
     valid = F.col("j").isNotNull()
     for name in REQUIRED:
         valid = valid & F.col(f"j.{name}").isNotNull()
+    # The lines the cost fold reads keep their text: it parses them itself (grouplab/runlog.py),
+    # exactly as `grouplab plot` does (see partition_costs).
+    cost_line = F.when(valid & F.col("j.event").isin(*sorted(COST_EVENTS)), F.col("value"))
     return parsed.select("run", "file", "seq", valid.alias("valid"),
-                         F.when(~valid, F.substring("value", 1, 500)).alias("line"), "j.*")
+                         F.when(~valid, F.substring("value", 1, 500)).alias("line"), cost_line.alias("raw"), "j.*")
 
 
 def split_parsed(parsed: DataFrame) -> EventLogs:
@@ -307,10 +313,12 @@ def member_sessions(events: DataFrame, assigned: DataFrame, phases: DataFrame) -
 
 
 def ownership(events: DataFrame) -> DataFrame:
-    """What each consumer process believed it owned, and when: one interval per partition from its
-    `partitions_assigned` to its `partitions_revoked` / `partitions_lost`, or to the end of the
-    process (a simulated crash or exit, a restart of the same client, the coordinator removing
-    the member id), or to the end of the log."""
+    """What each consumer process held, and when (docs/events.md §6, "Holding"): one interval per
+    partition from its `partitions_assigned` to its `partitions_revoked` / `partitions_lost`, the
+    coordinator removing or fencing its member id, the same partition assigned to the same client
+    again, or the end of the log. A process that crashed or hung still holds: the group counts its
+    partitions as its own until the coordinator removes it (`partition_time` says when they were
+    not consumed). The same rules as grouplab/costs.py's holdings, which the tests hold this to."""
     member = events.where(~F.col("node").isin(*NON_MEMBER_NODES))
     starts = (_explode_pairs(member.where(F.col("event") == "partitions_assigned"), "partitions",
                              "run", "group_id", "node", "member_id", "generation_id", "ts_ms", "seq")
@@ -331,37 +339,20 @@ def ownership(events: DataFrame) -> DataFrame:
               .withColumn("next_start_ms", _next_non_null(F.when(~is_end, F.col("ts_ms")), per_tp, order)))
     intervals = stream.where(~is_end)
 
-    # The end of a process, per node: from the simulator when it knows, else the next start of the
-    # same client (its first line, `coordinator_connected` without a member id).
-    sim = events.where(F.col("node") == "simulator")
-    crashed = (sim.where((F.col("event") == "fault_injected") & F.col("fault").isin("crash", "static_restart"))
-               .select("run", F.explode("members").alias("node"), "ts_ms", "seq", F.lit("crashed").alias("marker")))
-    sim_ends = sim.where(F.col("event").isin("process_crashed", "process_exited")).select(
-        "run", F.col("member").alias("node"), "ts_ms", "seq",
-        F.when(F.col("event") == "process_crashed", "crashed").otherwise("exited").alias("marker"))
-    restarts = member.where((F.col("event") == "coordinator_connected") & (F.col("member_id") == "")).select(
-        "run", "node", "ts_ms", "seq", F.lit("restarted").alias("marker"))
-    markers = crashed.unionByName(sim_ends).unionByName(restarts)
-    node_stream = (intervals.select("run", "node", "ts_ms", "seq", F.lit(None).cast("string").alias("marker"),
-                                    F.col("topic"), F.col("partition"))
-                   .unionByName(markers.withColumn("topic", F.lit(None).cast("string"))
-                                .withColumn("partition", F.lit(None).cast("int"))))
-    # A marker at the same ts_ms as a start belongs before it (the start is the new process's).
-    node_stream = node_stream.withColumn("_o", F.when(F.col("marker").isNull(), 1).otherwise(0))
-    node_order = ["ts_ms", "_o", "seq"]
-    marked = (node_stream
-              .withColumn("marker_ms", _next_non_null(F.when(F.col("marker").isNotNull(), F.col("ts_ms")), ["run", "node"], node_order))
-              .withColumn("marker_kind", _next_non_null(F.col("marker"), ["run", "node"], node_order))
-              .where(F.col("marker").isNull()).select("run", "node", "topic", "partition", "ts_ms", "seq", "marker_ms", "marker_kind"))
-    intervals = intervals.join(marked, on=["run", "node", "topic", "partition", "ts_ms", "seq"], how="left")
-
-    removed = _coordinator(events, "member_removed").groupBy("run", "group_id", "member_id").agg(
-        F.min("ts_ms").alias("removed_ms"))
-    intervals = (intervals.join(removed, on=["run", "group_id", "member_id"], how="left")
-                 .withColumn("removed_ms", F.when(F.col("removed_ms") >= F.col("ts_ms"), F.col("removed_ms")))
-                 .join(_log_end(events), on=RUN, how="left"))
-    candidates = [("next_end_ms", F.col("next_end_kind")), ("marker_ms", F.col("marker_kind")),
-                  ("removed_ms", F.lit("removed")), ("next_start_ms", F.lit("reassigned"))]
+    # The coordinator ending the member id: lines of the same ts_ms as the start come before it
+    # in log order (docs/events.md §6), so only a later one ends the interval.
+    removed = _coordinator(events, "member_removed").select("run", "group_id", "member_id", F.col("ts_ms").alias("_r"))
+    fenced = _coordinator(events, "static_member_replaced").select(
+        "run", "group_id", F.col("old_member_id").alias("member_id"), F.col("ts_ms").alias("_f"))
+    key = ["run", "group_id", "node", "member_id", "topic", "partition", "ts_ms", "seq"]
+    by_id = (intervals.select(*key).join(removed, on=["run", "group_id", "member_id"], how="left")
+             .join(fenced, on=["run", "group_id", "member_id"], how="left")
+             .groupBy(*key).agg(F.min(F.when(F.col("_r") > F.col("ts_ms"), F.col("_r"))).alias("removed_ms"),
+                                F.min(F.when(F.col("_f") > F.col("ts_ms"), F.col("_f"))).alias("fenced_ms")))
+    intervals = (intervals.join(by_id, on=key, how="left").join(_log_end(events), on=RUN, how="left"))
+    # At the same ts_ms the coordinator's line comes first, then the member's (log order).
+    candidates = [("removed_ms", F.lit("removed")), ("fenced_ms", F.lit("fenced")),
+                  ("next_end_ms", F.col("next_end_kind")), ("next_start_ms", F.lit("reassigned"))]
     end_ms = F.least(*[F.col(c) for c, _ in candidates])
     reason = F.lit("end_of_log")
     for c, kind in reversed(candidates):
@@ -387,35 +378,99 @@ def revocations(events: DataFrame) -> DataFrame:
                           "run", "group_id", "node", "member_id", "generation", "event", "ts_ms")
 
 
-def unowned_gaps(owned: DataFrame, phases: DataFrame) -> DataFrame:
-    """Stop-the-world time: for each ownership interval, how long its partition had no owner just
-    before it (since the latest end of any earlier interval of that partition; for the first one,
-    since the group's first rebalance started). The gap is charged to the generation whose
-    assignment ended it."""
-    first_start = phases.groupBy(*GROUP).agg(F.min("start_ms").alias("group_start_ms"))
-    w = Window.partitionBy(*GROUP, "topic", "partition").orderBy("start_ms", "end_ms").rowsBetween(
-        Window.unboundedPreceding, -1)
-    since = F.coalesce(F.max("end_ms").over(w), F.col("group_start_ms"))
-    return (owned.join(first_start, on=GROUP, how="left").withColumn("unowned_since_ms", since)
-            .withColumn("gap_ms", F.greatest(F.col("start_ms") - F.col("unowned_since_ms"), F.lit(0)))
-            .select(*GROUP, "generation", "topic", "partition", "unowned_since_ms", "start_ms", "gap_ms"))
+# ----------------------------------------------------------------------------- partition time (the cost fold)
 
 
-def rebalances(phases: DataFrame, moved: DataFrame, gaps: DataFrame, revocations: DataFrame,
-               owned: DataFrame) -> DataFrame:
+# One row of the fold's output: a segment of partition time, or a stall (kind says which).
+COST_ROWS = T.StructType([T.StructField(name, dtype) for name, dtype in [
+    ("kind", T.StringType()), ("run", T.StringType()), ("group_id", T.StringType()), ("topic", T.StringType()),
+    ("partition", T.IntegerType()), ("state", T.StringType()), ("start_ms", T.LongType()), ("end_ms", T.LongType()),
+    ("client_id", T.StringType()), ("member_id", T.StringType()), ("generation", T.LongType()),
+    ("stall_id", T.IntegerType()), ("ended_by", T.StringType()), ("fault", T.StringType()), ("detail", T.StringType()),
+    ("until_ms", T.LongType()), ("resumed_ms", T.LongType()), ("partitions", T.IntegerType()),
+    ("assigned_not_consumed_ms", T.LongType()), ("unowned_after_ms", T.LongType()), ("removed_ms", T.LongType()),
+    ("removal_reason", T.StringType())]])
+
+
+def fold_run(item: tuple[str, Iterable[tuple[int, str, int, str, int]]]) -> Iterator[tuple]:
+    """The cost fold over one run's cost lines (ts_ms, node, seq, raw line, the run's last ts_ms),
+    in log order: what `grouplab plot` computes from the run directory, as COST_ROWS rows."""
+    from grouplab.costs import CostTracker
+    from grouplab.runlog import node_rank, parse_line
+
+    run, lines = item
+    ordered = sorted(lines, key=lambda x: (x[0], node_rank(x[1]), x[2]))
+    costs = CostTracker()
+    end = None
+    for _, _, _, raw, log_end in ordered:
+        end = log_end
+        parsed = parse_line(raw)
+        if parsed is not None:
+            costs.feed(*parsed)
+    costs.finish(end)
+    for g in costs.segments:
+        yield ("segment", run, g.group_id, g.partition.topic, g.partition.partition, g.state, g.start_ms, g.end_ms,
+               g.client_id, g.member_id, g.generation, g.stall, g.ended_by, None, None, None, None, None, None, None,
+               None, None)
+    for s in costs.stalls:
+        yield ("stall", run, s.group_id, None, None, None, s.since_ms, s.ended_ms, s.client_id, s.member_id,
+               s.repaired_generation, s.index, s.ended_by, s.fault, s.detail, s.until_ms, s.resumed_ms,
+               len(s.partitions), s.assigned_not_consumed_ms, s.unowned_after_ms, s.removed_ms, s.removal_reason)
+
+
+def partition_costs(events: DataFrame) -> DataFrame:
+    """The cost fold (grouplab/costs.py, docs/events.md §6) on the executors, one run per task:
+    partition time split into consumed, assigned but not consumed and unowned, and the stops
+    charged. It is a fold in log order over a run's ownership lines, so unlike the other tables it
+    needs a run's lines together; it gets only those it reads (`raw`, COST_EVENTS: no heartbeats,
+    batches or offsets), and runs the same code as `grouplab plot`, so the two cannot disagree."""
+    lines = (events.where(F.col("raw").isNotNull()).select("run", "node", "ts_ms", "seq", "raw")
+             .join(_log_end(events), on=RUN, how="left"))
+    rows = (lines.rdd.map(lambda r: (r["run"], (r["ts_ms"], r["node"], r["seq"], r["raw"], r["log_end_ms"])))
+            .groupByKey().flatMap(fold_run))
+    return events.sparkSession.createDataFrame(rows, COST_ROWS)
+
+
+def partition_time(costs: DataFrame) -> DataFrame:
+    """One row per stretch of a partition in one state: `consumed`, `assigned_not_consumed` or
+    `unowned` (docs/events.md §6)."""
+    return costs.where(F.col("kind") == "segment").select(
+        *GROUP, "topic", "partition", "state", "start_ms", "end_ms", (F.col("end_ms") - F.col("start_ms")).alias("duration_ms"),
+        "client_id", "member_id", "generation", "stall_id", "ended_by")
+
+
+def stalls(costs: DataFrame) -> DataFrame:
+    """One row per member process that stopped consuming, with what it cost."""
+    return costs.where(F.col("kind") == "stall").select(
+        *GROUP, "stall_id", "client_id", "member_id", "fault", "detail", F.col("start_ms").alias("stopped_ms"),
+        "until_ms", "resumed_ms", "partitions", "assigned_not_consumed_ms", "unowned_after_ms",
+        F.col("end_ms").alias("ended_ms"), "ended_by", "removed_ms", "removal_reason",
+        F.col("generation").alias("repaired_generation"))
+
+
+def rebalances(phases: DataFrame, moved: DataFrame, times: DataFrame, revocations: DataFrame,
+               owned: DataFrame, stopped: DataFrame) -> DataFrame:
     """The rebalance phases with what they cost: partitions moved, revoked by members during the
-    rebalance, and stop-the-world partition-milliseconds (gaps ended by this generation)."""
+    rebalance, stop-the-world partition-milliseconds (unowned time this generation's assignment
+    ended), and the assigned-but-not-consumed time of the stops it repaired."""
     moves = moved.groupBy(*GROUP, "generation").agg(F.count("*").alias("partitions_moved"))
-    cost = (gaps.where(F.col("gap_ms") > 0).groupBy(*GROUP, "generation").agg(
-        F.sum("gap_ms").alias("unowned_partition_ms"), F.max("gap_ms").alias("max_unowned_ms"),
-        F.countDistinct("topic", "partition").alias("partitions_unowned")))
+    cost = (times.where((F.col("state") == "unowned") & F.col("generation").isNotNull() & (F.col("duration_ms") > 0))
+            .groupBy(*GROUP, "generation").agg(
+                F.sum("duration_ms").alias("unowned_partition_ms"), F.max("duration_ms").alias("max_unowned_ms"),
+                F.countDistinct("topic", "partition").alias("partitions_unowned")))
+    repaired = (stopped.where(F.col("repaired_generation").isNotNull() & (F.col("partitions") > 0))
+                .groupBy(*GROUP, F.col("repaired_generation").alias("generation"))
+                .agg(F.sum("assigned_not_consumed_ms").alias("assigned_not_consumed_ms"),
+                     F.count("*").alias("stops_repaired")))
     revoked = revocations.groupBy(*GROUP, "generation").agg(F.count("*").alias("partitions_revoked"))
     # Stop-the-world and revocations come from the members' logs: without them they are unknown
     # (null), not zero.
     member_view = owned.select("run").distinct().withColumn("_members_logged", F.lit(True))
     known = F.col("_members_logged").isNotNull()
-    member_cols = ["unowned_partition_ms", "max_unowned_ms", "partitions_unowned", "partitions_revoked"]
+    member_cols = ["unowned_partition_ms", "max_unowned_ms", "partitions_unowned", "partitions_revoked",
+                   "assigned_not_consumed_ms", "stops_repaired"]
     out = (phases.join(moves, on=[*GROUP, "generation"], how="left").join(cost, on=[*GROUP, "generation"], how="left")
+           .join(repaired, on=[*GROUP, "generation"], how="left")
            .join(revoked, on=[*GROUP, "generation"], how="left").join(member_view, on=RUN, how="left")
            .fillna(0, subset=["partitions_moved"]))
     for c in member_cols:
@@ -450,8 +505,10 @@ def deliveries(events: DataFrame) -> DataFrame:
 # ----------------------------------------------------------------------------- per run
 
 
-def run_summary(events: DataFrame, malformed: DataFrame, rebal: DataFrame, deliv: DataFrame) -> DataFrame:
-    """One row per run: its size and what its rebalances cost in total."""
+def run_summary(events: DataFrame, malformed: DataFrame, rebal: DataFrame, deliv: DataFrame,
+                times: DataFrame, owned: DataFrame) -> DataFrame:
+    """One row per run: its size, what its rebalances cost in total, and how much of its
+    partitions' time was consumed and assigned but not consumed (null without member logs)."""
     base = events.groupBy("run").agg(
         F.count("*").alias("events"), F.countDistinct("node").alias("nodes"),
         F.countDistinct("group_id").alias("groups"), F.min("ts_ms").alias("first_ms"), F.max("ts_ms").alias("last_ms"))
@@ -466,5 +523,10 @@ def run_summary(events: DataFrame, malformed: DataFrame, rebal: DataFrame, deliv
         F.max("mode").alias("delivery_mode"), F.sum(F.when(F.col("output").isNotNull(), 1).otherwise(0)).alias("records"),
         F.sum(F.when(F.col("outcome") == "lost", 1).otherwise(0)).alias("lost"),
         F.sum(F.when(F.col("outcome") == "duplicated", F.col("output") - 1).otherwise(0)).alias("duplicated"))
+    member_view = owned.select("run").distinct()
+    split = times.join(member_view, on=RUN, how="left_semi").groupBy("run").agg(*[
+        F.sum(F.when(F.col("state") == state, F.col("duration_ms")).otherwise(0)).alias(f"{state}_ms")
+        for state in ("consumed", "assigned_not_consumed")])
     return (base.join(bad, on=RUN, how="full").join(reb, on=RUN, how="left").join(dl, on=RUN, how="left")
+            .join(split.withColumnRenamed("consumed_ms", "consumed_partition_ms"), on=RUN, how="left")
             .fillna(0, subset=["events", "malformed_lines", "rebalances", "stable_generations", "partitions_moved"]))

@@ -5,7 +5,8 @@
 2. No partition owned by two members at the same instant, among the members the coordinator
    counts in the group (a member it has removed may still believe it owns partitions: Kafka's
    zombie, fenced by generation checks; that one is not a violation).
-3. Generation ids only go up.
+3. Generation ids only go up (within one life of the group: a deleted group's id may start again
+   from 0, `group_deleted`).
 4. At most one leader per generation.
 5. Every member's assignment is the one the leader of its generation produced.
 6. Liveness: after the faults stop the group is Stable again within a bound derived from the
@@ -125,6 +126,8 @@ class Invariants:
         if getattr(payload, "group_id", None) != self.group.group_id:
             return
         self.dirty = True
+        if type(payload) is events.GroupDeleted:
+            self.max_generation = 0  # a group made again under this id starts from generation 0
         if type(payload) is events.GenerationCompleted:
             gen, leader = payload.generation_id, payload.leader
             known = self.group.leaders.get(gen)

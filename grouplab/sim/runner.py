@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from coordinator.trace import TraceSink
 from grouplab.eventlog import EventLog, run_dir_log
 from grouplab.tracefile import TraceFile, trace_path
 from grouplab.sim.scenario import Scenario
@@ -53,7 +54,10 @@ class RunDirEvents:
 
 
 def run_seed(scenario: Scenario, seed: int, run_dir: str | Path | None = None,
-             listener: Callable[[str, LogEvent], None] | None = None) -> SimResult:
+             listener: Callable[[str, LogEvent], None] | None = None,
+             trace_listener: TraceSink | None = None) -> SimResult:
+    """One seed; its event log and message trace into `run_dir`, and as they happen to the
+    listeners (`grouplab compare` reads both)."""
     sink = RunDirEvents(run_dir) if run_dir is not None else None
 
     def emit(node: str, ev: LogEvent) -> None:
@@ -63,9 +67,16 @@ def run_seed(scenario: Scenario, seed: int, run_dir: str | Path | None = None,
             listener(node, ev)
 
     messages = TraceFile(trace_path(run_dir)) if run_dir is not None else None  # the coordinator's message trace
+
+    def trace(line: dict[str, Any]) -> None:
+        if messages is not None:
+            messages(line)
+        if trace_listener is not None:
+            trace_listener(line)
+
     try:
         return Simulation(scenario, seed, emit if (sink is not None or listener is not None) else None,
-                          messages=messages).run()
+                          messages=trace if (messages is not None or trace_listener is not None) else None).run()
     finally:
         if sink is not None:
             sink.close()

@@ -183,6 +183,16 @@ class Scenario:
     def member_count(self) -> int:
         return sum(m.count for m in self.members)
 
+    def session_timeout_ms(self) -> int | None:
+        """The members' `session.timeout.ms`, if they all have the same one (for sentences that
+        name it); None when member specs differ."""
+        from consumer.config import ConsumerConfig
+
+        values = {ConsumerConfig(group_id=self.group_id, topics=list(self.topics)).with_overrides(
+            f"{k}={_kafka_value(v)}" for k, v in {**self.consumer, **m.config}.items()).session_timeout_ms
+            for m in self.members}
+        return values.pop() if len(values) == 1 else None
+
     def with_members(self, count: int) -> "Scenario":
         """The same scenario with `count` members in total (sweeps vary the size)."""
         import copy

@@ -1,13 +1,16 @@
 """A readable timeline of a simulated run: faults as they were injected, rebalances as they
-completed, members the coordinator removed, and when the group settled."""
+completed, members the coordinator removed, what each stop cost (grouplab/costs.py: its
+partitions assigned but not consumed until the coordinator removed it or it resumed), and when
+the group settled."""
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from rich.table import Table
 
-from grouplab.rebalances import RebalanceTracker
+from grouplab.costs import CostTracker, StallReport, describe_partition_time, describe_stall
 from protocol import events
 from protocol.effects import LogEvent
 
@@ -16,15 +19,18 @@ from protocol.effects import LogEvent
 class Timeline:
     group_id: str
     rows: list[tuple[int, str, str]] = field(default_factory=list)
-    rebalances: RebalanceTracker = field(default_factory=RebalanceTracker)
+    costs: CostTracker = field(default_factory=CostTracker)
+    session_timeout_ms: int | None = None  # the members' session.timeout.ms, when they all share one
+    reports: list[StallReport] = field(default_factory=list)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
+        rebalance = self.costs.feed(node, ev)
         if node == "simulator":
             detail = ", ".join(f"{k}={v}" for k, v in ev.fields.items()
                                if k not in ("group_id", "seed") and v not in (None, [], ""))
             self.rows.append((ev.ts_ms, ev.event.replace("_", " "), detail))
+            self._costs()
             return
-        rebalance = self.rebalances.feed(node, ev)
         payload = ev.payload
         if node != "coordinator" or getattr(payload, "group_id", None) != self.group_id:
             return
@@ -36,6 +42,26 @@ class Timeline:
             self.rows.append((rebalance.ended_ms, f"generation {rebalance.generation} stable",
                               f"{len(rebalance.members)} members, {spread}, {rebalance.protocol}, "
                               f"took {rebalance.duration_ms or 0} ms; trigger: {rebalance.trigger or ''}"))
+        self._costs()
+
+    def _costs(self) -> None:
+        """A row for each stall whose cost is known: at the rebalance its removal started, or when
+        it ended otherwise (a hang's end comes to light at the next event: the row goes in its place)."""
+        for report in self.costs.take_reports():
+            if report.stall.group_id != self.group_id:
+                continue
+            self.reports.append(report)
+            row = (report.ts_ms, "stop cost",
+                   describe_stall(report, session_timeout_ms=self.session_timeout_ms))
+            bisect.insort(self.rows, row, key=lambda r: r[0])
+
+    def finish(self, end_ms: int) -> str:
+        """The run ended at `end_ms`: the stalls still open are costed to there. Returns the
+        run's partition time as a line for the summary."""
+        self.costs.finish(end_ms)
+        self._costs()
+        return describe_partition_time(self.costs.totals(group_id=self.group_id),
+                                       (s for s in self.costs.stalls if s.group_id == self.group_id))
 
     def render(self, limit: int = 60, title: str = "timeline") -> Table:
         table = Table(title=title, title_justify="left", header_style="bold")
@@ -48,6 +74,6 @@ class Timeline:
             tail = rows[len(rows) - limit // 2:]
             rows = head + [(head[-1][0], "…", f"{len(self.rows) - len(head) - len(tail)} more rows")] + tail
         for ts, what, detail in rows:
-            style = "yellow" if what.startswith(("fault", "coordinator crashed", "process exited")) else None
+            style = "yellow" if what.startswith(("fault", "coordinator crashed", "process exited", "stop cost")) else None
             table.add_row(f"{ts / 1000:.3f}", what, detail, style=style)
         return table

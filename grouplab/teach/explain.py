@@ -5,16 +5,17 @@ what it tells is what the coordinator's state machine did, input by input."""
 from __future__ import annotations
 
 import functools
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from grouplab.replay import Replay
+from grouplab.runlog import parse_line
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.narrate import COORDINATOR, Narrated, Narrator
 from grouplab.teach.world import BEFORE, World, world_lines
+from protocol import events
 
 
 @dataclass
@@ -64,11 +65,15 @@ def narrate_run(run_dir: str | Path, lang: str = "en") -> Story:
 
 
 def _faults(run_dir: Path) -> list[dict[str, Any]]:
+    """The simulator's `fault_injected` lines, read as every run reader reads them
+    (grouplab/runlog.py), as the line's fields for the narrator."""
     path = run_dir / "simulator.jsonl"
     if not path.is_file():
         return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(text) for text in f if '"fault_injected"' in text]
+    with open(path, encoding="utf-8", errors="replace") as f:
+        parsed = [parse_line(text) for text in f if text.strip()]
+    return [{"ts_ms": ev.ts_ms, "node": node, "event": ev.event, **ev.fields} for node, ev in filter(None, parsed)
+            if isinstance(ev.payload, events.FaultInjected)]
 
 
 def select(story: Story, f: Filter) -> list[Narrated]:

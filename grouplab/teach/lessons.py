@@ -13,17 +13,20 @@ sweep over the built-in scenarios do not pick them up; `lesson_names()` lists th
 
 from __future__ import annotations
 
-import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grouplab.costs import CONSUMED, CostTracker, Segment
+from grouplab.runlog import read_run
 from grouplab.sim.scenario import (LessonSpec, Scenario, ScenarioError, builtin_scenarios_dir, parse_scenario,
                                    variant_raw)
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.explain import Filter, Story, markdown, narrate_run, select
 from grouplab.teach.narrate import Narrated
+from protocol import events
+from protocol.types import TopicPartition
 
 
 def lessons_dir() -> Path:
@@ -124,9 +127,10 @@ def tell(lesson: Lesson, seed: int, lang: str, f: Filter, workdir: Path) -> list
 
 
 def measure(run_dir: Path, start_ms: int, window: Filter) -> Measures:
-    """Rebalances, partitions taken away and how long they waited for a consumer again, read from
-    the coordinator's and the members' event logs; records lost and duplicated from the simulator's
-    account."""
+    """Rebalances, partitions taken away and how long partitions went without a consumer, from the
+    run directory's events (grouplab/runlog.py) folded by the one cost fold (grouplab/costs.py), so
+    a lesson's table and `grouplab plot` agree: a crashed member's partitions are without a
+    consumer from the crash (assigned but not consumed, then unowned) until a live member has them."""
     lo = start_ms + int((window.from_s or 0) * 1000)
     hi = start_ms + int(window.to_s * 1000) if window.to_s is not None else None
 
@@ -134,42 +138,53 @@ def measure(run_dir: Path, start_ms: int, window: Filter) -> Measures:
         return lo <= ts and (hi is None or ts <= hi)
 
     m = Measures()
-    lines: list[dict[str, Any]] = []
-    for path in sorted(run_dir.glob("*.jsonl")):
-        with open(path, encoding="utf-8") as fh:
-            lines += [json.loads(text) for text in fh if text.strip()]
-    lines.sort(key=lambda e: int(e["ts_ms"]))
-    owners: dict[tuple[str, int], set[str]] = {}  # partition -> the processes that have it
-    waiting: dict[tuple[str, int], int] = {}  # partition -> since when nobody has it
-
-    def release(node: str, partitions: list[tuple[str, int]], ts: int) -> None:
-        for tp in partitions:
-            owners.setdefault(tp, set()).discard(node)
-            if inside(ts):
-                m.revoked += 1
-                if not owners[tp]:
-                    waiting[tp] = ts
-
-    for e in lines:
-        ts, kind = int(e["ts_ms"]), e["event"]
-        if kind == "generation_completed" and inside(ts):
+    costs = CostTracker()
+    for node, ev in read_run(run_dir).events:
+        costs.feed(node, ev)
+        p = ev.payload
+        if isinstance(p, events.GenerationCompleted) and inside(ev.ts_ms):
             m.rebalances += 1
-        elif kind == "delivery_account":
-            m.lost, m.duplicated = int(e["lost"]), int(e["duplicated"])
-        elif kind in ("partitions_revoked", "partitions_lost"):
-            release(str(e["node"]), [(t, p) for t, p in e["partitions"]], ts)
-        elif kind == "process_crashed" or (kind == "fault_injected" and e.get("fault") == "crash"):
-            for node in [e["member"]] if kind == "process_crashed" else list(e.get("members") or []):
-                release(node, [tp for tp, who in owners.items() if node in who], ts)  # no revocation: it just died
-        elif kind == "partitions_assigned":
-            for t, p in e["partitions"]:
-                owners.setdefault((t, p), set()).add(str(e["node"]))
-                since = waiting.pop((t, p), None)
-                if since is not None:
-                    m.idle_s += (ts - since) / 1000
-                    m.longest_s = max(m.longest_s, (ts - since) / 1000)
-    m.idle_s = round(m.idle_s, 3)
+        elif isinstance(p, (events.SimDeliveryAccount, events.RunDeliveryAccount)):
+            m.lost, m.duplicated = p.lost, p.duplicated
+        elif isinstance(p, (events.PartitionsRevoked, events.PartitionsLost)) and inside(ev.ts_ms):
+            m.revoked += len(p.partitions)
+    costs.finish()
+    # A crashed process revokes nothing: what it held is taken from it all the same.
+    m.revoked += sum(len(s.partitions) for s in costs.stalls if s.fault in CRASHES and inside(s.since_ms))
+    idle_ms = 0
+    for stretch in without_consumer(costs.segments):
+        clipped = min(stretch[1], hi if hi is not None else stretch[1]) - max(stretch[0], lo)
+        if clipped > 0:
+            idle_ms += clipped
+            m.longest_s = max(m.longest_s, clipped / 1000)
+    m.idle_s = round(idle_ms / 1000, 3)
     return m
+
+
+CRASHES = ("crash", "process_crashed")  # the stops after which the process is gone without revoking
+
+
+def without_consumer(segments: list[Segment]) -> list[tuple[int, int]]:
+    """Each partition's stretches (start, end) without a consumer after it first had one: its
+    assigned-but-not-consumed and unowned segments run together (the time before a group first
+    hands a partition out is the group forming, not a wait)."""
+    lanes: dict[tuple[str, TopicPartition], list[Segment]] = {}
+    for seg in segments:
+        lanes.setdefault((seg.group_id, seg.partition), []).append(seg)
+    out: list[tuple[int, int]] = []
+    for segs in lanes.values():
+        open_at: int | None = None
+        consumed = False
+        for seg in sorted(segs, key=lambda s: s.start_ms):
+            if seg.state == CONSUMED:
+                if open_at is not None:
+                    out.append((open_at, seg.start_ms))
+                open_at, consumed = None, True
+            elif consumed and open_at is None:
+                open_at = seg.start_ms
+        if open_at is not None:
+            out.append((open_at, max(s.end_ms for s in segs)))
+    return out
 
 
 ROWS = ("rebalances", "revoked", "idle_s", "longest_s")

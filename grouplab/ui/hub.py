@@ -32,7 +32,7 @@ class Hub:
                  narrate: Narrate = describe, extras: Callable[[], dict[str, Any]] | None = None,
                  clock: Callable[[], int] = wall_clock_ms) -> None:
         self.model = DashboardModel(group_id)
-        self.timeline = Timeline(narrate if lang is None else None)
+        self.timeline = Timeline(narrate if lang is None else None, lang or "en")
         self.steps = None
         if lang is not None:
             from grouplab.ui.narration import LiveSteps

@@ -5,18 +5,19 @@ and its tests feed it lines by hand.
 
 Inputs:
 - `event(node, name, ts_ms, fields)`: an event-log line. The coordinator's group events give the
-  group's state, generation, leader, protocol, members and each stable generation's assignment
-  (through the RebalanceTracker); the members' own `partitions_assigned/revoked/lost` say what
-  each consumer really holds; the run's `member_crashed` / `member_fault` / `member_fault_over`
-  (grouplab/cluster.py) say which consumers stopped consuming.
+  group's state, generation, leader, protocol, members and each stable generation's assignment;
+  every event also feeds the one cost fold (grouplab/costs.py's CostTracker, which keeps the
+  RebalanceTracker): the members' own `partitions_assigned/revoked/lost` and `app_crashed` and the
+  run's `member_fault` / `member_fault_over` (grouplab/cluster.py) say who holds what and who
+  stopped consuming. The run's `member_crashed` / `member_fault` give the timeouts of a countdown.
 - `trace(line)`: a message-trace line. JoinGroup requests give each member's session timeout and
   subscription, Heartbeat / JoinGroup / SyncGroup requests when the coordinator last heard from it.
 
-The honest costs (issue 12): at every moment each subscribed partition is *consumed* (a live
-consumer holds it), *assigned but not consumed* (the group still assigns it to a member whose
-process crashed, hung, stalled or was cut off: charged to that fault) or *unowned* (nobody
-consumes it and no fault is to blame: the rebalance's own cost). The model integrates both costs
-in partition-milliseconds between inputs.
+The honest costs (issue 12, docs/events.md §6) are the CostTracker's, read at `now_ms`: which
+partitions are assigned but not consumed and to which stop, what each stop cost, the group's
+totals, and the stopped members not removed yet (`waiting`), whose countdown the page shows. The
+model adds only what the page needs beside them: the group as the coordinator sees it, and the
+sessions from the trace.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
-from grouplab.rebalances import Rebalance, RebalanceTracker
+from grouplab.costs import ASSIGNED_NOT_CONSUMED, CONSUMED, CostTracker, Segment, Stall
+from grouplab.rebalances import Rebalance
 from protocol.consumer_protocol import decode_subscription
 from protocol.effects import LogEvent
 from protocol.errors import ErrorCode, ProtocolError
@@ -76,27 +78,6 @@ class MemberView:
 
 
 @dataclass
-class FaultView:
-    """A fault on one consumer: from the run's log; its cost from the fold."""
-
-    id: int
-    client_id: str
-    kind: str  # crash, hang, slow, partition
-    started_ms: int
-    member_id: str
-    session_timeout_ms: int | None
-    max_poll_interval_ms: int | None
-    ended_ms: int | None = None  # resumed, healed, stopped (a crash never ends: the process is gone)
-    removed_ms: int | None = None  # the coordinator removed the member
-    removal_reason: str | None = None
-    not_consumed_ms: int = 0  # partition-ms assigned to the member and not consumed
-
-    @property
-    def active(self) -> bool:
-        return self.ended_ms is None
-
-
-@dataclass
 class GroupView:
     group_id: str
     state: str = "Empty"
@@ -110,7 +91,6 @@ class GroupView:
     rebalance_started_ms: int | None = None
     rebalance_trigger: str | None = None
     rebalances: list[dict[str, Any]] = field(default_factory=list)
-    unowned_ms: int = 0  # partition-ms nobody consumed and no fault is charged with
 
 
 class DashboardModel:
@@ -119,10 +99,10 @@ class DashboardModel:
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
         self.group = GroupView(group_id)
-        self.tracker = RebalanceTracker()
+        self.costs = CostTracker()
         self.topics: dict[str, int] = {}
-        self.held: dict[str, set[TP]] = {}  # client id -> what the consumer says it holds
-        self.faults: list[FaultView] = []
+        # client id -> (session.timeout.ms, max.poll.interval.ms) from its last fault's run line
+        self.timeouts: dict[str, tuple[int | None, int | None]] = {}
         self.coordinator_up = False
         self.durable = False
         self.clock_ms = 0
@@ -132,24 +112,22 @@ class DashboardModel:
 
     def feed(self, node: str, ev: LogEvent) -> None:
         """An event as an EventLog listener gets it."""
-        rebalance = self.tracker.feed(node, ev)
+        rebalance = self.costs.feed(node, ev)
         self.event(node, ev.event, ev.ts_ms, ev.fields)
         if rebalance is not None and rebalance.group_id == self.group_id:
             self._rebalanced(rebalance)
 
     def event(self, node: str, name: str, ts_ms: int, f: dict[str, Any]) -> None:
-        """One event-log line (a dict as written, or a LogEvent's fields)."""
-        self.advance(ts_ms)
+        """One event-log line's fields, for the group's view (the costs come from `feed`)."""
+        self.clock_ms = max(self.clock_ms, ts_ms)
         if node == "coordinator":
             self._coordinator_event(name, ts_ms, f)
-        elif node == "run":
-            self._run_event(name, ts_ms, f)
-        elif f.get("group_id") == self.group_id:
-            self._member_event(node, name, f)
+        elif node == "run" and name in ("member_crashed", "member_fault"):
+            self.timeouts[str(f.get("client_id", ""))] = (f.get("session_timeout_ms"), f.get("max_poll_interval_ms"))
 
     def trace(self, line: dict[str, Any]) -> None:
         ts = int(line.get("ts_ms", self.clock_ms))
-        self.advance(ts)
+        self.clock_ms = max(self.clock_ms, ts)
         kind = line.get("kind")
         if kind == "request":
             self._request(ts, line)
@@ -158,23 +136,9 @@ class DashboardModel:
 
     # ------------------------------------------------------------------ costs
 
-    def advance(self, now_ms: int) -> None:
-        """Charge the time since the last input: each partition not consumed adds to its fault's
-        account, or to the group's unowned time."""
-        dt = now_ms - self.clock_ms
-        if self.clock_ms and dt > 0:
-            charged: dict[int, int] = {}
-            unowned = 0
-            for cell in self.partition_states().values():
-                if cell["state"] == "not_consumed":
-                    charged[cell["fault"]] = charged.get(cell["fault"], 0) + 1
-                elif cell["state"] in ("unowned", "assigned"):
-                    unowned += 1
-            for fault in self.faults:
-                fault.not_consumed_ms += dt * charged.get(fault.id, 0)
-            self.group.unowned_ms += dt * unowned
-        if now_ms > self.clock_ms:
-            self.clock_ms = now_ms
+    def stalls(self) -> list[Stall]:
+        """The group's stops, in order: the page's fault rows (id: index + 1)."""
+        return [s for s in self.costs.stalls if s.group_id == self.group_id]
 
     def subscribed(self) -> list[TP]:
         """Every partition of the topics the members subscribe to (all topics before anyone joined)."""
@@ -184,21 +148,14 @@ class DashboardModel:
         names = sorted(topics or self.topics)
         return [TP(t, p) for t in names for p in range(self.topics.get(t, 0))]
 
-    def active_fault(self, client_id: str) -> FaultView | None:
-        for fault in reversed(self.faults):
-            if fault.client_id == client_id and fault.active:
-                return fault
-        return None
-
-    def partition_states(self) -> dict[TP, dict[str, Any]]:
+    def partition_states(self, now_ms: int) -> dict[TP, dict[str, Any]]:
         """Per subscribed partition: `state` (consumed, not_consumed, assigned, unowned), the member
-        the group assigns it to, that assignment's generation and the fault charged, if any.
-        `assigned`: handed out but not taken yet (or revoked for a rebalance): nobody consumes it."""
-        holders: dict[TP, str] = {}
-        for holder, parts in self.held.items():
-            if self.active_fault(holder) is None:
-                for tp in parts:
-                    holders[tp] = holder
+        the group assigns it to, that assignment's generation and the fault charged, if any. The
+        cost fold says whether it is consumed or assigned but not consumed (and to which stop);
+        the rest is the group's view: `assigned` is handed out but not taken yet (or revoked for a
+        rebalance), `unowned` assigned to nobody."""
+        now: dict[TP, Segment] = {seg.partition: seg for seg in self.costs.open_segments(now_ms)
+                                  if seg.group_id == self.group_id}
         clients = {m.member_id: m.client_id for m in self.group.members.values()}
         out: dict[TP, dict[str, Any]] = {}
         for tp in self.subscribed():
@@ -206,17 +163,17 @@ class DashboardModel:
             generation: int | None
             member, generation = self.group.assigned.get(tp, (None, None))
             client = clients.get(member) if member is not None else None
-            fault = self.active_fault(client) if client is not None else None
-            if fault is not None:
-                state = "not_consumed"
-            elif client is not None and holders.get(tp) == client:
+            seg, fault = now.get(tp), None
+            if seg is not None and seg.state == ASSIGNED_NOT_CONSUMED:
+                state, member, client, generation = "not_consumed", seg.member_id, seg.client_id, seg.generation
+                fault = None if seg.stall is None else seg.stall + 1
+            elif seg is not None and seg.state == CONSUMED:
                 state = "consumed"
-            elif tp in holders:  # held by a live consumer the group has not (yet) assigned it to
-                state, member, generation = "consumed", None, None
+                if seg.client_id != client:  # held by a live consumer the group has not (yet) assigned it to
+                    member, generation, client = None, None, seg.client_id
             else:
                 state = "assigned" if member is not None else "unowned"
-            out[tp] = {"state": state, "member": member, "client": client or holders.get(tp),
-                       "generation": generation, "fault": fault.id if fault is not None else None}
+            out[tp] = {"state": state, "member": member, "client": client, "generation": generation, "fault": fault}
         return out
 
     # ------------------------------------------------------------------ coordinator events
@@ -251,7 +208,7 @@ class DashboardModel:
                 g.members[old.member_id] = old
             g.assigned = {tp: (f["member_id"] if m == f["old_member_id"] else m, gen) for tp, (m, gen) in g.assigned.items()}
         elif name == "member_removed":
-            self._removed(ts, f["member_id"], str(f.get("reason")))
+            self._removed(f["member_id"])
         elif name == "rebalance_started":
             if g.rebalance_started_ms is None:
                 g.rebalance_started_ms, g.rebalance_trigger = ts, f.get("trigger")
@@ -279,16 +236,13 @@ class DashboardModel:
         g = self.group
         g.state, g.generation, g.leader, g.protocol = "Empty", 0, None, None
         for member_id in list(g.members):
-            self._removed(self.clock_ms, member_id, "coordinator_restart")
+            self._removed(member_id)
         g.rebalance_started_ms = g.rebalance_trigger = None
 
-    def _removed(self, ts: int, member_id: str, reason: str) -> None:
+    def _removed(self, member_id: str) -> None:
         g = self.group
         g.members.pop(member_id, None)
         g.assigned = {tp: a for tp, a in g.assigned.items() if a[0] != member_id}
-        for fault in self.faults:
-            if fault.member_id == member_id and fault.removed_ms is None:
-                fault.removed_ms, fault.removal_reason = ts, reason
 
     def _rebalanced(self, r: Rebalance) -> None:
         summary = {"generation": r.generation, "protocol": r.protocol, "leader": r.leader,
@@ -296,31 +250,6 @@ class DashboardModel:
                    "duration_ms": r.duration_ms, "moved": len(r.moved), "trigger": r.trigger,
                    "removed": [[x.member_id, x.reason] for x in r.removed]}
         self.group.rebalances = (self.group.rebalances + [summary])[-MAX_REBALANCES:]
-
-    # ------------------------------------------------------------------ members' and the run's events
-
-    def _member_event(self, client: str, name: str, f: dict[str, Any]) -> None:
-        if name == "partitions_assigned":
-            self.held[client] = {TP(t, p) for t, p in f.get("owned") or []}
-        elif name in ("partitions_revoked", "partitions_lost"):
-            self.held[client] = self.held.get(client, set()) - {TP(t, p) for t, p in f.get("partitions") or []}
-
-    def _run_event(self, name: str, ts: int, f: dict[str, Any]) -> None:
-        client = str(f.get("client_id", ""))
-        if name in ("member_crashed", "member_fault"):
-            current = self.active_fault(client)
-            if current is not None:  # a hung member crashed: one story, the crash
-                current.ended_ms = ts
-            member_id = str(f.get("member_id") or "")
-            self.faults.append(FaultView(
-                id=len(self.faults) + 1, client_id=client, kind="crash" if name == "member_crashed" else str(f["fault"]),
-                started_ms=ts, member_id=member_id, session_timeout_ms=f.get("session_timeout_ms"),
-                max_poll_interval_ms=f.get("max_poll_interval_ms"),
-                removed_ms=None if member_id in self.group.members else ts))
-        elif name == "member_fault_over":
-            fault = self.active_fault(client)
-            if fault is not None:
-                fault.ended_ms = ts
 
     # ------------------------------------------------------------------ trace
 
@@ -363,13 +292,13 @@ class DashboardModel:
     # ------------------------------------------------------------------ output
 
     def snapshot(self, now_ms: int) -> dict[str, Any]:
-        """Everything the page shows, JSON-able. Countdowns are computed for `now_ms`."""
-        self.advance(now_ms)
+        """Everything the page shows, JSON-able. Costs and countdowns are computed for `now_ms`."""
         g = self.group
-        cells = self.partition_states()
+        cells = self.partition_states(now_ms)
+        waiting = {s.client_id: s for s in self.costs.waiting(now_ms) if s.group_id == self.group_id}
         members = []
         for m in sorted(g.members.values(), key=lambda m: (m.client_id, m.member_id)):
-            fault = self.active_fault(m.client_id)
+            stall = waiting.get(m.client_id)
             owned = sorted(tp for tp, c in cells.items() if c["member"] == m.member_id)
             members.append({
                 "member_id": m.member_id, "client_id": m.client_id, "leader": m.member_id == g.leader,
@@ -377,10 +306,10 @@ class DashboardModel:
                 "heartbeat_age_ms": None if m.last_heartbeat_ms is None else now_ms - m.last_heartbeat_ms,
                 "heartbeat_error": m.heartbeat_error, "heartbeats": m.heartbeats,
                 "partitions": [[tp.topic, tp.partition] for tp in owned],
-                "fault": None if fault is None else fault.kind,
-                "removal": self._countdown(m, fault, now_ms),
+                "fault": None if stall is None else fault_kind(stall),
+                "removal": None if stall is None else self._countdown(m, stall, now_ms),
             })
-        not_consumed = sum(f.not_consumed_ms for f in self.faults)
+        totals = self.costs.totals(now_ms, group_id=self.group_id)
         return {
             "now_ms": now_ms, "group_id": g.group_id, "state": g.state, "generation": g.generation,
             "leader": g.leader, "protocol": g.protocol, "coordinator_up": self.coordinator_up, "durable": self.durable,
@@ -388,26 +317,30 @@ class DashboardModel:
             "rebalance_trigger": g.rebalance_trigger,
             "topics": dict(self.topics), "members": members,
             "partitions": [{"topic": tp.topic, "partition": tp.partition, **cell} for tp, cell in cells.items()],
-            "faults": [{"id": f.id, "client_id": f.client_id, "kind": f.kind, "member_id": f.member_id,
-                        "started_ms": f.started_ms, "ended_ms": f.ended_ms, "removed_ms": f.removed_ms,
-                        "removal_reason": f.removal_reason, "not_consumed_ms": f.not_consumed_ms}
-                       for f in self.faults],
-            "costs": {"not_consumed_ms": not_consumed, "unowned_ms": g.unowned_ms},
+            "faults": [{"id": s.index + 1, "client_id": s.client_id, "kind": fault_kind(s), "member_id": s.member_id,
+                        "started_ms": s.since_ms, "ended_ms": s.resumed_ms, "removed_ms": s.removed_ms,
+                        "removal_reason": s.removal_reason, "not_consumed_ms": self.costs.stall_cost(s, now_ms)[0]}
+                       for s in self.stalls()],
+            "costs": {"not_consumed_ms": totals.assigned_not_consumed_ms, "unowned_ms": totals.unowned_ms},
             "rebalances": g.rebalances[-10:],
         }
 
-    def _countdown(self, m: MemberView, fault: FaultView | None, now_ms: int) -> dict[str, Any] | None:
-        """When the coordinator will remove a member that stopped: a session after it was last
-        heard from, or (a stalled poll loop) max.poll.interval.ms after it stalled, when the
-        consumer leaves by itself."""
-        if fault is None:
-            return None
-        if fault.kind in POLL_TIMEOUT_FAULTS:
-            if fault.max_poll_interval_ms is None:
+    def _countdown(self, m: MemberView, stall: Stall, now_ms: int) -> dict[str, Any] | None:
+        """When the coordinator will remove a member that stopped (one the cost fold is waiting
+        on): a session after it was last heard from, or (a stalled poll loop) max.poll.interval.ms
+        after it stalled, when the consumer leaves by itself."""
+        session, max_poll = self.timeouts.get(m.client_id, (None, None))
+        if stall.fault in POLL_TIMEOUT_FAULTS:
+            if max_poll is None:
                 return None
-            return {"in_ms": max(0, fault.started_ms + fault.max_poll_interval_ms - now_ms), "by": "max.poll.interval.ms"}
-        timeout = m.session_timeout_ms or fault.session_timeout_ms
+            return {"in_ms": max(0, stall.since_ms + max_poll - now_ms), "by": "max.poll.interval.ms"}
+        timeout = m.session_timeout_ms or session
         if timeout is None:
             return None
-        last = m.last_session_ms if m.last_session_ms is not None else fault.started_ms
+        last = m.last_session_ms if m.last_session_ms is not None else stall.since_ms
         return {"in_ms": max(0, last + timeout - now_ms), "by": "session.timeout.ms"}
+
+
+def fault_kind(stall: Stall) -> str:
+    """The page's name of a stop: crash, hang, slow, partition."""
+    return "crash" if stall.fault in ("app_crashed", "process_crashed", "crash") else stall.fault

@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from grouplab.teach.catalog import Catalog, placeholders
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ProtocolError
 from protocol.types import TopicPartition, format_partitions
@@ -149,30 +150,23 @@ def describe(line: dict[str, Any], names: Names) -> str | None:
     return None
 
 
-_RUN_EVENTS = {
-    "member_crashed": "you killed {client_id}: no LeaveGroup; the group notices only when its session times out",
-    "member_added": "you added {client_id} (assignors {assignors})",
-    "partitions_added": "you raised {topic} to {partitions} partitions",
-    "coordinator_restart": "you restarted the coordinator",
-    "assignor_switched": "{client_id} restarted with assignors {assignors}",
-    "member_fault_over": "{client_id}: {fault} over ({how})",
-}
-_FAULTS = {
-    "hang": "you froze {client_id}: no heartbeat, no poll, its socket still open",
-    "slow": "you stalled {client_id}'s processing: heartbeats go on, poll() does not",
-    "partition": "you cut {client_id} off from the coordinator for {seconds:g} s",
-}
+# The teacher's own actions, in the catalogues' words (grouplab/teach/catalog/<lang>.toml: ui.run.*):
+# the run node's event name, or for member_fault the fault, -> catalogue key.
+_RUN_EVENTS = frozenset({"member_crashed", "member_added", "partitions_added", "coordinator_restart",
+                         "assignor_switched", "member_fault_over"})
+_FAULTS = frozenset({"hang", "slow", "partition"})
 
 
-def describe_event(node: str, name: str, f: dict[str, Any], names: Names) -> str | None:
-    """The run's faults and the group's turning points, for the timeline; None for the rest."""
+def describe_event(node: str, name: str, f: dict[str, Any], names: Names, c: Catalog | None = None) -> str | None:
+    """The run's faults (in the catalogue's language) and the group's turning points, for the
+    timeline; None for the rest."""
+    c = c or Catalog()
     values = {k: (",".join(map(str, v)) if isinstance(v, list) else v) for k, v in f.items()}
     if node == "run":
         if name == "member_fault":
-            template = _FAULTS.get(str(f.get("fault")))
-            return template.format_map({"seconds": 0, **values}) if template else None
-        template = _RUN_EVENTS.get(name)
-        return template.format_map(_Missing(values)) if template else None
+            fault = str(f.get("fault"))
+            return _say(c, f"ui.fault.{fault}", {"seconds": 0, **values}) if fault in _FAULTS else None
+        return _say(c, f"ui.run.{name}", values) if name in _RUN_EVENTS else None
     if node != "coordinator":
         return None
     if name == "member_removed":
@@ -189,9 +183,10 @@ def describe_event(node: str, name: str, f: dict[str, Any], names: Names) -> str
     return None
 
 
-class _Missing(dict):
-    def __missing__(self, key: str) -> str:
-        return "?"
+def _say(c: Catalog, key: str, values: dict[str, Any]) -> str:
+    """The catalogue's sentence with a `?` for any field the line did not carry."""
+    wanted = placeholders(c.texts.get(key) or c.fallback[key])
+    return c.t(key, **{name: values.get(name, "?") for name in wanted})
 
 
 class Timeline:
@@ -202,7 +197,8 @@ class Timeline:
     comes; with `narrate=None` the trace lines only keep names and raw messages, and `told` takes
     the steps grouplab explain's narrator made of them (grouplab/ui/narration.py)."""
 
-    def __init__(self, narrate: Narrate | None = describe) -> None:
+    def __init__(self, narrate: Narrate | None = describe, lang: str = "en") -> None:
+        self.catalog = Catalog(lang)
         self.narrate = narrate
         self.names = Names()
         self.entries: deque[dict[str, Any]] = deque(maxlen=MAX_ENTRIES)
@@ -268,7 +264,7 @@ class Timeline:
             self.names.member_client.update(fields.get("clients") or {})
         if node != "run" and self.narrate is None:
             return None  # the narrator tells the coordinator's decisions itself
-        text = describe_event(node, name, fields, self.names)
+        text = describe_event(node, name, fields, self.names, self.catalog)
         if text is None:
             return None
         entry = self._add(ts_ms, "fault" if node == "run" else "event", text, api=None, error=None, client=None,

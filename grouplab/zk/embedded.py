@@ -5,9 +5,10 @@ consumer.
 Every client has one ordered channel from the registry: answers and watch events arrive in the
 order the registry produced them (ZooKeeper's guarantee), each after the channel's delay (0 on the
 event loop). A client pings every third of its session timeout, as ZooKeeper's clients do. Faults
-act here, at the edge: a frozen client (a process paused or cut off) sends nothing, pings
-included, and hears nothing until it thaws; watch events to a client can be delayed; its deletes
-of owner nodes can be held back (a consumer slow to release).
+act here, at the edge: a frozen client (a process paused) sends nothing, pings included, and hears
+nothing until it thaws; a client cut off from the registry (a network partition) runs on, but its
+requests wait, it sends no pings and hears nothing until the link is back; watch events to a
+client can be delayed; its deletes of owner nodes can be held back (a consumer slow to release).
 """
 
 from __future__ import annotations
@@ -85,7 +86,9 @@ class EmbeddedClient:
         self.watch_delay_ms = 0  # fault: watch events arrive this much later
         self.release_delay_ms = 0  # fault: deletes are sent this much later
         self.frozen = False
+        self.cut = False  # fault: the link to the registry is down (the process runs on)
         self.closed = False
+        self._unsent: deque[Callable[[], None]] = deque()  # requests made while cut off
         self._held: deque[Callable[[], None]] = deque()  # what arrived while frozen
         self._last_delivery = 0
         self._ping_gen = 0
@@ -112,7 +115,9 @@ class EmbeddedClient:
             server.apply(server.registry.call((self, done), session, op, server.clock()))
 
         delay = self.release_delay_ms if isinstance(op, Delete) and "/owners/" in op.path else 0
-        if delay:
+        if self.cut:  # sent once the link is back (Kafka 0.8's ZkClient retries until connected)
+            self._unsent.append(send)
+        elif delay:
             self.server.schedule(delay, send)
         else:
             send()
@@ -141,9 +146,26 @@ class EmbeddedClient:
         """Resume: what arrived meanwhile is heard now, in order, and pinging resumes (a session
         that expired meanwhile answers SessionExpired)."""
         self.frozen = False
-        while self._held and not self.frozen and not self.closed:
+        self._release()
+
+    def cut_off(self) -> None:
+        """The link to the registry is down, the process is not: its timers run, its requests wait
+        and it hears nothing; no pings, so past the timeout the session expires."""
+        self.cut = True
+
+    def heal(self) -> None:
+        """The link is back: what arrived is heard, what waited is sent, pinging resumes (and finds
+        out whether the session expired meanwhile)."""
+        self.cut = False
+        if not self.frozen:
+            while self._unsent and not self.closed:
+                self._unsent.popleft()()
+        self._release()
+
+    def _release(self) -> None:
+        while self._held and not self.frozen and not self.cut and not self.closed:
             self._held.popleft()()
-        if not self.closed:
+        if not self.closed and not self.frozen and not self.cut:
             self._ping()
 
     # ------------------------------------------------------------------ the channel
@@ -152,7 +174,14 @@ class EmbeddedClient:
         now = self.server.clock()
         at = max(self._last_delivery, now + self.delay_ms + extra_ms)
         self._last_delivery = at
-        self.server.schedule(at - now, lambda: self.arrive(action))
+        self.server.schedule(at - now, lambda: self._receive(action))
+
+    def _receive(self, action: Callable[[], None]) -> None:
+        """A message from the registry: heard now, or once the process resumes and the link is back."""
+        if self.cut and not self.closed:
+            self._held.append(action)
+        else:
+            self.arrive(action)
 
     def deliver_watch(self, event: WatchEvent) -> None:
         listener = self.listener
@@ -195,7 +224,7 @@ class EmbeddedClient:
         server = self.server
 
         def ping() -> None:
-            if gen != self._ping_gen or self.closed or self.frozen or self.session_id == 0:
+            if gen != self._ping_gen or self.closed or self.frozen or self.cut or self.session_id == 0:
                 return
             session = self.session_id
             if not server.registry.is_alive(session):

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from consumer.legacy.config import LegacyConfig
 from consumer.legacy.connector import LegacyConsumer, Phase
 from consumer.legacy.driver import LegacyDriver
+from grouplab.zk.account import Counters, Fetching
 from grouplab.zk.embedded import RegistryServer, loop_post
 from grouplab.zk.forwarder import CuttableForwarder
 from protocol.effects import wall_clock_ms
@@ -56,10 +57,19 @@ class ZkCluster:
     events: Callable[[str], EventSink | None] = lambda node: None
     drivers: list[LegacyDriver] = field(default_factory=list)
     stopped: list[LegacyDriver] = field(default_factory=list)
-    fetching: dict[TopicPartition, set[str]] = field(default_factory=dict)
     forwarders: dict[str, CuttableForwarder] = field(default_factory=dict)
     server: RegistryServer | None = None
     _next: int = 0
+
+    def __post_init__(self) -> None:
+        self.started_ms = wall_clock_ms()  # the synthetic logs are written from then on (auto.offset.reset)
+        self.topics = dict(self.topics)
+        self.account = Fetching(self.topics)
+
+    @property
+    def fetching(self) -> dict[TopicPartition, set[str]]:
+        """partition -> the consumers fetching it now."""
+        return self.account.fetchers
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -76,11 +86,30 @@ class ZkCluster:
             raise ZkRunError(f"cannot reach ZooKeeper at {self.zookeeper} within zookeeper.connection.timeout.ms "
                              f"({timeout_ms} ms); start one (docs/legacy.md §6) or leave out --zookeeper "
                              "for the embedded registry") from None
-        for topic, count in self.topics.items():  # what `grouplab topics` writes in the ZooKeeper era
-            got = await self._call(admin, SetData(topic_path(topic), encode_topic(count)))
-            if got.error is RegistryError.NO_NODE:
-                await self._call(admin, Create(topic_path(topic), encode_topic(count), makepath=True))
+        for topic, count in self.topics.items():
+            await self._write_topic(admin, topic, count)
         admin.close()
+        self.account.account(wall_clock_ms(), set())
+
+    async def _write_topic(self, admin: RegistryBackend, topic: str, count: int) -> None:
+        """What `grouplab topics` writes in the ZooKeeper era: /brokers/topics/<topic>."""
+        got = await self._call(admin, SetData(topic_path(topic), encode_topic(count)))
+        if got.error is RegistryError.NO_NODE:
+            await self._call(admin, Create(topic_path(topic), encode_topic(count), makepath=True))
+
+    async def add_partitions(self, topic: str, total: int) -> None:
+        """Raise `topic`'s partition count to `total` in the registry: every consumer's watch on
+        the topic's node fires."""
+        admin = self._backend("admin")
+        connected = asyncio.Event()
+        admin.start(6000, lambda ev: connected.set())
+        try:
+            await asyncio.wait_for(connected.wait(), 10)
+            self._account()
+            self.topics[topic] = total
+            await self._write_topic(admin, topic, total)
+        finally:
+            admin.close()
 
     def _backend(self, name: str, cuttable: bool = False) -> RegistryBackend:
         if self.server is not None:
@@ -105,12 +134,12 @@ class ZkCluster:
         backend.call(op, done)
         return await asyncio.wait_for(future, 10)
 
-    def add_consumer(self) -> LegacyDriver:
+    def add_consumer(self, name: str | None = None) -> LegacyDriver:
         self._next += 1
-        name = f"consumer-{self._next}"
+        name = name or f"consumer-{self._next}"
         config = LegacyConfig(self.group, name, {t: self.streams for t in self.topics},
                               assignment_strategy=self.assignor).with_overrides(self.overrides)
-        machine = LegacyConsumer(config)
+        machine = LegacyConsumer(config, log_start_ms=self.started_ms)
         sink = self.events(name)
         machine.log_events = sink is not None
         loop = asyncio.get_running_loop()
@@ -152,12 +181,20 @@ class ZkCluster:
 
     def on_fetchers_started(self, consumer_id: str, offsets: dict[TopicPartition, int],
                             threads: dict[TopicPartition, str]) -> None:
-        for tp in offsets:
-            self.fetching.setdefault(tp, set()).add(consumer_id)
+        self._account()
+        self.account.started(consumer_id, offsets)
 
     def on_fetchers_stopped(self, consumer_id: str, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self.fetching.get(tp, set()).discard(consumer_id)
+        self._account()
+        self.account.stopped(consumer_id, partitions)
+
+    def _account(self) -> None:
+        self.account.account(wall_clock_ms(), {t for d in self.drivers for t in d.machine.config.topic_count})
+
+    def counters(self) -> Counters:
+        """Every consumer's counters now (the stopped ones' too), the idle time charged up to now."""
+        self._account()
+        return Counters.of(wall_clock_ms(), self.drivers + self.stopped, self.account.unowned_ms)
 
     def settled(self) -> bool:
         """Every live consumer idle with its claims in place, every partition fetched by exactly
@@ -174,9 +211,10 @@ class ZkCluster:
     def ops(self) -> int:
         return sum(d.reads + d.writes for d in self.drivers + self.stopped)
 
-    async def wait_settled(self, timeout_s: float, quiet_s: float = 0.3) -> int | None:
-        """Milliseconds until settled (and still so `quiet_s` later), or None after `timeout_s`."""
-        began = time.monotonic()
+    async def wait_settled(self, timeout_s: float, quiet_s: float = 0.3, began: float | None = None) -> int | None:
+        """Milliseconds from `began` (a time.monotonic(); default: now) until settled (and still so
+        `quiet_s` later), or None after `timeout_s`."""
+        began = time.monotonic() if began is None else began
         while time.monotonic() - began < timeout_s:
             if self.settled():
                 await asyncio.sleep(quiet_s)

@@ -8,15 +8,22 @@ consumers' timers and the scenario's changes and faults:
 
 - `join` / `leave` (clean shutdown: commit, close the session) / `crash` (nothing more is sent:
   the session expires after its timeout) / `add_partitions`;
-- `pause` MS: the process stops for MS (a long GC pause, a cut-off host): it sends nothing, pings
-  included, and hears nothing until it resumes; longer than the session timeout, it expires;
+- `pause` MS: the process stops for MS (a long GC pause): it sends nothing, pings included, and
+  hears nothing until it resumes; longer than the session timeout, it expires;
+- `partition` MS: the consumer's link to the registry is down for MS while the process runs on
+  and fetches: its requests wait, it sends no pings and hears nothing; longer than the session
+  timeout, the session expires, its nodes vanish and the others take its partitions over while it
+  still fetches them, until the link is back and its new session's rebalance stops its fetchers;
 - `delay_watches` MS for DURATION: the registry's watch events reach the member MS late (and what
   follows them on its channel queues behind), so members read the registry at different moments;
 - `slow_release` MS for DURATION: the member's deletes of owner nodes are sent MS late.
 
 The invariants, checked after every event (`check`): no partition is fetched by a running
 consumer whose owner node for it is missing or names another thread (ownership never held by two
-threads); and whenever everything is quiet, every live consumer computed the same assignment.
+threads) — except by a zombie, a consumer whose session expired, whose fetchers Kafka 0.8 let run
+until its new session's rebalance: those windows are measured (`ZombieWindow`, the partition-ms
+fetched by zombies and fetched twice) rather than refused; and whenever everything is quiet, every
+live consumer computed the same assignment.
 """
 
 from __future__ import annotations
@@ -25,13 +32,15 @@ import functools
 import heapq
 import itertools
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from consumer.legacy.config import LegacyConfig
 from consumer.legacy.connector import LegacyConsumer, Phase
 from consumer.legacy.driver import LegacyDriver
 from grouplab.zk.embedded import EmbeddedClient, RegistryServer
+from grouplab.zk.account import Counters, Fetching, ZkChange
+from protocol import events
 from protocol.effects import LogEvent, TimerKey
 from protocol.kernel import Timers, TimerTable
 from protocol.registry import Layout, Registration, encode_topic, topic_path
@@ -41,8 +50,8 @@ from protocol.types import TopicPartition
 @dataclass(frozen=True)
 class Change:
     """One scripted change at `at_ms`: join (member, topics {topic: streams}), leave, crash,
-    add_partitions (topic, count: the new total), pause (member, ms), delay_watches and
-    slow_release (member, ms, duration_ms)."""
+    add_partitions (topic, count: the new total), pause and partition (member, ms), delay_watches
+    and slow_release (member, ms, duration_ms)."""
 
     at_ms: int
     kind: str
@@ -52,9 +61,11 @@ class Change:
     count: int = 0
     ms: int = 0
     duration_ms: int = 0
+    spread_ms: int = 0  # join: at a moment drawn from the seed in [at_ms, at_ms + spread_ms]
 
 
-KINDS = ("join", "leave", "crash", "add_partitions", "pause", "delay_watches", "slow_release")
+KINDS = ("join", "leave", "crash", "add_partitions", "pause", "partition", "delay_watches", "slow_release")
+FAULTS = ("pause", "partition", "delay_watches", "slow_release")
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,7 @@ class ZkScenario:
     config: list[str] = field(default_factory=list)  # Kafka 0.8 NAME=VALUE overrides
     delay_ms: tuple[int, int] = (1, 5)
     random_faults: int = 0  # extra pause/delay_watches/slow_release faults drawn from the seed
+    description: str = ""
 
     def __post_init__(self) -> None:
         for c in self.changes:
@@ -81,6 +93,21 @@ class Violation(AssertionError):
         self.seed = seed
 
 
+@dataclass(frozen=True)
+class ZombieWindow:
+    """A consumer that fetched partitions it no longer owned: its session had expired (it had not
+    heard yet, or had and waited for its new session's rebalance to stop its fetchers)."""
+
+    consumer: str
+    from_ms: int
+    to_ms: int
+    partitions: int  # the most it fetched at once in the window
+
+    @property
+    def ms(self) -> int:
+        return self.to_ms - self.from_ms
+
+
 @dataclass
 class ZkResult:
     seed: int
@@ -91,8 +118,12 @@ class ZkResult:
     attempts_failed: int
     gave_up: int
     unowned_partition_ms: int  # partition-milliseconds with no consumer fetching
-    settle_ms: list[int]  # per change, until everything was quiet and every partition fetched
+    settle_ms: list[int]  # per change, until everything was quiet and every partition fetched (-1: never)
     log_lines: int
+    changes: list[ZkChange] = field(default_factory=list)
+    zombie_windows: list[ZombieWindow] = field(default_factory=list)
+    zombie_partition_ms: int = 0  # partition-ms fetched by a consumer whose session had expired
+    double_fetch_ms: int = 0  # partition-ms fetched by two consumers at once
 
     def summary(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -136,13 +167,19 @@ class ZkSimulation:
         self.topics = dict(scenario.topics)
         self.drivers: dict[str, LegacyDriver] = {}
         self.clients: dict[str, EmbeddedClient] = {}
-        self.fetching: dict[TopicPartition, set[str]] = {}
+        self.fetching = Fetching(self.topics)
         self.events_run = 0
-        self.unowned_ms = 0
-        self._last_account = 0
         self.settle_ms: list[int] = []
+        self.changes: list[ZkChange] = []
         self._change_at: int | None = None
+        self._change_start: Counters | None = None
+        self._change_what: list[str] = []
         self._gone: dict[str, LegacyDriver] = {}
+        self._incarnations: dict[str, int] = {}
+        self.zombie_windows: list[ZombieWindow] = []
+        self._zombie_since: dict[str, tuple[int, int]] = {}  # consumer -> (since, most partitions at once)
+        self.zombie_ms = 0
+        self.double_fetch_ms = 0
         self.layout = Layout(scenario.group)
 
     # ------------------------------------------------------------------ the loop
@@ -156,6 +193,7 @@ class ZkSimulation:
         return handle
 
     def run(self) -> ZkResult:
+        self.fetching.account(0, set())
         for topic, count in sorted(self.topics.items()):
             self._write_topic(topic, count)
         for change in self._all_changes():
@@ -172,75 +210,118 @@ class ZkSimulation:
             self.check()
         self._account(end)
         self.now = end
+        self._change_ended(settled=False)
+        for member in list(self._zombie_since):
+            self._zombie_ended(member)
         drivers = list(self.drivers.values()) + list(self._gone.values())
         return ZkResult(
             seed=self.seed, events=self.events_run,
             reads=sum(d.reads for d in drivers), writes=sum(d.writes for d in drivers),
             rebalances=sum(d.machine.rebalances for d in drivers),
-            attempts_failed=self.attempts_failed, gave_up=sum(d.machine.gave_up for d in drivers),
-            unowned_partition_ms=self.unowned_ms, settle_ms=self.settle_ms, log_lines=self.log_lines)
+            attempts_failed=sum(d.machine.attempts_failed for d in drivers),
+            gave_up=sum(d.machine.gave_up for d in drivers),
+            unowned_partition_ms=self.fetching.unowned_ms, settle_ms=self.settle_ms, log_lines=self.log_lines,
+            changes=self.changes, zombie_windows=self.zombie_windows, zombie_partition_ms=self.zombie_ms,
+            double_fetch_ms=self.double_fetch_ms)
 
-    attempts_failed = 0
+    @property
+    def unowned_ms(self) -> int:
+        return self.fetching.unowned_ms
+
+    def counters(self) -> Counters:
+        return Counters.of(self.now, list(self.drivers.values()) + list(self._gone.values()), self.fetching.unowned_ms)
+
+    def _change_ended(self, settled: bool) -> None:
+        """The change under way settled now (or never will: the next one comes, or the run ends)."""
+        if self._change_start is not None:
+            self.changes.append(self.counters().since(self._change_start, settled, "; ".join(self._change_what)))
+            self.settle_ms.append(self.now - self._change_start.at_ms if settled else -1)
+        self._change_at, self._change_start = None, None
+
+    def _change_begins(self, what: str) -> None:
+        if self._change_at != self.now:  # changes at one moment are one change
+            self._change_ended(settled=False)  # (if the previous one is still under way, it never settled)
+            self._change_at, self._change_start, self._change_what = self.now, self.counters(), []
+        self._change_what.append(what)
 
     def _sink(self, node: str) -> Callable[[LogEvent], None] | None:
         emit = self.emit
 
         def sink(ev: LogEvent) -> None:
             self.log_lines += 1
-            if ev.event == "zk_rebalance_attempt_failed":
-                self.attempts_failed += 1
             if emit is not None:
                 emit(node, ev)
         return sink
 
     def _all_changes(self) -> list[Change]:
-        changes = list(self.scenario.changes)
+        changes = [replace(c, at_ms=c.at_ms + self.rng.randint(0, c.spread_ms), spread_ms=0) if c.spread_ms else c
+                   for c in self.scenario.changes]
         members = sorted({c.member for c in changes if c.kind == "join"})
         for _ in range(self.scenario.random_faults):
-            kind = self.rng.choice(["pause", "delay_watches", "slow_release"])
+            kind = self.rng.choice(["pause", "delay_watches", "slow_release", "partition"])
             at = self.rng.randrange(1000, max(1001, self.scenario.duration_ms // 2))
             member = self.rng.choice(members) if members else ""
-            ms = self.rng.randrange(500, 9000) if kind == "pause" else self.rng.randrange(200, 3000)
+            ms = self.rng.randrange(500, 9000) if kind in ("pause", "partition") else self.rng.randrange(200, 3000)
             changes.append(Change(at, kind, member, ms=ms, duration_ms=self.rng.randrange(2000, 10000)))
         return sorted(changes, key=lambda c: (c.at_ms, KINDS.index(c.kind), c.member))
 
     # ------------------------------------------------------------------ changes
 
     def _apply_change(self, c: Change) -> None:
-        if c.kind in ("pause", "delay_watches", "slow_release"):
+        if c.kind in FAULTS:
             self._do_fault(c)
             return
-        if self._change_at is not None:
-            self.settle_ms.append(-1)  # the previous change never settled (a rebalance gave up)
-        self._change_at = self.now
+        if c.kind in ("leave", "crash") and c.member not in self.drivers or c.kind == "join" and c.member in self.drivers:
+            return  # no such consumer running (or it runs already): skipped, as the coordinator simulator does
+        self._change_begins(f"{c.kind} {c.topic} to {c.count}" if c.kind == "add_partitions" else f"{c.kind} {c.member}")
         if c.kind == "join":
+            self._incarnations[c.member] = self._incarnations.get(c.member, 0) + 1
+            self._log_sim(events.ProcessStarted(self.scenario.group, self.seed, c.member, self._incarnations[c.member]))
             self._join(c.member, c.topics)
         elif c.kind in ("leave", "crash"):
-            driver = self.drivers.pop(c.member, None)
-            if driver is not None:
-                self._gone[f"{c.member}#{self.now}"] = driver
-                if c.kind == "leave":
-                    driver.close()
-                else:
-                    driver.stop()
-                    self.clients[c.member].crash()
-                    self._fetchers_stopped(c.member, list(driver.machine.fetchers))
+            self._log_sim(events.FaultInjected(self.scenario.group, self.seed, c.kind, [c.member], 0, None))
+            driver = self.drivers.pop(c.member)
+            self._gone[f"{c.member}#{self.now}"] = driver
+            if c.kind == "leave":
+                driver.close()
+            else:
+                driver.stop()
+                self.clients[c.member].crash()
+                self.fetching.stopped(c.member, list(driver.machine.fetchers))
+                self._zombie_ended(c.member)
         elif c.kind == "add_partitions":
+            self._log_sim(events.FaultInjected(self.scenario.group, self.seed, c.kind, [], 0, c.topic))
             self.topics[c.topic] = c.count
             self._write_topic(c.topic, c.count)
 
     def _do_fault(self, c: Change) -> None:
         if c.member in self.clients and c.member in self.drivers:
             client = self.clients[c.member]
+            group, seed = self.scenario.group, self.seed
+            self._change_begins(f"{c.kind} {c.member} {c.ms} ms"
+                                + (f" for {c.duration_ms} ms" if c.kind not in ("pause", "partition") else ""))
             if c.kind == "pause":
+                self._log_sim(events.FaultInjected(group, seed, c.kind, [c.member], c.ms, None))
                 client.freeze()
                 self.schedule(c.ms, client.thaw)
+            elif c.kind == "partition":
+                self._log_sim(events.FaultInjected(group, seed, c.kind, [c.member], c.ms, None))
+                client.cut_off()
+                self.schedule(c.ms, client.heal)
             elif c.kind == "delay_watches":
+                self._log_sim(events.DelayFaultInjected(group, seed, c.kind, [c.member], c.duration_ms, None, c.ms))
                 client.watch_delay_ms = c.ms
                 self.schedule(c.duration_ms, lambda: setattr(client, "watch_delay_ms", 0))
             elif c.kind == "slow_release":
+                self._log_sim(events.DelayFaultInjected(group, seed, c.kind, [c.member], c.duration_ms, None, c.ms))
                 client.release_delay_ms = c.ms
                 self.schedule(c.duration_ms, lambda: setattr(client, "release_delay_ms", 0))
+
+    def _log_sim(self, payload: events.SimulatorEvent) -> None:
+        """What the simulator did, as the coordinator simulator writes it (node `simulator`, events.md §4.6)."""
+        if self.emit is not None:
+            self.log_lines += 1
+            self.emit("simulator", LogEvent(self.now, payload))
 
     def _join(self, member: str, topics: dict[str, int]) -> None:
         config = LegacyConfig(self.scenario.group, member, dict(topics)).with_overrides(self.scenario.config)
@@ -268,37 +349,66 @@ class ZkSimulation:
 
     def on_fetchers_started(self, consumer_id: str, offsets: dict[TopicPartition, int],
                             threads: dict[TopicPartition, str]) -> None:
-        for tp in offsets:
-            self.fetching.setdefault(tp, set()).add(consumer_id)
+        self.fetching.started(consumer_id, offsets)
 
     def on_fetchers_stopped(self, consumer_id: str, partitions: list[TopicPartition]) -> None:
-        self._fetchers_stopped(consumer_id, partitions)
-
-    def _fetchers_stopped(self, consumer_id: str, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self.fetching.get(tp, set()).discard(consumer_id)
+        self.fetching.stopped(consumer_id, partitions)
 
     def _account(self, at: int) -> None:
-        """Partition-milliseconds with no consumer fetching, from the last event until `at`."""
-        if at > self._last_account:
-            if self.drivers:
-                idle = sum(1 for t, n in self.topics.items() if self._subscribed(t) for p in range(n)
-                           if not self.fetching.get(TopicPartition(t, p)))
-                self.unowned_ms += idle * (at - self._last_account)
-            self._last_account = at
+        """Partition-milliseconds with no consumer fetching, fetched by a zombie, and fetched twice,
+        from the last event until `at`."""
+        if at > self.now:
+            fetched: dict[TopicPartition, int] = {}
+            zombie: set[TopicPartition] = set()
+            for member in self.drivers:
+                if not self.clients[member].frozen:
+                    for tp in self.drivers[member].machine.fetchers:
+                        fetched[tp] = fetched.get(tp, 0) + 1
+                    zombie.update(self._zombie_partitions(member))
+            self.zombie_ms += len(zombie) * (at - self.now)
+            self.double_fetch_ms += sum(1 for n in fetched.values() if n > 1) * (at - self.now)
+        self.fetching.account(at, self._subscribed())
 
-    def _subscribed(self, topic: str) -> bool:
-        return any(topic in d.machine.config.topic_count for d in self.drivers.values())
+    def _zombie_partitions(self, member: str) -> list[TopicPartition]:
+        """What a running consumer fetches without owning it any more: its session expired (it may
+        not know yet), or it knows and its new session's rebalance has not stopped its fetchers."""
+        driver, client = self.drivers[member], self.clients[member]
+        if not driver.running or client.frozen:
+            return []  # (a paused process fetches nothing)
+        machine = driver.machine
+        expired = not self.server.registry.is_alive(client.session_id)
+        return [tp for tp in machine.fetchers if expired or tp not in machine.owned]
+
+    def _watch_zombies(self) -> None:
+        for member in self.drivers:
+            partitions = self._zombie_partitions(member)
+            if partitions:
+                since, most = self._zombie_since.get(member, (self.now, 0))
+                self._zombie_since[member] = (since, max(most, len(partitions)))
+            else:
+                self._zombie_ended(member)
+
+    def _zombie_ended(self, member: str) -> None:
+        if member in self._zombie_since:
+            since, most = self._zombie_since.pop(member)
+            self.zombie_windows.append(ZombieWindow(member, since, self.now, most))
+
+    def _subscribed(self) -> set[str]:
+        return {t for d in self.drivers.values() for t in d.machine.config.topic_count}
 
     # ------------------------------------------------------------------ invariants
 
     def check(self) -> None:
         registry = self.server.registry
+        self._watch_zombies()
         for member, driver in self.drivers.items():
             client = self.clients[member]
             if client.frozen or not driver.running:
                 continue
+            zombie = set(self._zombie_partitions(member))
             for tp, fetcher in driver.machine.fetchers.items():
+                if tp in zombie:
+                    continue  # measured, not refused: Kafka 0.8 let them run (ZombieWindow)
                 data = registry.data(self.layout.owner(tp.topic, tp.partition))
                 if data != fetcher.thread.encode():
                     holder = "nobody" if data is None else data.decode()
@@ -307,21 +417,19 @@ class ZkSimulation:
         if self._quiet():
             self._check_same_assignment()
             if self._change_at is not None and self._all_fetched():
-                self.settle_ms.append(self.now - self._change_at)
-                self._change_at = None
+                self._change_ended(settled=True)
 
     def _quiet(self) -> bool:
         """No consumer has a task, a pending rebalance or a message on its way."""
         for member, driver in self.drivers.items():
             client = self.clients[member]
-            if driver.machine.busy or client.frozen or client._last_delivery > self.now or driver.machine.phase in (
+            if driver.machine.busy or client.frozen or client.cut or client._last_delivery > self.now or driver.machine.phase in (
                     Phase.WAITING_FOR_SESSION, Phase.REGISTERING):
                 return False
         return True
 
     def _all_fetched(self) -> bool:
-        return all(self.fetching.get(TopicPartition(t, p)) for t, n in self.topics.items()
-                   if self._subscribed(t) for p in range(n))
+        return self.fetching.idle(self._subscribed()) == 0
 
     def _check_same_assignment(self) -> None:
         registry = self.server.registry

@@ -1,0 +1,116 @@
+"""`grouplab compare --real`: the script over real sockets, both designs at once in one event loop
+— a coordinator and its consumers over loopback TCP (grouplab/cluster.py's LocalCluster), and the
+ZooKeeper-era consumers on the embedded registry or a real ZooKeeper (grouplab/zk/run.py's
+ZkCluster). Each change waits until its design has settled, then `hold_s`, before the next; the
+figures are wall-clock."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Callable
+
+from grouplab.compare.probe import CoordinatorProbe
+from grouplab.compare.script import CompareError, Figures, Script
+from grouplab.compare.simulate import zk_figures
+from protocol.effects import wall_clock_ms
+
+Say = Callable[[str], None]
+
+
+async def run_real(script: Script, zookeeper: str | None, timeout_s: float, hold_s: float,
+                   say: Say) -> tuple[list[Figures], list[Figures]]:
+    """Both designs side by side; the first to fail (no ZooKeeper there, a change that does not
+    settle within `timeout_s`) stops the other."""
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            co = tasks.create_task(_coordinator(script, timeout_s, hold_s, say))
+            zk = tasks.create_task(_zookeeper(script, zookeeper, timeout_s, hold_s, say))
+    except ExceptionGroup as group:
+        first = group.exceptions[0]
+        if isinstance(first, Exception) and len(group.exceptions) == 1:
+            raise first from None
+        raise
+    return co.result(), zk.result()
+
+
+async def _until(predicate: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def _not_settled(design: str, label: str, timeout_s: float) -> CompareError:
+    return CompareError(f"the {design} did not settle after '{label}' within --timeout {timeout_s:g} s")
+
+
+async def _coordinator(script: Script, timeout_s: float, hold_s: float, say: Say) -> list[Figures]:
+    from grouplab.cluster import LocalCluster
+
+    s = script.settings
+    probe = CoordinatorProbe(s.group, set(script.consumers))
+    cluster = LocalCluster(dict(s.topics), s.group, ["range"],
+                           consumer_overrides=[f"session.timeout.ms={s.session_timeout_ms}",
+                                               f"metadata.max.age.ms={s.metadata_max_age_ms}"],
+                           listeners=[probe.feed], trace_listeners=[probe.trace])
+    await cluster.start()
+    try:
+        for change, live in zip(script.changes, script.live_after):
+            probe.begin(wall_clock_ms(), live)
+            if change.kind == "join":
+                for name in change.members:
+                    await cluster.add_consumer(name=name)
+            elif change.kind in ("leave", "crash"):
+                for name in change.members:
+                    await cluster.stop_consumer(cluster.app(name), leave=change.kind == "leave")
+            else:
+                await cluster.add_partitions(change.topic, change.total)
+            if not await _until(lambda: probe.settled, timeout_s):
+                raise _not_settled("coordinator protocol", change.label(), timeout_s)
+            settled = probe.windows[-1].settled_ms
+            say(f"coordinator protocol: {change.label()}: settled in "
+                f"{(settled or 0) - probe.windows[-1].start_ms} ms")
+            await asyncio.sleep(hold_s)
+        return probe.finish(wall_clock_ms())
+    finally:
+        await cluster.close()
+
+
+async def _zookeeper(script: Script, zookeeper: str | None, timeout_s: float, hold_s: float,
+                     say: Say) -> list[Figures]:
+    from grouplab.zk.run import ZkCluster, ZkRunError
+
+    s = script.settings
+    cluster = ZkCluster(dict(s.topics), s.group, "range", 1,
+                        [f"zookeeper.session.timeout.ms={s.zk_session_timeout_ms}"], zookeeper)
+    try:
+        await cluster.start()
+    except ZkRunError as exc:
+        raise CompareError(str(exc)) from None
+    figures: list[Figures] = []
+    try:
+        for change in script.changes:
+            began, start = time.monotonic(), cluster.counters()
+            if change.kind == "join":
+                for name in change.members:
+                    cluster.add_consumer(name)
+            elif change.kind in ("leave", "crash"):
+                for name in change.members:
+                    driver = next(d for d in cluster.drivers if d.consumer_id == name)
+                    cluster.stop_consumer(driver, crash=change.kind == "crash")
+            else:
+                await cluster.add_partitions(change.topic, change.total)
+            settle = await cluster.wait_settled(timeout_s, began=began)
+            if settle is None:
+                raise _not_settled("ZooKeeper era", change.label(), timeout_s)
+            say(f"ZooKeeper era: {change.label()}: settled in {settle} ms")
+            # (what the quiet check after settling adds is nothing: no operation, no idle partition)
+            figures.append(zk_figures(replace(cluster.counters().since(start, settled=True), settle_ms=settle)))
+            await asyncio.sleep(hold_s)
+        return figures
+    finally:
+        await cluster.close()

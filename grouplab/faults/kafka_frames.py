@@ -1,0 +1,85 @@
+"""What the fault proxy reads and writes of Kafka's own frames, in its Kafka-wire mode
+(`FaultProxy(wire="kafka")`, docs/faults.md): the API, version, correlation id and client id of a
+request; the correlation id of a response (Kafka responses carry no API: the proxy remembers what
+each correlation id asked); an `error` rule's answer, encoded at the request's version; and the
+broker address in Metadata and FindCoordinator answers, rewritten to the proxy's so that clients
+keep talking through it after they bootstrap (as any Kafka proxy must).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, NamedTuple
+
+from coordinator.kafka_wire.apis import APIS
+from coordinator.kafka_wire.codec import encode_response
+from coordinator.kafka_wire.translate import View, to_kafka
+
+_PREFIX = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+
+
+class KafkaRequestMeta(NamedTuple):
+    api: str
+    version: int
+    correlation_id: int
+    client_id: str
+
+
+def request_meta(payload: bytes) -> KafkaRequestMeta | None:
+    """The header of a Kafka request (v1 and v2 start alike), or None for what is not one we know."""
+    if len(payload) < _PREFIX.size:
+        return None
+    key, version, cid, n = _PREFIX.unpack_from(payload)
+    api = APIS.get(key)
+    if api is None:
+        return None
+    client_id = ""
+    if n > 0 and len(payload) >= _PREFIX.size + n:
+        client_id = payload[_PREFIX.size:_PREFIX.size + n].decode("utf-8", "replace")
+    return KafkaRequestMeta(api.name, version, cid, client_id)
+
+
+def response_correlation_id(payload: bytes) -> int | None:
+    return struct.unpack_from(">i", payload)[0] if len(payload) >= 4 else None
+
+
+_BY_NAME = {api.name: api for api in APIS.values()}
+
+
+def error_frame(api: str, version: int, correlation_id: int, body: Any, host: str, port: int) -> bytes | None:
+    """An error rule's answer as a Kafka frame (grouplab's error body translated at `version`), or
+    None when the API cannot carry it (then the rule drops the frame instead)."""
+    spec = _BY_NAME.get(api)
+    if spec is None or not spec.min_version <= version <= spec.max_version:
+        return None
+    try:
+        return encode_response(to_kafka(spec, version, body, View(host, port)), correlation_id)
+    except Exception:  # noqa: BLE001 - an API whose answer needs more than an error code
+        return None
+
+
+def rewrite_advertised(api: str, version: int, payload: bytes, host: str, port: int) -> bytes:
+    """A Metadata or FindCoordinator answer naming the proxy instead of the coordinator (the
+    payload, length prefix excluded); any other answer, or one that does not decode, unchanged."""
+    if api not in ("Metadata", "FindCoordinator"):
+        return payload
+    spec = _BY_NAME[api]
+    try:
+        response = spec.response.decode(payload, version=version, header=True)
+        if api == "Metadata":
+            for broker in response.brokers:
+                broker.host, broker.port = host, port
+        elif version >= 4:
+            for coordinator in response.coordinators:
+                coordinator.host, coordinator.port = host, port
+        else:
+            response.host, response.port = host, port
+        cid = response.header.correlation_id
+        framed = encode_response(spec.response[version](**_fields(response)), cid)
+    except Exception:  # noqa: BLE001 - not ours to judge: passed on as it came
+        return payload
+    return framed[4:]
+
+
+def _fields(message: Any) -> dict[str, Any]:
+    return {name: getattr(message, name) for name in message._struct.fields}

@@ -1,0 +1,321 @@
+"""The Kafka-wire listener over loopback sockets with hand-made Kafka frames (kafka-python's message
+classes build them): versions and their fallback, one request at a time, the long poll, what bad
+input gets (a closed connection or the API's error, never a state change), and that the event log,
+the message trace and replay see Kafka clients' requests (docs/kafka-wire.md). Real clients:
+tests/test_kafka_clients.py."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.group import JoinGroupRequest, JoinGroupResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from coordinator.config import BrokerConfig
+from coordinator.kafka_wire.apis import APIS
+from coordinator.server import CoordinatorServer
+from grouplab.admin import AdminClient
+from grouplab.eventlog import run_dir_log
+from grouplab.replay import replay
+from grouplab.tracefile import TraceFile, trace_path
+from protocol.errors import ErrorCode
+
+from conftest import EventRecorder
+
+pytestmark = pytest.mark.e2e
+HOST = "127.0.0.1"
+CONFIG = ["group.initial.rebalance.delay.ms=0"]
+
+
+class Raw:
+    """One Kafka connection that sends requests and reads responses frame by frame."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.correlation_id = 0
+
+    @classmethod
+    async def open(cls, port: int) -> "Raw":
+        return cls(*await asyncio.open_connection(HOST, port))
+
+    def send(self, request: Any, client_id: str = "raw") -> int:
+        self.correlation_id += 1
+        request.with_header(correlation_id=self.correlation_id, client_id=client_id)
+        self.writer.write(bytes(request.encode(header=True, framed=True)))
+        return self.correlation_id
+
+    def send_bytes(self, payload: bytes) -> None:
+        self.writer.write(struct.pack(">i", len(payload)) + payload)
+
+    async def read(self, response_class: Any, version: int, timeout: float = 10) -> Any:
+        size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), timeout))[0]
+        payload = await asyncio.wait_for(self.reader.readexactly(size), timeout)
+        return response_class.decode(payload, version=version, header=True)
+
+    async def closed(self, timeout: float = 5) -> bool:
+        return await asyncio.wait_for(self.reader.read(1), timeout) == b""
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@pytest.fixture
+async def server(recorder: EventRecorder) -> Any:
+    srv = CoordinatorServer(BrokerConfig().with_overrides(CONFIG), HOST, 0, events=recorder.log("coordinator"),
+                            kafka_port=0)
+    await srv.start()
+    async with AdminClient(HOST, srv.port) as admin:
+        await admin.create_topics({"t": 2})
+    yield srv
+    await srv.stop()
+
+
+def batch(*values: bytes, codec: int = 0) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, v in enumerate(values):
+        b.append(i, timestamp=int(time.time() * 1000), key=None, value=v, headers=[])
+    return bytes(b.build())
+
+
+def produce(version: int, records: bytes, partition: int = 0, acks: int = -1) -> Any:
+    c = ProduceRequest
+    return c[version](transactional_id=None, acks=acks, timeout_ms=1000, topic_data=[c.TopicProduceData(
+        name="t", partition_data=[c.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
+
+
+def fetch(version: int, offset: int, max_wait_ms: int, session_id: int = 0, session_epoch: int = -1) -> Any:
+    c = FetchRequest
+    return c[version](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                      session_id=session_id, session_epoch=session_epoch, rack_id="", forgotten_topics_data=[],
+                      topics=[c.FetchTopic(topic="t", partitions=[c.FetchTopic.FetchPartition(
+                          partition=0, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=1 << 20,
+                          current_leader_epoch=-1, last_fetched_epoch=-1)])])
+
+
+def records_of(response: Any) -> list[bytes]:
+    data = response.responses[0].partitions[0].records
+    return [r.value for r in DefaultRecordBatch(bytes(data))] if data else []
+
+
+# ----------------------------------------------------------------------------- versions
+
+
+async def test_api_versions_lists_the_supported_ranges_with_header_v0(server: CoordinatorServer) -> None:
+    raw = await Raw.open(server.kafka_port)
+    raw.send(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"))
+    resp = await raw.read(ApiVersionsResponse, 3)
+    assert resp.error_code == 0
+    got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert got == {a.key: (a.min_version, a.max_version) for a in APIS.values()}
+    raw.close()
+
+
+async def test_api_versions_too_new_gets_unsupported_version_at_v0(server: CoordinatorServer) -> None:
+    """KIP-511: the client learns the supported range from a v0 answer and asks again."""
+    raw = await Raw.open(server.kafka_port)
+    # ApiVersions v9 (a future version): the header is v2; the body is unknown to us.
+    raw.send_bytes(struct.pack(">hhih", 18, 9, 7, 1) + b"x" + b"\x00" + b"\x00\x00")
+    resp = await raw.read(ApiVersionsResponse, 0)
+    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION and resp.header.correlation_id == 7
+    assert {k.api_key for k in resp.api_keys} == set(APIS)
+    raw.send(ApiVersionsRequest[0]())  # the same connection carries on
+    assert (await raw.read(ApiVersionsResponse, 0)).error_code == 0
+    raw.close()
+
+
+@pytest.mark.parametrize("version", [1, 9, 12])
+async def test_metadata_and_find_coordinator_advertise_the_kafka_port(server: CoordinatorServer, version: int) -> None:
+    raw = await Raw.open(server.kafka_port)
+    topics = [MetadataRequest.MetadataRequestTopic(name="t")]
+    raw.send(MetadataRequest[version](topics=topics, allow_auto_topic_creation=False))
+    meta = await raw.read(MetadataResponse, version)
+    assert [(b.node_id, b.host, b.port) for b in meta.brokers] == [(0, HOST, server.kafka_port)]
+    assert [(t.name, len(t.partitions)) for t in meta.topics] == [("t", 2)]
+    for fc_version in (1, 4):
+        if fc_version >= 4:
+            raw.send(FindCoordinatorRequest[fc_version](key_type=0, coordinator_keys=["g"]))
+            fc = (await raw.read(FindCoordinatorResponse, fc_version)).coordinators[0]
+        else:
+            raw.send(FindCoordinatorRequest[fc_version](key="g", key_type=0))
+            fc = await raw.read(FindCoordinatorResponse, fc_version)
+        assert (fc.error_code, fc.host, fc.port) == (0, HOST, server.kafka_port)
+    raw.close()
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("payload", [
+    b"\x00",                                              # shorter than a header
+    struct.pack(">hhi", 999, 0, 1) + b"\x00\x00",         # an unknown API key
+    struct.pack(">hhi", 11, 2, 1) + b"\x00\x00",          # JoinGroup v2: below the supported range
+    struct.pack(">hhi", 11, 9, 1) + b"\x00\x00\x00\x05",  # JoinGroup v9 whose body does not decode
+    struct.pack(">hhi", 1, 12, 1) + b"\xff" * 40,         # Fetch v12: garbage
+])
+async def test_a_request_that_cannot_be_read_closes_the_connection_and_changes_nothing(
+        server: CoordinatorServer, recorder: EventRecorder, payload: bytes) -> None:
+    raw = await Raw.open(server.kafka_port)
+    raw.send_bytes(payload)
+    assert await raw.closed()
+    assert not server.broker.groups and recorder.events("bad_request")
+    raw = await Raw.open(server.kafka_port)  # the listener carries on
+    raw.send(ApiVersionsRequest[0]())
+    assert (await raw.read(ApiVersionsResponse, 0)).error_code == 0
+    raw.close()
+
+
+async def test_a_frame_over_the_limit_closes_the_connection(server: CoordinatorServer) -> None:
+    raw = await Raw.open(server.kafka_port)
+    raw.writer.write(struct.pack(">i", server.config.socket_request_max_bytes + 1) + b"\x00" * 100)
+    assert await raw.closed()
+
+
+async def test_a_produce_with_a_bad_crc_is_refused_and_nothing_is_appended(server: CoordinatorServer) -> None:
+    raw = await Raw.open(server.kafka_port)
+    good = batch(b"a", b"b")
+    bad = good[:-1] + bytes([good[-1] ^ 1])
+    raw.send(produce(9, bad))
+    resp = await raw.read(ProduceResponse, 9)
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
+    two = good + good  # two batches for one partition: Kafka wants exactly one
+    raw.send(produce(9, two))
+    resp = await raw.read(ProduceResponse, 9)
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
+    assert server.broker.logs.existing("t", 0) is None or server.broker.logs.existing("t", 0).log_end_offset == 0
+    raw.close()
+
+
+async def test_an_incremental_fetch_session_is_refused_so_the_client_fetches_in_full(server: CoordinatorServer) -> None:
+    raw = await Raw.open(server.kafka_port)
+    raw.send(fetch(11, 0, 0, session_id=77, session_epoch=3))
+    resp = await raw.read(FetchResponse, 11)
+    assert resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    raw.send(fetch(11, 0, 0))  # a full fetch: answered, and no session is created (session id 0)
+    resp = await raw.read(FetchResponse, 11)
+    assert (resp.error_code, resp.session_id) == (0, 0)
+    raw.close()
+
+
+# ----------------------------------------------------------------------------- produce, fetch, long poll
+
+
+@pytest.mark.parametrize("codec", [0, 1])  # none, gzip
+async def test_a_produced_batch_is_fetched_back(server: CoordinatorServer, codec: int) -> None:
+    raw = await Raw.open(server.kafka_port)
+    raw.send(produce(9, batch(b"x" * 300, b"y" * 300, codec=codec)))
+    part = (await raw.read(ProduceResponse, 9)).responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (0, 0)
+    raw.send(fetch(12, 0, 0))
+    assert records_of(await raw.read(FetchResponse, 12)) == [b"x" * 300, b"y" * 300]
+    raw.close()
+
+
+async def test_a_fetch_waits_for_data_and_holds_back_the_next_request(server: CoordinatorServer) -> None:
+    """Kafka's long poll, and one request at a time per connection: the Metadata sent after a
+    parked Fetch is answered after it."""
+    consumer = await Raw.open(server.kafka_port)
+    producer = await Raw.open(server.kafka_port)
+    consumer.send(fetch(12, 0, max_wait_ms=30_000))
+    consumer.send(MetadataRequest[9](topics=None, allow_auto_topic_creation=False))
+    await asyncio.sleep(0.2)
+    assert len(server.kafka.parked) == 1  # nothing to read: parked, not answered
+    producer.send(produce(9, batch(b"hello")))
+    await producer.read(ProduceResponse, 9)
+    started = time.monotonic()
+    resp = await consumer.read(FetchResponse, 12)
+    assert records_of(resp) == [b"hello"] and time.monotonic() - started < 20
+    meta = await consumer.read(MetadataResponse, 9)
+    assert meta.header.correlation_id == 2
+    consumer.close()
+    producer.close()
+
+
+async def test_a_fetch_with_nothing_to_read_is_answered_after_max_wait(server: CoordinatorServer) -> None:
+    raw = await Raw.open(server.kafka_port)
+    raw.send(fetch(12, 0, max_wait_ms=200))
+    resp = await raw.read(FetchResponse, 12)
+    assert resp.error_code == 0 and records_of(resp) == []
+    assert not server.kafka.parked
+    raw.close()
+
+
+# ----------------------------------------------------------------------------- the trace and replay
+
+
+async def test_a_kafka_clients_run_is_traced_and_replays_identically(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    events = run_dir_log(run_dir, "coordinator")
+    trace = TraceFile(trace_path(run_dir))
+    srv = CoordinatorServer(BrokerConfig().with_overrides(CONFIG), HOST, 0, events=events, trace=trace, kafka_port=0)
+    await srv.start()
+    raw = await Raw.open(srv.kafka_port)
+    c = JoinGroupRequest
+    join = c[9](group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+                group_instance_id=None, protocol_type="consumer", reason=None,
+                protocols=[c.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff")])
+    raw.send(join)
+    first = await raw.read(JoinGroupResponse, 9)
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    join.member_id = first.member_id
+    raw.send(join)
+    second = await raw.read(JoinGroupResponse, 9)
+    assert (second.error_code, second.generation_id, second.leader) == (0, 1, first.member_id)
+    raw.send(produce(9, batch(b"r")))
+    await raw.read(ProduceResponse, 9)
+    raw.close()
+    await srv.stop()
+    events.close()
+    trace.close()
+    result = replay(run_dir)
+    assert result.identical, result.difference
+    assert result.requests >= 3
+
+
+async def test_a_kafka_client_on_the_msgpack_port_is_told_where_to_go(server: CoordinatorServer,
+                                                                     recorder: EventRecorder) -> None:
+    raw = await Raw.open(server.port)  # grouplab's own port, not the Kafka one
+    raw.send(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"))
+    assert await raw.closed()
+    said = [ev.fields["error"] for ev in recorder.events("bad_request")]
+    assert any(f"port {server.kafka_port}" in text for text in said), said
+
+
+async def test_delete_groups_over_the_kafka_wire(server: CoordinatorServer) -> None:
+    """An Empty group (a simple consumer's commit made it) is deleted; an unknown one is
+    GROUP_ID_NOT_FOUND, one with members NON_EMPTY_GROUP."""
+    from kafka.protocol.admin.groups import DeleteGroupsRequest, DeleteGroupsResponse
+    from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
+
+    raw = await Raw.open(server.kafka_port)
+    c = OffsetCommitRequest
+    raw.send(c[8](group_id="simple", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                  topics=[c.OffsetCommitRequestTopic(name="t", partitions=[
+                      c.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                          partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="")])]))
+    commit = await raw.read(OffsetCommitResponse, 8)
+    assert commit.topics[0].partitions[0].error_code == 0
+    j = JoinGroupRequest
+    member = await Raw.open(server.kafka_port)
+    join = j[9](group_id="busy", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+                group_instance_id="i", protocol_type="consumer", reason=None,
+                protocols=[j.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff")])
+    member.send(join)
+    assert (await member.read(JoinGroupResponse, 9)).error_code == 0
+    raw.send(DeleteGroupsRequest[2](groups_names=["simple", "nosuch", "busy"]))
+    resp = await raw.read(DeleteGroupsResponse, 2)
+    got = {r.group_id: r.error_code for r in resp.results}
+    assert got == {"simple": 0, "nosuch": ErrorCode.GROUP_ID_NOT_FOUND, "busy": ErrorCode.NON_EMPTY_GROUP}
+    assert "simple" not in server.broker.groups and "busy" in server.broker.groups
+    raw.close()
+    member.close()
