@@ -384,8 +384,9 @@ def test_eager_sticky_ignores_owned_partitions():
     assert assign("sticky", {"t": 2}, subscriptions) == {"a": tps("t", 0), "b": tps("t", 1)}
 
 
-def test_eager_sticky_reads_user_data_without_a_generation():
-    # The old form without a generation (Kafka's version-0 user data) still counts as history.
+def test_eager_sticky_reads_grouplabs_earlier_user_data():
+    # grouplab's members wrote msgpack before they wrote Kafka's format; a member from an older
+    # grouplab still has history (with or without a generation).
     subscriptions = {"a": Subscription(topics=["t"], user_data=msgpack.packb({"partitions": [["t", 1]]})),
                      "b": Subscription(topics=["t"])}
     assert assign("sticky", {"t": 2}, subscriptions) == {"a": tps("t", 1), "b": tps("t", 0)}

@@ -27,10 +27,10 @@ applies), except the answers Kafka's rack tests assert for their non-rack config
 from __future__ import annotations
 
 import random
+import struct
 from collections import defaultdict
 from typing import Mapping
 
-import msgpack
 import pytest
 
 from consumer.assignors import get_assignor
@@ -845,12 +845,39 @@ def test_sticky_schema_backward_compatibility(eager: Harness) -> None:
     ppt = {TOPIC: 3}
     c1_0, c2_0 = tps((TOPIC, 0), (TOPIC, 2)), [tp(TOPIC, 1)]
     subs = {C1: eager.v2([TOPIC], c1_0, 1),
-            C2: Subscription(topics=[TOPIC], user_data=msgpack.packb({"partitions": [[p.topic, p.partition] for p in c2_0]})),
+            C2: Subscription(topics=[TOPIC], user_data=kafka_user_data_v0(c2_0)),
             C3: eager.fresh([TOPIC])}
     a = eager.assign(ppt, subs)
     assert [len(a[c]) for c in (C1, C2, C3)] == [1, 1, 1]
     assert set(a[C1]) <= set(c1_0) and set(a[C2]) <= set(c2_0)
     eager.verify(subs, a, ppt)
+
+
+def kafka_user_data_v0(partitions: list[TopicPartition]) -> bytes:
+    """Kafka's StickyAssignor user data, version 0 (no generation), packed by hand: an int32 count
+    of topics, each an int16-length name and an int32 count of int32 partitions; big-endian."""
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for p in partitions:
+        by_topic[p.topic].append(p.partition)
+    out = struct.pack(">i", len(by_topic))
+    for topic, numbers in by_topic.items():
+        out += struct.pack(">h", len(topic)) + topic.encode() + struct.pack(">i", len(numbers))
+        out += b"".join(struct.pack(">i", n) for n in numbers)
+    return out
+
+
+def test_sticky_user_data_is_kafkas_format(eager: Harness) -> None:
+    # Version 1 is version 0 followed by the int32 generation: what Kafka's StickyAssignor sends
+    # and reads, so a Kafka leader and a grouplab leader read each other's members alike.
+    parts = [tp(TOPIC1, 0), tp(TOPIC1, 3), tp(TOPIC2, 1)]
+    v1 = kafka_user_data_v0(parts) + struct.pack(">i", 7)
+    assert v1.hex() == ("00000002" "0006" + b"topic1".hex() + "00000002" "00000000" "00000003"
+                        "0006" + b"topic2".hex() + "00000001" "00000001" "00000007")
+    assert eager.assignor.subscription_user_data(parts, 7) == v1  # type: ignore[attr-defined]
+    data = eager.assignor.member_data(Subscription(topics=[TOPIC1], user_data=v1))  # type: ignore[attr-defined]
+    assert data.partitions == parts and data.generation == 7
+    data = eager.assignor.member_data(Subscription(topics=[TOPIC1], user_data=kafka_user_data_v0(parts)))  # type: ignore[attr-defined]
+    assert data.partitions == parts and data.generation is None
 
 
 def test_sticky_member_data_with_inconsistent_data(eager: Harness) -> None:

@@ -3,7 +3,8 @@
 Kafka's rules (AbstractStickyAssignor, docs/assignors.md "Claims"):
 
 - The eager `sticky` assignor reads a member's previous partitions and generation from its
-  subscription's user data only (an eager member has revoked everything before it rejoins);
+  subscription's user data only, in Kafka's format (an eager member has revoked everything
+  before it rejoins);
   `cooperative-sticky` reads the subscription's owned partitions and generation.
 - Claims are met member by member in the leader's HashMap order. A partition claimed by a member
   whose generation is higher than the claimant met before moves to it; a lower one is ignored; an
@@ -16,7 +17,9 @@ Kafka's rules (AbstractStickyAssignor, docs/assignors.md "Claims"):
 from __future__ import annotations
 
 import operator
+import struct
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Iterable, Mapping
 
 import msgpack
@@ -45,21 +48,63 @@ def generation_of(md: MemberData) -> int:
 
 
 def encode_user_data(previous: Iterable[TopicPartition], generation_id: int) -> bytes:
-    """The eager sticky assignor's memory across a revoke-everything rejoin."""
-    return msgpack.packb({"partitions": [[tp.topic, tp.partition] for tp in sorted(previous)],
-                          "generation": generation_id}, use_bin_type=True)
+    """The eager sticky assignor's memory across a revoke-everything rejoin, in Kafka's
+    StickyAssignor user-data format (version 1), so a Kafka leader reads it as grouplab's does:
+    an int32 count of topics, each an int16-length UTF-8 name with an int32 count of int32
+    partition numbers, then the int32 generation; big-endian."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(previous):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    out = [struct.pack(">i", len(by_topic))]
+    for topic, numbers in by_topic.items():
+        name = topic.encode("utf-8")
+        out.append(struct.pack(f">h{len(name)}si{len(numbers)}i", len(name), name, len(numbers), *numbers))
+    out.append(struct.pack(">i", generation_id))
+    return b"".join(out)
 
 
 def decode_user_data(data: bytes) -> tuple[list[TopicPartition], int | None] | None:
-    """(partitions, generation) from user data; generation None for the old form without one
-    (Kafka's version-0 schema); None when the bytes are not ours at all."""
+    """(partitions, generation) from user data: Kafka's format (version 1, or version 0 without a
+    generation, as Kafka tries them), else grouplab's earlier msgpack form; None when the bytes are
+    neither (another assignor's user data: no history)."""
+    decoded = _decode_kafka(data)
+    return decoded if decoded is not None else _decode_msgpack(data)
+
+
+def _decode_kafka(data: bytes) -> tuple[list[TopicPartition], int | None] | None:
+    try:
+        (topics,), pos = struct.unpack_from(">i", data, 0), 4
+        if topics < 0:
+            return None
+        pairs: list[tuple[str, int]] = []
+        for _ in range(topics):
+            (length,) = struct.unpack_from(">h", data, pos)
+            pos += 2
+            if length < 0 or pos + length > len(data):
+                return None
+            topic = data[pos:pos + length].decode("utf-8")
+            pos += length
+            (count,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            if count < 0 or pos + 4 * count > len(data):
+                return None
+            pairs.extend(zip(repeat(topic), struct.unpack_from(f">{count}i", data, pos)))
+            pos += 4 * count
+    except (struct.error, UnicodeDecodeError):
+        return None
+    generation = struct.unpack_from(">i", data, pos)[0] if len(data) - pos >= 4 else None
+    return as_partitions(pairs), generation
+
+
+def _decode_msgpack(data: bytes) -> tuple[list[TopicPartition], int | None] | None:
+    """grouplab's user data before it spoke Kafka's format: {"partitions": [[topic, n]...], "generation": g}."""
     try:
         raw = msgpack.unpackb(data, raw=False)
         items = raw["partitions"]
         generation = raw.get("generation")
         has_generation = "generation" in raw
     except Exception:
-        return None  # not ours (another assignor's user data): treat as no history
+        return None
     if not isinstance(items, list) or (has_generation and type(generation) is not int):
         return None
     # Checked in bulk (a member may have thousands of partitions): [str, int] pairs only.
