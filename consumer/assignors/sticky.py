@@ -85,7 +85,8 @@ def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mappin
     claims = resolve_claims(valid, subscriptions, data)
     if claims.all_equal:
         everything = list(chain.from_iterable(by_topic[t] for t in sorted(by_topic, key=java_key)))
-        target, transferring = constrained_assign(everything, claims.order, claims.owned, claims.doubly)
+        target, transferring = constrained_assign(everything, claims.members, claims.hashmap_order, claims.owned,
+                                                  claims.doubly)
         return StickyResult({m: sorted(target[m]) for m in subscriptions}, transferring, claims)
     topics_of = {m: frozenset(t for t in s.topics if t in by_topic) for m, s in subscriptions.items()}
     target = general_assign(by_topic, topics_of, claims.owned, previous_generation_owners(claims, valid))

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import operator
 import struct
+import sys
+from array import array
 from dataclasses import dataclass, field
-from itertools import repeat
-from typing import Iterable, Mapping
+from itertools import chain, repeat
+from typing import Iterable, Iterator, Mapping
 
 import msgpack
 
@@ -72,28 +74,44 @@ def decode_user_data(data: bytes) -> tuple[list[TopicPartition], int | None] | N
 
 
 def _decode_kafka(data: bytes) -> tuple[list[TopicPartition], int | None] | None:
+    unpack_int32, unpack_int16 = _INT32.unpack_from, _INT16.unpack_from
+    names: list[Iterator[str]] = []
+    chunks: list[bytes] = []
     try:
-        (topics,), pos = struct.unpack_from(">i", data, 0), 4
+        (topics,) = unpack_int32(data, 0)
         if topics < 0:
             return None
-        pairs: list[tuple[str, int]] = []
+        pos = 4
         for _ in range(topics):
-            (length,) = struct.unpack_from(">h", data, pos)
+            (length,) = unpack_int16(data, pos)
             pos += 2
-            if length < 0 or pos + length > len(data):
-                return None
-            topic = data[pos:pos + length].decode("utf-8")
+            name = data[pos:pos + length].decode("utf-8")
             pos += length
-            (count,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            if count < 0 or pos + 4 * count > len(data):
+            (count,) = unpack_int32(data, pos)
+            if length < 0 or count < 0:
                 return None
-            pairs.extend(zip(repeat(topic), struct.unpack_from(f">{count}i", data, pos)))
+            pos += 4
+            names.append(repeat(name, count))
+            chunks.append(data[pos:pos + 4 * count])
             pos += 4 * count
     except (struct.error, UnicodeDecodeError):
         return None
-    generation = struct.unpack_from(">i", data, pos)[0] if len(data) - pos >= 4 else None
-    return as_partitions(pairs), generation
+    if pos > len(data):
+        return None
+    # Every topic's partition numbers in one array (big-endian on the wire), then one pass.
+    numbers = array("i", b"".join(chunks))
+    if _SWAP:
+        numbers.byteswap()
+    parts = list(map(_new_tuple, repeat(TopicPartition), zip(chain.from_iterable(names), numbers)))
+    generation = unpack_int32(data, pos)[0] if len(data) - pos >= 4 else None
+    return parts, generation
+
+
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_SWAP = sys.byteorder == "little"
+_new_tuple = tuple.__new__
+assert array("i").itemsize == 4
 
 
 def _decode_msgpack(data: bytes) -> tuple[list[TopicPartition], int | None] | None:
@@ -145,14 +163,24 @@ class Claims:
     doubly: partitions claimed by two members of one generation.
     max_generation: the highest generation any member sent (-1 if none).
     all_equal: whether every member subscribes to the same set of topics.
-    order: members in the leader's HashMap order (the order claims are met)."""
+    members: every member, in member-id order.
+    contested: whether two members claimed one partition (only then does the order in which
+    claims are met matter; hashmap_order() gives it)."""
 
     owned: dict[str, set[TopicPartition]]
     doubly: set[TopicPartition]
     max_generation: int
     all_equal: bool
-    order: list[str]
+    members: list[str]
+    contested: bool
     data: dict[str, MemberData] = field(default_factory=dict)
+    _order: list[str] | None = None
+
+    def hashmap_order(self) -> list[str]:
+        """The members in the leader's HashMap order (hashing every member id: done when needed)."""
+        if self._order is None:
+            self._order = hashmap_order(self.members)
+        return self._order
 
 
 def resolve_claims(valid: set[TopicPartition], subscriptions: Mapping[str, Subscription],
@@ -162,29 +190,30 @@ def resolve_claims(valid: set[TopicPartition], subscriptions: Mapping[str, Subsc
 
     A partition claimed by one member only is simply kept; Kafka's member-by-member walk matters
     only for partitions claimed more than once, so only those are walked."""
-    # The order matters only for claims (who holds a contested partition, who keeps a max quota):
-    # without any, skip hashing every member id.
-    if any(d.partitions for d in data.values()):
-        order = hashmap_order(subscriptions)
-    else:
-        order = sorted(subscriptions, key=java_key)
+    order = sorted(subscriptions, key=java_key)
     topic_sets = {frozenset(subscriptions[m].topics) for m in order}
     generation = {m: generation_of(data[m]) for m in order}
     max_generation = max(generation.values(), default=NO_GENERATION)
-    claimed = {m: set(data[m].partitions) & valid for m in order if data[m].partitions}
+    claimed = {m: set(data[m].partitions) for m in order if data[m].partitions}
+    everything_claimed: set[TopicPartition] = set().union(*claimed.values())
+    if not everything_claimed <= valid:  # claims of topics nobody subscribes to, or past a topic's end
+        claimed = {m: parts & valid for m, parts in claimed.items()}
+        everything_claimed &= valid
     owned: dict[str, set[TopicPartition]] = {m: claimed.get(m, set()) for m in order}
     doubly: set[TopicPartition] = set()
-    if sum(map(len, claimed.values())) != len(set().union(*claimed.values())):
+    contested = sum(map(len, claimed.values())) != len(everything_claimed)
+    result = Claims(owned, doubly, max_generation, len(topic_sets) <= 1, order, contested, dict(data))
+    if contested:
         seen: set[TopicPartition] = set()
-        contested: set[TopicPartition] = set()
+        disputed: set[TopicPartition] = set()
         for parts in claimed.values():
-            contested |= parts & seen
+            disputed |= parts & seen
             seen |= parts
         claimants: dict[TopicPartition, list[str]] = {}
-        for m in order:
+        for m in result.hashmap_order():
             if m in claimed:
-                owned[m] = claimed[m] - contested
-                for tp in claimed[m] & contested:
+                owned[m] = claimed[m] - disputed
+                for tp in claimed[m] & disputed:
                     claimants.setdefault(tp, []).append(m)
         for tp, members in claimants.items():
             holder = members[0]
@@ -200,7 +229,7 @@ def resolve_claims(valid: set[TopicPartition], subscriptions: Mapping[str, Subsc
                 else:
                     continue
                 holder = m
-    return Claims(owned, doubly, max_generation, len(topic_sets) <= 1, order, dict(data))
+    return result
 
 
 def previous_generation_owners(claims: Claims, valid: set[TopicPartition]) -> dict[TopicPartition, str]:
@@ -208,7 +237,8 @@ def previous_generation_owners(claims: Claims, valid: set[TopicPartition]) -> di
     the current maximum that claimed it (the first met wins a tie). The general assignment gives a
     partition back to it when its current owner is overloaded."""
     best: dict[TopicPartition, tuple[str, int]] = {}
-    for member in claims.order:
+    # A partition with one claimant has no tie to break: the HashMap order matters only if contested.
+    for member in claims.hashmap_order() if claims.contested else claims.members:
         md = claims.data[member]
         generation = generation_of(md)
         if generation >= claims.max_generation or not md.partitions:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import filterfalse
-from typing import Mapping
+from typing import Callable, Mapping
 
 from consumer.assignors.java_order import java_key
 from protocol.types import TopicPartition
@@ -37,23 +37,30 @@ def partition_then_topic(tp: TopicPartition) -> tuple[int, bytes]:
     return (tp.partition, java_key(tp.topic))
 
 
-def constrained_assign(all_partitions: list[TopicPartition], order: list[str],
+def constrained_assign(all_partitions: list[TopicPartition], members: list[str],
+                       hashmap_order: Callable[[], list[str]],
                        owned: Mapping[str, set[TopicPartition]], doubly: set[TopicPartition],
                        ) -> tuple[dict[str, list[TopicPartition]], dict[TopicPartition, str]]:
     """(assignment, partitions transferring ownership -> their new owner).
 
     `all_partitions`: every partition of the subscribed topics, topics in `compareTo` order;
-    `order`: the members in the leader's HashMap order; `owned`: each member's honoured claims."""
-    total, members = len(all_partitions), len(order)
-    min_quota, expected_over = divmod(total, members)
+    `members`: every member; `hashmap_order()`: the members in the leader's HashMap order;
+    `owned`: each member's honoured claims."""
+    total = len(all_partitions)
+    min_quota, expected_over = divmod(total, len(members))
     max_quota = min_quota + (1 if expected_over else 0)
+    # The order members are met in decides only who gets the max places when more members could
+    # fill one than there are places (the other lists are sorted before use); else any order will do.
+    mine_of = {m: owned[m] - doubly if doubly else owned[m] for m in members}
+    candidates = sum(1 for m in members if len(mine_of[m]) >= max_quota) if expected_over else 0
+    order = hashmap_order() if candidates > expected_over else members
     current_over = 0
     assignment: dict[str, list[TopicPartition]] = {}
     under: list[str] = []  # fewer than min_quota
     at_min: list[str] = []  # exactly min_quota, and a max place may still be free
     revoked: set[TopicPartition] = set()
     for member in order:
-        mine = owned[member] - doubly if doubly else owned[member]
+        mine = mine_of[member]
         if len(mine) < min_quota:
             assignment[member] = list(mine)
             under.append(member)
