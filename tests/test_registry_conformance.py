@@ -73,6 +73,9 @@ class Probe:
         await asyncio.wait_for(wait(), WAIT_S)
 
 
+SETTLE_S = 0.15  # for kazoo's callback thread (see step below)
+
+
 async def script(make: Callable[[str], RegistryBackend], crash: Callable[[RegistryBackend], None], base: str) -> list[Any]:
     """The sequence, as the record of what each client saw."""
     g = base + "/g"
@@ -84,6 +87,9 @@ async def script(make: Callable[[str], RegistryBackend], crash: Callable[[Regist
     async def step(p: Probe, op: RegistryOp) -> None:
         log.append((p is a and "a" or p is b and "b" or "c", type(op).__name__, await p.do(op)))
         await b.do(Exists("/"))  # ZooKeeper's order: B hears what A caused before this answer
+        # ...on the wire; kazoo hands watch events to its own callback thread, which may run after
+        # the answer's, so give it a moment (a heavily loaded machine once compared too early).
+        await asyncio.sleep(SETTLE_S)
         log.append(("b heard", list(b.watches)))
 
     await step(a, Create(base, makepath=True))

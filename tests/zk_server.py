@@ -4,6 +4,7 @@ port with a temporary dataDir, installed by the test set-up when it runs as root
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
@@ -32,9 +33,15 @@ def install_if_root() -> None:
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
-    if subprocess.run(INSTALL.split(), **quiet).returncode != 0:  # type: ignore[call-overload]
-        subprocess.run(["apt-get", "update"], **quiet)  # type: ignore[call-overload]
-        subprocess.run(INSTALL.split(), **quiet)  # type: ignore[call-overload]
+    # scripts/test installs it before the tests start; this is for a bare `pytest` as root, where
+    # parallel workers (pytest -n) take turns: apt holds one lock for everyone.
+    with open(os.path.join(tempfile.gettempdir(), "grouplab-apt.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if missing() is None:
+            return
+        if subprocess.run(INSTALL.split(), **quiet).returncode != 0:  # type: ignore[call-overload]
+            subprocess.run(["apt-get", "update"], **quiet)  # type: ignore[call-overload]
+            subprocess.run(INSTALL.split(), **quiet)  # type: ignore[call-overload]
 
 
 def free_port() -> int:
