@@ -771,6 +771,10 @@ def cmd_assign(args: argparse.Namespace) -> int:
             owners[tp] = name
         subscriptions[name].owned_partitions = list(dict.fromkeys(owned))
         subscriptions[name].generation_id = 1
+        # The eager sticky assignor reads a member's last assignment from its user data only (as
+        # Kafka's does): an eager member has revoked everything by the time it rejoins.
+        subscriptions[name].user_data = get_assignor(args.assignor).subscription_user_data(
+            subscriptions[name].owned_partitions, 1)
     if not subscriptions:
         raise UsageError("give at least one --member NAME=TOPIC[,TOPIC...]")
     result = get_assignor(args.assignor).assign(sizes, subscriptions)

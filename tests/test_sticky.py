@@ -2,13 +2,15 @@
 through the public API (`get_assignor(name).assign(...)`).
 
 The worked examples come from the project's seed documents and docs/design.md and are written out as
-explicit expected dicts. The property tests check Kafka's StickyAssignor contract (KIP-54): a valid
-assignment, balanced first, sticky second; and the cooperative one (KIP-429): a partition never
-goes straight from one member to another, and a follow-up round completes the move.
+explicit expected dicts, with Kafka's results (tests/test_sticky_kafka.py carries Kafka's own unit
+tests). The property tests check Kafka's StickyAssignor contract (KIP-54): a valid assignment,
+balanced first, sticky second; and the cooperative one (KIP-429): a member never gets a partition
+it did not own while another member still owns it, and follow-up rounds complete the moves.
 
-Helpers that compute expectations (claim resolution, the balance check, the withheld set) are
-written here independently of `consumer/assignors/sticky.py`, so the tests do not simply re-run
-the code under test.
+Helpers that compute expectations (claim resolution by Kafka's rules, the balance check) are
+written here independently of `consumer/assignors/sticky*.py`, so the tests do not simply re-run
+the code under test; only Java's HashMap order is shared (tests/test_java_order.py holds it to
+values Java computes).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from hypothesis import strategies as st
 
 from consumer.assignors import get_assignor
 from consumer.assignors.base import RebalanceProtocol
-from consumer.assignors.sticky import encode_user_data, is_balanced
+from consumer.assignors.java_order import hashmap_order
+from consumer.assignors.sticky import decode_user_data, encode_user_data, is_balanced
 from protocol.types import Subscription, TopicPartition
 
 STICKY_ASSIGNORS = ["sticky", "cooperative-sticky"]
@@ -55,6 +58,7 @@ def owning(subscriptions: Mapping[str, Subscription], result: Mapping[str, list[
     """The next round's subscriptions: same topics, each member owning what `result` gave it."""
     return {
         m: Subscription(topics=list(s.topics), owned_partitions=list(result.get(m, [])),
+                        user_data=encode_user_data(result.get(m, []), generation_id),
                         generation_id=generation_id, group_instance_id=s.group_instance_id)
         for m, s in subscriptions.items()
     }
@@ -101,24 +105,43 @@ def balance_violations(result, subscriptions) -> list[tuple[str, TopicPartition,
     ]
 
 
-def reference_owners(partitions_per_topic, claims: Mapping[str, tuple[list[TopicPartition], int]]):
-    """partition -> previous owner: of the claims on an existing partition, the single claim with
-    the highest generation wins; two or more members tied at the highest generation cancel out.
-    A claim on a topic its member no longer subscribes to still counts here: that member still
-    holds the partition until it revokes it (so cooperative-sticky must not hand it on yet), and it
-    outranks older claims; the member just does not keep it."""
-    by_partition: dict[TopicPartition, dict[str, int]] = defaultdict(dict)
-    for member, (parts, generation) in claims.items():
-        for part in parts:
-            if 0 <= part.partition < partitions_per_topic.get(part.topic, 0):
-                by_partition[part][member] = generation
-    owners = {}
-    for part, gens in by_partition.items():
-        top = max(gens.values())
-        winners = [m for m, g in gens.items() if g == top]
-        if len(winners) == 1:
-            owners[part] = winners[0]
-    return owners
+def read_claim(sub: Subscription, name: str) -> tuple[set[TopicPartition], int]:
+    """What a member claims as the assignor reads it: the eager one only its user data, the
+    cooperative one only its subscription's owned partitions and generation."""
+    if name == "sticky":
+        decoded = decode_user_data(sub.user_data) if sub.user_data else None
+        if decoded is None:
+            return set(), -1
+        parts, generation = decoded
+        return set(parts), -1 if generation is None else generation
+    return set(sub.owned_partitions), sub.generation_id
+
+
+def kafka_claims(partitions_per_topic, subscriptions, name: str):
+    """(kept, doubly) by Kafka's rules: members are met in the leader's HashMap order; the first
+    claim of a partition holds it; a later claim from a higher generation than the holder's
+    *subscription* generation takes it over, an equal one invalidates it (doubly claimed: the
+    holder loses it, and the later one holds it without keeping it), a lower one is ignored."""
+    exists = expected_partitions(partitions_per_topic, subscriptions)
+    holder: dict[TopicPartition, str] = {}
+    kept: dict[str, set[TopicPartition]] = defaultdict(set)
+    doubly: set[TopicPartition] = set()
+    for m in hashmap_order(subscriptions):
+        parts, generation = read_claim(subscriptions[m], name)
+        for part in parts & exists:
+            if part in holder:
+                other = subscriptions[holder[part]].generation_id
+                if generation < other:
+                    continue
+                kept[holder[part]].discard(part)
+                if generation == other:
+                    doubly.add(part)
+                else:
+                    kept[m].add(part)
+            else:
+                kept[m].add(part)
+            holder[part] = m
+    return kept, doubly
 
 
 def owners_of(result) -> dict[TopicPartition, str]:
@@ -158,10 +181,7 @@ def test_seed_c0_leaves(name: str):
     # The seed text has a typo here ("c1: t0p0, t1p0; c2: t1p0, t2p0, t2p1, t2p2", t1p0 twice and
     # t1p1 nowhere); the corrected result is below: c1 takes t0p0 and keeps both t1 partitions,
     # c2 keeps its three, and nothing moves between c1 and c2.
-    subscriptions = {
-        "c1": Subscription(topics=["t0", "t1"], owned_partitions=SEED_FIRST["c1"], generation_id=1),
-        "c2": Subscription(topics=["t0", "t1", "t2"], owned_partitions=SEED_FIRST["c2"], generation_id=1),
-    }
+    subscriptions = {"c1": claim(["t0", "t1"], SEED_FIRST["c1"], 1), "c2": claim(["t0", "t1", "t2"], SEED_FIRST["c2"], 1)}
     result = assign(name, SEED_TOPICS, subscriptions)
     assert result == {
         "c1": [tp("t0", 0), tp("t1", 0), tp("t1", 1)],
@@ -183,22 +203,24 @@ def test_seed_c0_leaves_eager_user_data():
 
 
 def test_two_members_then_a_third_joins():
+    # Kafka deals the sorted partitions round-robin, so each member gets a share of each topic.
     first = assign("sticky", {"t0": 3, "t1": 3}, subs(c0=["t0", "t1"], c1=["t0", "t1"]))
     check_valid({"t0": 3, "t1": 3}, subs(c0=["t0", "t1"], c1=["t0", "t1"]), first, complete=True)
-    assert sorted(len(p) for p in first.values()) == [3, 3]
-    assert first == {"c0": tps("t0", 0, 1, 2), "c1": tps("t1", 0, 1, 2)}
+    assert first == {"c0": [tp("t0", 0), tp("t0", 2), tp("t1", 1)], "c1": [tp("t0", 1), tp("t1", 0), tp("t1", 2)]}
 
     subscriptions = owning(subs(c0=["t0", "t1"], c1=["t0", "t1"]), first, generation_id=1)
     subscriptions["c2"] = Subscription(topics=["t0", "t1"])
     second = assign("sticky", {"t0": 3, "t1": 3}, subscriptions)
     check_valid({"t0": 3, "t1": 3}, subscriptions, second, complete=True)
     assert [len(second[m]) for m in ("c0", "c1", "c2")] == [2, 2, 2]
-    # Exactly the two partitions c2 needs move; c0 and c1 each keep two of their three.
+    # Exactly the two partitions c2 needs move; c0 and c1 each keep two of their three: the ones
+    # with the lowest partition numbers (Kafka sorts owned partitions by number, then topic), so
+    # each keeps one partition of each topic and c2 gets one of each.
     assert set(second["c0"]) < set(first["c0"])
     assert set(second["c1"]) < set(first["c1"])
     assert second == {
-        "c0": tps("t0", 0, 1),
-        "c1": tps("t1", 0, 1),
+        "c0": [tp("t0", 0), tp("t1", 1)],
+        "c1": [tp("t0", 1), tp("t1", 0)],
         "c2": [tp("t0", 2), tp("t1", 2)],
     }
 
@@ -209,7 +231,7 @@ def test_design_example(name: str):
     partitions_per_topic = {"t0": 3, "t1": 3}
     subscriptions = {
         "c0": Subscription(topics=["t0", "t1"]),
-        "c1": Subscription(topics=["t0", "t1"], owned_partitions=[TopicPartition("t0", 2)], generation_id=4),
+        "c1": claim(["t0", "t1"], [TopicPartition("t0", 2)], 4),
     }
     result = assign(name, partitions_per_topic, subscriptions)
     check_valid(partitions_per_topic, subscriptions, result, complete=True)
@@ -222,7 +244,11 @@ def test_design_example(name: str):
 
 
 def claim(topics, owned=(), generation=-1, **kw) -> Subscription:
-    return Subscription(topics=list(topics), owned_partitions=list(owned), generation_id=generation, **kw)
+    """What a current client sends (Kafka's "V2 and above" subscription): owned partitions and
+    generation in the subscription, and, for the eager sticky assignor, the same in user data."""
+    user_data = encode_user_data(list(owned), generation) if owned or generation != -1 else None
+    return Subscription(topics=list(topics), owned_partitions=list(owned), generation_id=generation,
+                        user_data=user_data, **kw)
 
 
 @pytest.mark.parametrize("name", STICKY_ASSIGNORS)
@@ -237,24 +263,33 @@ def test_higher_generation_wins(name: str):
 
 @pytest.mark.parametrize("name", STICKY_ASSIGNORS)
 def test_equal_generations_cancel(name: str):
-    # a and b both claim t-2 in generation 4: neither keeps it, as if nobody owned it, so the
-    # result is the no-history one (a: t-0, b: t-1, c: t-2) -- and it is complete and valid even
-    # for cooperative-sticky (nothing is withheld: the partition has no previous owner).
+    # a and b both claim t-2 in generation 4: neither keeps it, so the target is the no-history
+    # one (a: t-0, b: t-1, c: t-2). But both may still be consuming it: cooperative-sticky hands
+    # it to nobody in this rebalance (Kafka counts it as transferring ownership) and c gets it in
+    # the follow-up, once a and b have revoked it.
     partitions_per_topic = {"t": 3}
     subscriptions = {"a": claim(["t"], tps("t", 2), 4), "b": claim(["t"], tps("t", 2), 4), "c": claim(["t"])}
     result = assign(name, partitions_per_topic, subscriptions)
-    check_valid(partitions_per_topic, subscriptions, result, complete=True)
-    assert result == {"a": tps("t", 0), "b": tps("t", 1), "c": tps("t", 2)}
+    check_valid(partitions_per_topic, subscriptions, result, complete=(name == "sticky"))
+    if name == "sticky":
+        assert result == {"a": tps("t", 0), "b": tps("t", 1), "c": tps("t", 2)}
+    else:
+        assert result == {"a": tps("t", 0), "b": tps("t", 1), "c": []}
+        follow_up = assign(name, partitions_per_topic, owning(subscriptions, result, 5))
+        assert follow_up == {"a": tps("t", 0), "b": tps("t", 1), "c": tps("t", 2)}
 
 
 @pytest.mark.parametrize("name", STICKY_ASSIGNORS)
 def test_equal_generation_claimants_may_be_assigned_it_fresh(name: str):
-    # Two members, one partition each would be the quota; both claim t-0 at generation 2.
+    # Two members, one partition each would be the quota; both claim t-0 at generation 2. The
+    # target hands t-0 back to a (dealt afresh), but cooperative-sticky still withholds it while b
+    # may be consuming it -- even from a, which claimed it: Kafka withholds every doubly claimed
+    # partition that is dealt, whoever gets it.
     partitions_per_topic = {"t": 2}
     subscriptions = {"a": claim(["t"], tps("t", 0), 2), "b": claim(["t"], tps("t", 0), 2)}
     result = assign(name, partitions_per_topic, subscriptions)
-    check_valid(partitions_per_topic, subscriptions, result, complete=True)
-    assert result == {"a": tps("t", 0), "b": tps("t", 1)}
+    check_valid(partitions_per_topic, subscriptions, result, complete=(name == "sticky"))
+    assert result == ({"a": tps("t", 0), "b": tps("t", 1)} if name == "sticky" else {"a": [], "b": tps("t", 1)})
 
 
 @pytest.mark.parametrize("name", STICKY_ASSIGNORS)
@@ -291,15 +326,14 @@ def test_claims_of_unsubscribed_topics_are_ignored(name: str):
 @pytest.mark.parametrize("name", STICKY_ASSIGNORS)
 def test_unsubscribed_claim_still_outranks_an_older_claim(name: str):
     # a took u-0 in generation 5 and has since dropped u; b's claim on u-0 is from generation 3.
-    # b is u's only subscriber, so the eager assignor gives it u-0 anyway -- but fresh, and the
-    # cooperative one must wait until a has revoked it: a still holds it.
+    # b is u's only subscriber, so it gets u-0. Kafka's cooperative assignor withholds only a
+    # partition handed to a member that did not list it as owned; b listed u-0 (its older claim),
+    # so b gets it at once, while a has not revoked it yet -- for a moment both consume it. That is
+    # Kafka's behaviour (docs/assignors.md, "Withholding").
     partitions_per_topic = {"t": 1, "u": 1}
     subscriptions = {"a": claim(["t"], [tp("u", 0)], 5), "b": claim(["u"], [tp("u", 0)], 3)}
     result = assign(name, partitions_per_topic, subscriptions)
-    if name == "sticky":
-        assert result == {"a": tps("t", 0), "b": tps("u", 0)}
-    else:
-        assert result == {"a": tps("t", 0), "b": []}
+    assert result == {"a": tps("t", 0), "b": tps("u", 0)}
 
 
 def test_eager_sticky_reads_user_data():
@@ -320,18 +354,40 @@ def test_eager_sticky_prefers_user_data_over_owned_partitions():
 
 
 def test_eager_sticky_user_data_generation_resolves_conflicts():
-    # Without history: a t-0, b t-1, c t-2. a and b both remember t-2; the later memory wins.
+    # Without history: a t-0, b t-1, c t-2. a and b both remember t-2 (and, as current clients
+    # do, send the same generation in the subscription): the later memory wins, equal ones cancel.
     def remembering(gen_a: int, gen_b: int) -> dict[str, Subscription]:
-        return {"a": Subscription(topics=["t"], user_data=encode_user_data(tps("t", 2), gen_a)),
-                "b": Subscription(topics=["t"], user_data=encode_user_data(tps("t", 2), gen_b)),
+        return {"a": Subscription(topics=["t"], user_data=encode_user_data(tps("t", 2), gen_a), generation_id=gen_a),
+                "b": Subscription(topics=["t"], user_data=encode_user_data(tps("t", 2), gen_b), generation_id=gen_b),
                 "c": Subscription(topics=["t"])}
     assert assign("sticky", {"t": 3}, remembering(3, 2)) == {"a": tps("t", 2), "b": tps("t", 0), "c": tps("t", 1)}
     assert assign("sticky", {"t": 3}, remembering(2, 3)) == {"a": tps("t", 0), "b": tps("t", 2), "c": tps("t", 1)}
     assert assign("sticky", {"t": 3}, remembering(3, 3)) == {"a": tps("t", 0), "b": tps("t", 1), "c": tps("t", 2)}
 
 
-def test_eager_sticky_falls_back_to_owned_partitions():
+def test_eager_sticky_compares_with_the_earlier_claimants_subscription_generation():
+    # Kafka compares a member's user-data generation with the *subscription* generation of the
+    # member that claimed the partition before it (met in HashMap order: a, then b). An old client
+    # sends no subscription generation (-1), so b's claim wins even from an older generation.
+    subscriptions = {"a": Subscription(topics=["t"], user_data=encode_user_data(tps("t", 2), 3)),
+                     "b": Subscription(topics=["t"], user_data=encode_user_data(tps("t", 2), 2)),
+                     "c": Subscription(topics=["t"])}
+    assert hashmap_order(subscriptions) == ["a", "b", "c"]
+    assert assign("sticky", {"t": 3}, subscriptions) == {"a": tps("t", 0), "b": tps("t", 2), "c": tps("t", 1)}
+
+
+def test_eager_sticky_ignores_owned_partitions():
+    # Kafka's StickyAssignor reads history from user data only: an eager member owns nothing by
+    # the time it rejoins, so owned_partitions without user data is no history at all.
     subscriptions = {"a": Subscription(topics=["t"], owned_partitions=tps("t", 1), generation_id=5),
+                     "b": Subscription(topics=["t"])}
+    assert assign("sticky", {"t": 2}, subscriptions) == {"a": tps("t", 0), "b": tps("t", 1)}
+
+
+def test_eager_sticky_reads_grouplabs_earlier_user_data():
+    # grouplab's members wrote msgpack before they wrote Kafka's format; a member from an older
+    # grouplab still has history (with or without a generation).
+    subscriptions = {"a": Subscription(topics=["t"], user_data=msgpack.packb({"partitions": [["t", 1]]})),
                      "b": Subscription(topics=["t"])}
     assert assign("sticky", {"t": 2}, subscriptions) == {"a": tps("t", 1), "b": tps("t", 0)}
 
@@ -359,7 +415,6 @@ GARBAGE_USER_DATA = [
     msgpack.packb({"partitions": "t-1", "generation": 1}),
     msgpack.packb({"partitions": [["t", "one"]], "generation": 1}),
     msgpack.packb({"partitions": [["t"]], "generation": 1}),
-    msgpack.packb({"partitions": [["t", 1]]}),
     msgpack.packb({"partitions": [["t", 1]], "generation": None}),
     msgpack.packb({"partitions": [["t", 1]], "generation": 1}) + b"trailing",
     bytes(range(256)),
@@ -381,14 +436,16 @@ def test_edge_cases(name: str):
 
 
 @pytest.mark.parametrize("name", STICKY_ASSIGNORS)
-def test_static_members_come_first(name: str):
+def test_members_in_member_id_order_static_or_not(name: str):
+    # Unlike range and roundrobin (KIP-345), Kafka's sticky assignors sort members by member id
+    # only; a static member keeps its partitions through its history, not through its place.
     subscriptions = {
         "a-member": Subscription(topics=["t"]),
         "z-member": Subscription(topics=["t"], group_instance_id="a"),
         "m-member": Subscription(topics=["t"], group_instance_id="b"),
     }
     assert assign(name, {"t": 3}, subscriptions) == {
-        "z-member": tps("t", 0), "m-member": tps("t", 1), "a-member": tps("t", 2),
+        "z-member": tps("t", 2), "m-member": tps("t", 1), "a-member": tps("t", 0),
     }
 
 
@@ -441,14 +498,16 @@ MEMBER_ALPHABET = "abcdefgh-0123456789"
 
 @st.composite
 def groups(draw, identical: bool | None = None, history: bool = True, max_members: int = 50):
-    """(partitions_per_topic, subscriptions, claims) where claims[assignor][member] is the
-    (partitions, generation) that assignor should read for that member.
+    """(partitions_per_topic, subscriptions, transports) where transports[member] says how the
+    member sent its history ("both": owned partitions, generation and user data, as a current
+    client; "owned": no user data, so the eager assignor sees none; "user_data": an old eager
+    client, no subscription generation; "garbage": unreadable user data).
 
     Up to `max_members` members (some static), up to 20 topics with 0..30 partitions, identical or
     mixed subscriptions (drawn from a few patterns, sometimes naming unknown topics), and random
     previous ownership: a random earlier owner per partition plus extra conflicting claims, random
-    generations, claims of missing partitions, and (for the eager assignor) history carried in
-    owned_partitions, in user_data, or lost to garbage user_data."""
+    generations, claims of missing partitions, and history carried in the subscription, in
+    user_data, in both, or lost to garbage user_data."""
     # Hypothesis draws the shape (sizes, shares, how many subscription patterns); a seeded stdlib
     # Random fills in the details, since hundreds of partitions would otherwise mean hundreds of
     # hypothesis draws per example, which makes generation slow and examples tiny.
@@ -476,7 +535,6 @@ def groups(draw, identical: bool | None = None, history: bool = True, max_member
     patterns = [rnd.sample(subscribable, rnd.choice(sizes)) for _ in range(n_patterns)]
     pattern_of = [rnd.randrange(n_patterns) for _ in members]
 
-    claims: dict[str, dict[str, tuple[list[TopicPartition], int]]] = {"sticky": {}, "cooperative-sticky": {}}
     owned: dict[str, list[TopicPartition]] = {m: [] for m in members}
     generation: dict[str, int] = {m: -1 for m in members}
     transport = {m: "owned" for m in members}
@@ -493,7 +551,7 @@ def groups(draw, identical: bool | None = None, history: bool = True, max_member
                 owned[owner].append(part)
         max_generation = draw(st.sampled_from([-1, 1, 6]))
         generation = {m: rnd.randint(-1, max_generation) for m in members}
-        transport = {m: rnd.choice(["owned", "owned", "user_data", "garbage"]) for m in members}
+        transport = {m: rnd.choice(["both", "both", "owned", "user_data", "garbage"]) for m in members}
 
     subscriptions = {}
     for i, m in enumerate(members):
@@ -501,30 +559,22 @@ def groups(draw, identical: bool | None = None, history: bool = True, max_member
                   group_instance_id=next(instance_ids) if static[i] else None)
         if transport[m] == "owned":
             sub = Subscription(owned_partitions=list(owned[m]), generation_id=generation[m], **kw)
-            claims["sticky"][m] = claims["cooperative-sticky"][m] = (owned[m], generation[m])
+        elif transport[m] == "both":
+            sub = Subscription(owned_partitions=list(owned[m]), generation_id=generation[m],
+                               user_data=encode_user_data(owned[m], generation[m]), **kw)
         elif transport[m] == "user_data":
-            # An eager member: revoked everything, remembers its assignment in user_data.
+            # An old eager member: revoked everything, remembers its assignment in user_data.
             sub = Subscription(user_data=encode_user_data(owned[m], generation[m]), **kw)
-            claims["sticky"][m] = (owned[m], generation[m])
-            claims["cooperative-sticky"][m] = ([], -1)
         else:
             sub = Subscription(user_data=b"\x93garbage" + bytes([i % 256]), **kw)
-            claims["sticky"][m] = claims["cooperative-sticky"][m] = ([], -1)
         subscriptions[m] = sub
-    return partitions_per_topic, subscriptions, claims
-
-
-def for_cooperative(subscriptions: Mapping[str, Subscription]) -> dict[str, Subscription]:
-    """The same group without user_data: what sticky would compute from owned_partitions, which is
-    what cooperative-sticky reads."""
-    return {m: Subscription(topics=list(s.topics), owned_partitions=list(s.owned_partitions),
-                            generation_id=s.generation_id, group_instance_id=s.group_instance_id)
-            for m, s in subscriptions.items()}
+    return partitions_per_topic, subscriptions, transport
 
 
 # Derandomized: the suite (and CI) runs the same examples every time, so a run never fails on an
 # example no earlier run met; GROUPLAB_HYPOTHESIS_RANDOM=1 searches afresh (as when hunting issue 15).
-PROPERTY_SETTINGS = settings(max_examples=200, deadline=None,
+# GROUPLAB_HYPOTHESIS_EXAMPLES=N runs N examples per property instead of 200.
+PROPERTY_SETTINGS = settings(max_examples=int(os.environ.get("GROUPLAB_HYPOTHESIS_EXAMPLES", "200")), deadline=None,
                              derandomize=os.environ.get("GROUPLAB_HYPOTHESIS_RANDOM") != "1")
 
 
@@ -535,19 +585,20 @@ PROPERTY_SETTINGS = settings(max_examples=200, deadline=None,
 @PROPERTY_SETTINGS
 @given(group=groups())
 def test_property_validity(name: str, group):
-    partitions_per_topic, subscriptions, claims = group
+    partitions_per_topic, subscriptions, _ = group
     result = assign(name, partitions_per_topic, subscriptions)
     check_valid(partitions_per_topic, subscriptions, result, complete=(name == "sticky"))
     if name == "cooperative-sticky":
-        # The unassigned partitions are exactly the withheld transfers: those the sticky target
-        # gives to someone other than their (resolved) previous owner, who is still a member.
-        target = assign("sticky", partitions_per_topic, for_cooperative(subscriptions))
+        # The result is the target minus withheld partitions, and every withheld partition is
+        # being revoked by a member that listed it as owned and is not its target owner.
+        target = get_assignor(name).compute(partitions_per_topic, subscriptions).assignment
         check_valid(partitions_per_topic, subscriptions, target, complete=True)
-        before = reference_owners(partitions_per_topic, claims[name])
-        withheld = {p for m, parts in target.items() for p in parts if before.get(p, m) != m}
-        assert {m: [p for p in parts if p not in withheld] for m, parts in target.items()} == result
-        assigned = {p for parts in result.values() for p in parts}
-        assert expected_partitions(partitions_per_topic, subscriptions) - assigned == withheld
+        for m in subscriptions:
+            assert set(result[m]) <= set(target[m])
+        withheld = {p for parts in target.values() for p in parts} - {p for parts in result.values() for p in parts}
+        target_owner = owners_of(target)
+        for p in withheld:
+            assert any(p in s.owned_partitions and target_owner[p] != m for m, s in subscriptions.items()), p
 
 
 @PROPERTY_SETTINGS
@@ -586,16 +637,36 @@ def test_balance_checks_agree_on_an_unbalanced_assignment():
 @PROPERTY_SETTINGS
 @given(group=groups(identical=True))
 def test_property_sticky_keeps_within_quota_with_identical_history(group):
-    """A valid, uncontested claim within quota is always kept (identical subscriptions: the quota
-    is floor(P / M), every member can keep that many of its own)."""
-    partitions_per_topic, subscriptions, claims = group
+    """A claim that Kafka's rules let a member keep is kept within quota (identical subscriptions:
+    the quota is floor(P / M), every member can keep that many of its own)."""
+    partitions_per_topic, subscriptions, _ = group
     result = assign("sticky", partitions_per_topic, subscriptions)
-    before = reference_owners(partitions_per_topic, claims["sticky"])
+    kept_claims, doubly = kafka_claims(partitions_per_topic, subscriptions, "sticky")
     quota = len(expected_partitions(partitions_per_topic, subscriptions)) // len(subscriptions)
     for m, s in subscriptions.items():
-        mine = {p for p, owner in before.items() if owner == m and p.topic in s.topics}
+        mine = {p for p in kept_claims[m] - doubly if p.topic in s.topics}
         kept = mine & set(result[m])
         assert len(kept) >= min(len(mine), quota), (m, sorted(mine), result[m])
+
+
+@pytest.mark.parametrize("name", STICKY_ASSIGNORS)
+@PROPERTY_SETTINGS
+@given(group=groups(identical=True))
+def test_property_identical_subscriptions_move_the_fewest(name: str, group):
+    """Identical subscriptions, any history: only what the quotas force moves. A member whose kept
+    claims k exceed its quota gives up the excess, and the P mod M larger quotas go to members that
+    can fill them from their own claims, so exactly
+    sum(max(0, k - min)) - min(P mod M, #members with k >= max) claimed partitions change hands."""
+    partitions_per_topic, subscriptions, _ = group
+    target = get_assignor(name).compute(partitions_per_topic, subscriptions).assignment
+    kept, doubly = kafka_claims(partitions_per_topic, subscriptions, name)
+    total = len(expected_partitions(partitions_per_topic, subscriptions))
+    low, extra = divmod(total, len(subscriptions))
+    high = low + (1 if extra else 0)
+    k = {m: len(kept[m] - doubly) for m in subscriptions}
+    fewest = sum(max(0, n - low) for n in k.values()) - (min(extra, sum(n >= high for n in k.values())) if extra else 0)
+    moved = sum(len((kept[m] - doubly) - set(target[m])) for m in subscriptions)
+    assert moved == fewest
 
 
 # ----------------------------------------------------------------------------- stickiness
@@ -637,18 +708,20 @@ def has_cycle(edges: list[tuple[str, str]]) -> bool:
 @PROPERTY_SETTINGS
 @given(group=settled_groups(identical=False), data=st.data())
 def test_property_member_leaves_only_balance_moves_partitions(group, data):
-    """After a member leaves, a partition moves between two remaining members only if balance
-    needs it. Checked two ways that hold for any subscriptions:
-    - moving any such partition back to where it was leaves the result unbalanced;
-    - per topic, the moves form no cycle (X -> Y -> ... -> X could all be undone, keeping every
-      count: Kafka's own stickiness check, PartitionMovements.isSticky).
-    The simpler "X gives a partition to Y only if X ends with fewer partitions" does not hold in
-    general: see test_member_leaves_balance_can_make_a_growing_member_give_one_up."""
+    """After a member leaves, the result is valid and balanced, and per topic the moves between
+    remaining members form no cycle (X -> Y -> ... -> X could all be undone, keeping every count:
+    Kafka's own stickiness check, PartitionMovements.isSticky, looks for cycles of two).
+    The stronger "moving any such partition back leaves the result unbalanced" holds for identical
+    subscriptions (test_property_identical_subscriptions_move_the_fewest) but not for Kafka's
+    general assignment, which grouplab reproduces: see
+    test_member_leaves_kafka_may_move_what_balance_does_not_need. The simpler "X gives a partition
+    to Y only if X ends with fewer partitions" does not hold either: see
+    test_member_leaves_balance_can_make_a_growing_member_give_one_up."""
     leaver = data.draw(st.sampled_from(sorted(group[1])))
-    check_member_leaves(group, leaver)
+    check_member_leaves(group, leaver, strict=False)
 
 
-def check_member_leaves(group, leaver: str) -> None:
+def check_member_leaves(group, leaver: str, strict: bool = True) -> None:
     partitions_per_topic, subscriptions, old = group
     remaining = {m: s for m, s in subscriptions.items() if m != leaver}
     new = assign("sticky", partitions_per_topic, remaining)
@@ -656,24 +729,52 @@ def check_member_leaves(group, leaver: str) -> None:
     assert balance_violations(new, remaining) == []
 
     moved = moves_between(old, new, remaining)
-    for part, x, y in moved:
-        undone = {m: list(parts) for m, parts in new.items()}
-        undone[y].remove(part)
-        undone[x].append(part)
-        assert balance_violations(undone, remaining), f"{part} moved {x} -> {y} though balance did not need it"
+    for part, x, y in moved if strict else ():
+        assert unneeded(new, remaining, part, x, y) is False, f"{part} moved {x} -> {y} though balance did not need it"
     for topic in {part.topic for part, _, _ in moved}:
         assert not has_cycle([(x, y) for part, x, y in moved if part.topic == topic]), topic
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: with different subscriptions grouplab's sticky moves t11-1 between two "
-                                       "remaining members though balance does not need it (Kafka's general assignor "
-                                       "would not); found by hypothesis")
-def test_member_leaves_with_different_subscriptions_moves_only_what_balance_needs() -> None:
-    data = json.loads((Path(__file__).parent / "data" / "sticky-member-leaves-issue-15.json").read_text())
-    subscriptions = {m: Subscription(topics=v["topics"], owned_partitions=[tp(t, p) for t, p in v["owned"]],
-                                     generation_id=v["generation"]) for m, v in data["members"].items()}
+def unneeded(new, subscriptions, part: TopicPartition, x: str, y: str) -> bool:
+    """Whether `part`, moved from x to y, could go back with the result still balanced."""
+    undone = {m: list(parts) for m, parts in new.items()}
+    undone[y].remove(part)
+    undone[x].append(part)
+    return not balance_violations(undone, subscriptions)
+
+
+def load_member_leaves(name: str):
+    data = json.loads((Path(__file__).parent / "data" / name).read_text())
+    subscriptions = {m: claim(v["topics"], [tp(t, p) for t, p in v["owned"]], v["generation"])
+                     for m, v in data["members"].items()}
     old = {m: [tp(t, p) for t, p in parts] for m, parts in data["old"].items()}
-    check_member_leaves((data["partitions_per_topic"], subscriptions, old), data["leaver"])
+    return (data["partitions_per_topic"], subscriptions, old), data["leaver"]
+
+
+def test_member_leaves_kafka_may_move_what_balance_does_not_need() -> None:
+    # Found by hypothesis. When 4a0c leaves, Kafka's general assignment hands its partitions out
+    # greedily and then walks the partitions moving any whose owner has two more than some other
+    # subscriber *at that moment*; on the way it moves t1-4 from gh9 to a, and by the end gh9 has
+    # 24 and a 25, so t1-4 could go back and the result would still be balanced. grouplab gives
+    # Kafka's result (the same as a literal model of Kafka's steps, tests/kafka_sticky_model.py),
+    # valid, balanced and without cycles, rather than a stickier one Kafka would not compute.
+    from kafka_sticky_model import model_general
+
+    group, leaver = load_member_leaves("sticky-member-leaves-kafka-moves.json")
+    partitions_per_topic, subscriptions, old = group
+    remaining = {m: s for m, s in subscriptions.items() if m != leaver}
+    new = assign("sticky", partitions_per_topic, remaining)
+    assert new == model_general(partitions_per_topic, remaining, "sticky")
+    check_member_leaves(group, leaver, strict=False)
+    assert (tp("t1", 4), "gh9", "a") in moves_between(old, new, remaining)
+    assert unneeded(new, remaining, tp("t1", 4), "gh9", "a")
+
+
+def test_member_leaves_with_different_subscriptions_moves_only_what_balance_needs() -> None:
+    # Found by hypothesis while grouplab's own general assignment moved t11-1 between two remaining
+    # members that balance did not need (issue 15); Kafka's does not.
+    group, leaver = load_member_leaves("sticky-member-leaves-issue-15.json")
+    check_member_leaves(group, leaver)
 
 
 def test_member_leaves_balance_can_make_a_growing_member_give_one_up():
@@ -685,7 +786,7 @@ def test_member_leaves_balance_can_make_a_growing_member_give_one_up():
     old = {"L": [tp("t1", 0), tp("t1", 2)], "a": tps("t0", 2, 3), "b": [tp("t0", 1), tp("t1", 1)], "c": tps("t0", 0)}
     topics = {"L": ["t0", "t1"], "a": ["t0"], "b": ["t0", "t1"], "c": ["t0"]}
     assert balance_violations(old, {m: Subscription(topics=t) for m, t in topics.items()}) == []
-    remaining = {m: Subscription(topics=topics[m], owned_partitions=old[m], generation_id=10) for m in "abc"}
+    remaining = {m: claim(topics[m], old[m], 10) for m in "abc"}
     new = assign("sticky", partitions_per_topic, remaining)
     assert new == {"a": tps("t0", 2, 3), "b": tps("t1", 0, 1, 2), "c": tps("t0", 0, 1)}
     assert moves_between(old, new, remaining) == [(tp("t0", 1), "b", "c")]
@@ -770,36 +871,41 @@ def test_property_determinism(name: str, group, data):
 @PROPERTY_SETTINGS
 @given(group=groups())
 def test_property_cooperative_never_hands_over_directly(group):
-    """A partition assigned to m was unowned before (after claim resolution) or owned by m (or
-    owned by someone no longer in the group -- impossible here, every claimant is a member)."""
-    partitions_per_topic, subscriptions, claims = group
+    """A member gets a partition it did not list as owned only if no other member lists it: every
+    owner revokes before anybody new gets it. (A member that listed it, say from an older
+    generation, may get it back at once: Kafka's rule, see test_unsubscribed_claim_still_outranks_an_older_claim.)"""
+    partitions_per_topic, subscriptions, _ = group
     result = assign("cooperative-sticky", partitions_per_topic, subscriptions)
-    before = reference_owners(partitions_per_topic, claims["cooperative-sticky"])
+    check_never_handed_over(subscriptions, result)
+
+
+def check_never_handed_over(subscriptions: Mapping[str, Subscription], result) -> None:
+    listed_by: dict[TopicPartition, set[str]] = defaultdict(set)
+    for m, s in subscriptions.items():
+        for p in s.owned_partitions:
+            listed_by[p].add(m)
     for m, parts in result.items():
         for part in parts:
-            assert before.get(part, m) == m or before[part] not in subscriptions, (part, m, before[part])
+            others = listed_by.get(part, set()) - {m}
+            assert m in listed_by.get(part, ()) or not others, f"{part} handed to {m} while {sorted(others)} own it"
 
 
 def cooperative_rounds(partitions_per_topic, subscriptions, max_rounds: int):
-    """Run cooperative-sticky until a round assigns everything (at most `max_rounds` rounds); each
+    """Run cooperative-sticky until a round revokes nothing (at most `max_rounds` rounds); each
     round, members own what the previous one gave them, in the next generation. Checks after every
-    round that no partition is owned by two members: a member gains only partitions that nobody
-    else owns right now (owners revoke what they lose before anybody gets it)."""
-    owner = reference_owners(partitions_per_topic,
-                             {m: (s.owned_partitions, s.generation_id) for m, s in subscriptions.items()})
+    round that a member gains only partitions that nobody else owns right now (owners revoke what
+    they lose before anybody gets it)."""
     generation = max(s.generation_id for s in subscriptions.values()) + 1
     everything = expected_partitions(partitions_per_topic, subscriptions)
     current, results = subscriptions, []
     for _ in range(max_rounds):
         result = assign("cooperative-sticky", partitions_per_topic, current)
         check_valid(partitions_per_topic, current, result, complete=False)
-        for m, parts in result.items():
-            for part in parts:
-                assert owner.get(part, m) == m, f"{part} handed from {owner[part]} to {m} in one round"
+        check_never_handed_over(current, result)
         results.append(result)
-        if {p for parts in result.values() for p in parts} == everything:
+        revoked = any(set(s.owned_partitions) - set(result[m]) for m, s in current.items())
+        if not revoked and {p for parts in result.values() for p in parts} == everything:
             break
-        owner = owners_of(result)
         current = owning(current, result, generation)
         generation += 1
     return results
@@ -808,20 +914,22 @@ def cooperative_rounds(partitions_per_topic, subscriptions, max_rounds: int):
 @PROPERTY_SETTINGS
 @given(group=groups(identical=True))
 def test_property_cooperative_rounds_identical_subscriptions_finish_in_two(group):
-    """Identical subscriptions: the second round assigns everything, takes nothing back from what
-    the first round handed out, and gives every member as many partitions as the sticky target.
+    """Identical subscriptions: the second round assigns everything and takes nothing back from
+    what the first round handed out.
     (Which new member gets which withheld partition may differ from the first target: see
     test_cooperative_second_round_may_hand_withheld_partitions_to_another_new_member.)"""
     partitions_per_topic, subscriptions, _ = group
-    subscriptions = for_cooperative(subscriptions)
-    target = assign("sticky", partitions_per_topic, subscriptions)
-    results = cooperative_rounds(partitions_per_topic, subscriptions, max_rounds=2)
+    target = get_assignor("cooperative-sticky").compute(partitions_per_topic, subscriptions).assignment
+    results = cooperative_rounds(partitions_per_topic, subscriptions, max_rounds=3)
     final = results[-1]
     check_valid(partitions_per_topic, subscriptions, final, complete=True)
+    assert len(results) <= 2
     for m in subscriptions:
         assert set(results[0][m]) <= set(target[m])
         assert set(results[0][m]) <= set(final[m])
-        assert len(final[m]) == len(target[m])
+    # The same counts overall (they follow from P and M), though not necessarily the same members
+    # at the larger quota: round two gives the extra places in Kafka's order again.
+    assert sorted(map(len, final.values())) == sorted(map(len, target.values()))
     if len(results) == 1:
         assert final == target  # nothing had to be withheld
 
@@ -831,9 +939,9 @@ def test_property_cooperative_rounds_identical_subscriptions_finish_in_two(group
 def test_property_cooperative_rounds_converge(group):
     """Any subscriptions: the rounds reach a complete, balanced assignment with nothing owned twice
     along the way. Kafka's own CooperativeStickyAssignorTest allows up to 4 follow-up rebalances;
-    with different subscriptions grouplab sometimes needs 2 (see the xfail test below)."""
+    with different subscriptions Kafka sometimes needs 2 (see
+    test_cooperative_different_subscriptions_can_take_three_rounds)."""
     partitions_per_topic, subscriptions, _ = group
-    subscriptions = for_cooperative(subscriptions)
     results = cooperative_rounds(partitions_per_topic, subscriptions, max_rounds=5)
     final = results[-1]
     check_valid(partitions_per_topic, subscriptions, final, complete=True)
@@ -854,15 +962,12 @@ def test_cooperative_second_round_may_hand_withheld_partitions_to_another_new_me
     assert second == {"a": tps("t", 0, 1), "b": tps("t", 3, 4), "c": tps("t", 2)}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_assign_general's greedy free-partition placement (ties go to the first member in order) can "
-    "force a sticky partition off its owner although a balanced assignment keeping every owned "
-    "partition exists, so the follow-up rebalance withholds again and a third round is needed"))
-def test_cooperative_different_subscriptions_finish_in_two_rounds():
-    # Found by hypothesis. Round one: a keeps t0-1, t0-2, t1-1; b, c, d wait for t0-0 and t1-0.
-    # Round two: everyone owns round one's result; the first target (a 3, b 4, c 2, d 2) keeps
-    # all of it and is balanced, but t0-0 goes to a (tie with b, a first), a reaches 4 > c + 1,
-    # and a's t1-1 is moved to c -- withheld, so a third round is needed.
+def test_cooperative_different_subscriptions_can_take_three_rounds():
+    # Found by hypothesis (a grouplab xfail before issue 15, which expected two rounds). Kafka's
+    # general assignment needs three here. Round one: a keeps t0-1, t0-2, t1-1; b, c, d wait for
+    # t0-0 and t1-0 (a owned them). Round two: t0-0 goes to a (tie with b at 3: a sorts first),
+    # t1-0 to d; now a has 4 and c 2, so the balancing walk moves a's t1-1 to c -- withheld again,
+    # and a third round hands it over.
     partitions_per_topic = {"t0": 6, "t1": 5}
     subscriptions = {
         "a": claim(["t0", "t1"], [tp("t0", 0), tp("t0", 1), tp("t0", 2), tp("t1", 0), tp("t1", 1)], 1),
@@ -873,9 +978,11 @@ def test_cooperative_different_subscriptions_finish_in_two_rounds():
     target = assign("sticky", partitions_per_topic, subscriptions)
     assert target == {"a": [tp("t0", 1), tp("t0", 2), tp("t1", 1)], "b": tps("t0", 0, 3, 4, 5),
                       "c": tps("t1", 2, 4), "d": tps("t1", 0, 3)}
-    results = cooperative_rounds(partitions_per_topic, subscriptions, max_rounds=3)
-    assert len(results) <= 2
-    assert results[-1] == target
+    first, second, third = cooperative_rounds(partitions_per_topic, subscriptions, max_rounds=4)
+    assert first == {"a": [tp("t0", 1), tp("t0", 2), tp("t1", 1)], "b": tps("t0", 3, 4, 5), "c": tps("t1", 2, 4),
+                     "d": tps("t1", 3)}
+    assert second == {"a": tps("t0", 0, 1, 2), "b": tps("t0", 3, 4, 5), "c": tps("t1", 2, 4), "d": tps("t1", 0, 3)}
+    assert third == {"a": tps("t0", 0, 1, 2), "b": tps("t0", 3, 4, 5), "c": tps("t1", 1, 2, 4), "d": tps("t1", 0, 3)}
 
 
 # ----------------------------------------------------------------------------- scale

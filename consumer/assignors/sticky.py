@@ -1,4 +1,4 @@
-"""The sticky assignors: `sticky` (eager) and `cooperative-sticky` (KIP-429).
+"""The sticky assignors: `sticky` (eager) and `cooperative-sticky` (KIP-429), with Kafka's results.
 
 Goals, in order (Kafka's StickyAssignor contract):
 1. Balance. With identical subscriptions every member's count differs by at most one. With
@@ -6,203 +6,110 @@ Goals, in order (Kafka's StickyAssignor contract):
    |X| > |Y| + 1 (moving it would make the assignment more balanced).
 2. Stickiness. A partition stays with its previous owner unless balance requires moving it.
 
-Previous ownership comes from each member's subscription: `owned_partitions` and `generation_id`
-(what cooperative members send), or, for the eager `sticky` assignor whose members revoke
-everything before rejoining, the previous assignment and generation encoded in `user_data`. When
-two members claim one partition, the claim with the higher generation wins; two claims from the
-same generation cancel out (neither keeps it), as Kafka does.
+How, in Kafka's order and with Kafka's tie-breaks (docs/assignors.md):
+- sticky_claims.py: which claimed partitions each member keeps (user data for `sticky`, owned
+  partitions and generation for `cooperative-sticky`; conflicts settled by generation);
+- sticky_constrained.py: everyone subscribes to the same topics (quotas, round-robin dealing);
+- sticky_general.py: different subscriptions (greedy placement, then balancing moves).
 
-`cooperative-sticky` computes the same target and then withholds every partition that would change
-hands while its previous owner is still in the group: the owner gives it up (revokes) and rejoins,
-and the follow-up rebalance hands it to its new owner. So no partition is ever owned twice.
+`cooperative-sticky` then withholds every partition that changes hands while a member still
+owns it (and, with equal subscriptions, every partition two members claimed in one generation):
+the owner revokes it and rejoins, and the follow-up rebalance hands it on.
 
-Everything is deterministic: members are taken in Kafka's member order (static members first),
-partitions in (topic, partition) order.
+Members are ordered by `String.compareTo` of their ids, as Kafka's sticky assignors do (they do
+not put static members first, unlike range and roundrobin); where Kafka iterates a HashMap the
+order is Java's (java_order.py).
 """
 
 from __future__ import annotations
 
-import heapq
-from collections import Counter
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from itertools import chain
+from typing import Callable, Iterator, Mapping
 
-import msgpack
-
-from consumer.assignors.base import AssignmentMap, Assignor, RebalanceProtocol, member_order, partitions_of
+from consumer.assignors.base import AssignmentMap, Assignor, RebalanceProtocol, partitions_of
+from consumer.assignors.java_order import java_key
+from consumer.assignors.sticky_claims import (
+    NO_GENERATION,
+    Claims,
+    MemberData,
+    cooperative_member_data,
+    decode_user_data,
+    eager_member_data,
+    encode_user_data,
+    previous_generation_owners,
+    resolve_claims,
+)
+from consumer.assignors.sticky_constrained import constrained_assign
+from consumer.assignors.sticky_general import general_assign
 from protocol.types import Subscription, TopicPartition
 
-NO_GENERATION = -1
+__all__ = ["NO_GENERATION", "CooperativeStickyAssignor", "MemberData", "StickyAssignor", "StickyResult",
+           "decode_user_data", "encode_user_data", "is_balanced", "sticky_assign"]
 
 
-# ----------------------------------------------------------------------------- user data
-
-
-def encode_user_data(previous: Iterable[TopicPartition], generation_id: int) -> bytes:
-    """The eager sticky assignor's memory across a revoke-everything rejoin."""
-    return msgpack.packb({"partitions": [[tp.topic, tp.partition] for tp in sorted(previous)],
-                          "generation": generation_id}, use_bin_type=True)
-
-
-def decode_user_data(data: bytes) -> tuple[list[TopicPartition], int] | None:
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """An assignment allocates hundreds of thousands of small tuples and frees none of them before it
+    returns: the cyclic collector would only rescan them (a third of the time at 100,000 partitions)."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        raw = msgpack.unpackb(data, raw=False)
-        items, generation = raw["partitions"], raw["generation"]
-    except Exception:
-        return None  # not ours (another assignor's user data): treat as no history
-    if not isinstance(items, list) or type(generation) is not int:
-        return None
-    if not all(isinstance(i, list) and len(i) == 2 and isinstance(i[0], str) and type(i[1]) is int for i in items):
-        return None
-    return [TopicPartition(t, p) for t, p in items], generation
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
-@dataclass(frozen=True)
-class Claim:
-    partitions: list[TopicPartition]
-    generation_id: int
+@dataclass
+class StickyResult:
+    """The eager target, and (equal subscriptions only) the partitions Kafka marks as changing
+    owner: partition -> its new owner. None when Kafka leaves that to the cooperative assignor."""
 
-
-def claim_of(sub: Subscription, use_user_data: bool) -> Claim:
-    if use_user_data and sub.user_data:
-        decoded = decode_user_data(sub.user_data)
-        if decoded is not None:
-            return Claim(*decoded)
-    return Claim(list(sub.owned_partitions), sub.generation_id)
-
-
-def resolve_claims(claims: Mapping[str, Claim], exists: Mapping[str, int]) -> dict[TopicPartition, str]:
-    """partition -> previous owner, for partitions that still exist. Higher generation wins; equal
-    generations from different members cancel out."""
-    best: dict[TopicPartition, tuple[int, str | None]] = {}
-    for member, claim in claims.items():
-        for tp in set(claim.partitions):
-            if not 0 <= tp.partition < exists.get(tp.topic, 0):
-                continue
-            current = best.get(tp)
-            if current is None or claim.generation_id > current[0]:
-                best[tp] = (claim.generation_id, member)
-            elif claim.generation_id == current[0] and current[1] != member:
-                best[tp] = (claim.generation_id, None)  # a same-generation conflict: nobody keeps it
-    return {tp: owner for tp, (_, owner) in best.items() if owner is not None}
-
-
-# ----------------------------------------------------------------------------- the core
+    assignment: AssignmentMap
+    transferring: dict[TopicPartition, str] | None
+    claims: Claims
 
 
 def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription],
-                  previous_owner: Mapping[TopicPartition, str]) -> AssignmentMap:
-    members = member_order(subscriptions)
-    topic_sets = {m: frozenset(t for t in subscriptions[m].topics if partitions_per_topic.get(t)) for m in members}
-    if members and len(set(topic_sets.values())) == 1:
-        return _assign_identical(partitions_per_topic, members, topic_sets[members[0]], previous_owner)
-    return _assign_general(partitions_per_topic, members, topic_sets, previous_owner)
+                  member_data: Callable[[Subscription], MemberData]) -> StickyResult:
+    """Kafka's AbstractStickyAssignor.assign: claims first, then the constrained or general path."""
+    subscribed = {t for s in subscriptions.values() for t in s.topics if t in partitions_per_topic}
+    by_topic = {t: partitions_of(t, partitions_per_topic[t]) for t in subscribed}
+    data = {m: member_data(s) for m, s in subscriptions.items()}
+    valid: set[TopicPartition] = set()
+    if any(d.partitions for d in data.values()):
+        valid = set(chain.from_iterable(by_topic.values()))
+    claims = resolve_claims(valid, subscriptions, data)
+    if claims.all_equal:
+        everything = list(chain.from_iterable(by_topic[t] for t in sorted(by_topic, key=java_key)))
+        target, transferring = constrained_assign(everything, claims.members, claims.hashmap_order, claims.owned,
+                                                  claims.doubly)
+        return StickyResult({m: sorted(target[m]) for m in subscriptions}, transferring, claims)
+    topics_of = {m: frozenset(t for t in s.topics if t in by_topic) for m, s in subscriptions.items()}
+    target = general_assign(by_topic, topics_of, claims.owned, previous_generation_owners(claims, valid))
+    return StickyResult({m: target[m] for m in subscriptions}, None, claims)
 
 
-def _owned_by(members: list[str], previous_owner: Mapping[TopicPartition, str],
-              allowed: Callable[[str, TopicPartition], bool]) -> dict[str, list[TopicPartition]]:
-    owned: dict[str, list[TopicPartition]] = {m: [] for m in members}
-    for tp, m in previous_owner.items():
-        if m in owned and allowed(m, tp):
-            owned[m].append(tp)
-    for parts in owned.values():
-        parts.sort()
-    return owned
-
-
-def _assign_identical(partitions_per_topic: Mapping[str, int], members: list[str], topics: frozenset[str],
-                      previous_owner: Mapping[TopicPartition, str]) -> AssignmentMap:
-    """Everyone subscribes to the same topics: quotas are exact, so this is linear in partitions."""
-    total = sum(partitions_per_topic[t] for t in topics)
-    min_quota, extra = divmod(total, len(members))
-    max_quota = min_quota + (1 if extra else 0)
-    owned = _owned_by(members, previous_owner, lambda m, tp: tp.topic in topics)
-    assignment: AssignmentMap = {}
-    taken: set[TopicPartition] = set()
-    max_slots = extra  # how many members may end with max_quota
-    for m in members:
-        mine = owned[m]
-        if len(mine) <= min_quota:
-            keep = mine
-        elif max_slots > 0:
-            keep = mine[:max_quota]
-            max_slots -= 1
-        else:
-            keep = mine[:min_quota]
-        assignment[m] = list(keep)
-        taken.update(keep)
-    free = [tp for t in sorted(topics) for tp in partitions_of(t, partitions_per_topic[t]) if tp not in taken]
-    free.reverse()  # pop() from the end hands them out in ascending order
-    for m in members:
-        need = min_quota - len(assignment[m])
-        for _ in range(max(need, 0)):
-            assignment[m].append(free.pop())
-    for m in members:
-        if not free:
-            break
-        if len(assignment[m]) == min_quota and max_slots > 0:
-            assignment[m].append(free.pop())
-            max_slots -= 1
-    assert not free, "quota arithmetic left partitions unassigned"
-    return {m: sorted(ps) for m, ps in assignment.items()}
-
-
-def _assign_general(partitions_per_topic: Mapping[str, int], members: list[str],
-                    topic_sets: Mapping[str, frozenset[str]],
-                    previous_owner: Mapping[TopicPartition, str]) -> AssignmentMap:
-    """Different subscriptions: keep valid ownership, give each free partition (scarcest
-    subscribers first) to its least loaded subscriber, then move partitions from a member to a
-    subscriber with at least two fewer until none can move. Each move lowers the sum of squared
-    counts, so the loop ends; when it does, the assignment is balanced by definition."""
-    order = {m: i for i, m in enumerate(members)}
-    subscribers: dict[str, list[str]] = {}
-    for m in members:
-        for t in topic_sets[m]:
-            subscribers.setdefault(t, []).append(m)
-    owned = _owned_by(members, previous_owner, lambda m, tp: tp.topic in topic_sets[m])
-    assignment: dict[str, set[TopicPartition]] = {m: set(ps) for m, ps in owned.items()}
-    sticky: set[TopicPartition] = {tp for ps in owned.values() for tp in ps}
-    count = Counter({m: len(ps) for m, ps in assignment.items()})
-
-    heaps: dict[str, list[tuple[int, int, str]]] = {t: [(count[m], order[m], m) for m in ms] for t, ms in subscribers.items()}
-    for h in heaps.values():
-        heapq.heapify(h)
-
-    def least_loaded(topic: str) -> str:
-        h = heaps[topic]
-        while True:
-            c, _, m = h[0]
-            if c == count[m]:
-                return m
-            heapq.heapreplace(h, (count[m], order[m], m))  # stale entry: refresh it
-
-    def bump(m: str, by: int) -> None:
-        count[m] += by
-        for t in topic_sets[m]:
-            heapq.heappush(heaps[t], (count[m], order[m], m))
-
-    free = [tp for t in subscribers for tp in partitions_of(t, partitions_per_topic[t]) if tp not in sticky]
-    free.sort(key=lambda tp: (len(subscribers[tp.topic]), tp))
-    for tp in free:
-        m = least_loaded(tp.topic)
-        assignment[m].add(tp)
-        bump(m, 1)
-
-    moved = True
-    while moved:
-        moved = False
-        for x in sorted(members, key=lambda m: (-count[m], order[m])):
-            # Partitions that were not x's before move first: moving them costs no stickiness.
-            for tp in sorted(assignment[x], key=lambda tp: (tp in sticky and previous_owner.get(tp) == x, tp)):
-                # The least loaded subscriber; if that is x itself, nobody is two below x.
-                y = least_loaded(tp.topic)
-                if y != x and count[x] > count[y] + 1:
-                    assignment[x].discard(tp)
-                    assignment[y].add(tp)
-                    bump(x, -1)
-                    bump(y, 1)
-                    moved = True
-    return {m: sorted(assignment[m]) for m in members}
+def transferring_by_ownership(subscriptions: Mapping[str, Subscription], target: AssignmentMap) -> dict[TopicPartition, str]:
+    """Kafka's CooperativeStickyAssignor, different subscriptions: a partition given to a member that
+    did not list it as owned, while some member that listed it does not keep it."""
+    revoked: set[TopicPartition] = set()
+    for m, sub in subscriptions.items():
+        if sub.owned_partitions:
+            mine = set(target[m])
+            revoked.update(tp for tp in sub.owned_partitions if tp not in mine)
+    if not revoked:
+        return {}
+    out: dict[TopicPartition, str] = {}
+    for m, parts in target.items():
+        listed = set(subscriptions[m].owned_partitions)
+        for tp in parts:
+            if tp in revoked and tp not in listed:
+                out[tp] = m
+    return out
 
 
 def is_balanced(assignment: Mapping[str, list[TopicPartition]], subscriptions: Mapping[str, Subscription]) -> bool:
@@ -223,26 +130,27 @@ def is_balanced(assignment: Mapping[str, list[TopicPartition]], subscriptions: M
 
 
 class StickyAssignor(Assignor):
-    """Eager sticky: members revoke everything before rejoining, so their previous assignment
-    travels in `user_data` (falling back to owned_partitions when there is none)."""
+    """Eager sticky: members revoke everything before rejoining, so their previous assignment and
+    generation travel in `user_data`, and only there (Kafka's StickyAssignor ignores owned_partitions)."""
 
     name = "sticky"
     rebalance_protocol = RebalanceProtocol.EAGER
-    _use_user_data = True
 
     def subscription_user_data(self, previous: list[TopicPartition], generation_id: int) -> bytes | None:
         return encode_user_data(previous, generation_id)
 
-    def previous_owners(self, partitions_per_topic: Mapping[str, int],
-                        subscriptions: Mapping[str, Subscription]) -> dict[TopicPartition, str]:
-        claims = {m: claim_of(s, self._use_user_data) for m, s in subscriptions.items()}
-        return resolve_claims(claims, partitions_per_topic)
+    def member_data(self, subscription: Subscription) -> MemberData:
+        return eager_member_data(subscription)
+
+    def compute(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]) -> StickyResult:
+        """The assignment with Kafka's bookkeeping (for tests and explanations)."""
+        with _gc_paused():
+            return sticky_assign(partitions_per_topic, subscriptions, self.member_data)
 
     def assign(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]) -> AssignmentMap:
         if not subscriptions:
             return {}
-        owners = self.previous_owners(partitions_per_topic, subscriptions)
-        return sticky_assign(partitions_per_topic, subscriptions, owners)
+        return self.compute(partitions_per_topic, subscriptions).assignment
 
 
 class CooperativeStickyAssignor(StickyAssignor):
@@ -250,19 +158,26 @@ class CooperativeStickyAssignor(StickyAssignor):
 
     name = "cooperative-sticky"
     rebalance_protocol = RebalanceProtocol.COOPERATIVE
-    _use_user_data = False
 
     def subscription_user_data(self, previous: list[TopicPartition], generation_id: int) -> bytes | None:
         return None  # owned_partitions and generation_id in the subscription say it all
 
+    def member_data(self, subscription: Subscription) -> MemberData:
+        return cooperative_member_data(subscription)
+
+    def withheld(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription],
+                 result: StickyResult) -> dict[TopicPartition, str]:
+        """partition -> the member it is headed for once its owner has revoked it."""
+        if result.transferring is not None:
+            return result.transferring
+        return transferring_by_ownership(subscriptions, result.assignment)
+
     def assign(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]) -> AssignmentMap:
-        target = super().assign(partitions_per_topic, subscriptions)
-        return withhold_transfers(target, self.previous_owners(partitions_per_topic, subscriptions))
-
-
-def withhold_transfers(target: AssignmentMap, previous_owner: Mapping[TopicPartition, str]) -> AssignmentMap:
-    """Drop every partition headed to a new owner while its previous owner is still a member."""
-    return {
-        m: [tp for tp in parts if previous_owner.get(tp, m) == m or previous_owner[tp] not in target]
-        for m, parts in target.items()
-    }
+        if not subscriptions:
+            return {}
+        with _gc_paused():
+            result = sticky_assign(partitions_per_topic, subscriptions, self.member_data)
+            withheld = self.withheld(partitions_per_topic, subscriptions, result)
+            if not withheld:
+                return result.assignment
+            return {m: [tp for tp in parts if withheld.get(tp) != m] for m, parts in result.assignment.items()}
