@@ -74,6 +74,8 @@ DEFAULT_UNEQUAL_SIZES = "1000x10000,2000x100000"
 SHAPES = ["equal", "half", "mod3"]
 TOPICS = 10
 SMALL = 10_000  # sizes with at most this many partitions are timed --repeat times, best kept
+LARGE_REPEAT = 3  # larger sizes: the best of 3 (one call costs under a second; a single timing on a
+                  # shared machine is noise: 0.12 s in one run where the same call takes 0.05-0.07 s alone)
 PEER_SMALL = 1_000  # the peer (minutes per call at 10,000) is timed --repeat times only up to this
 
 Owners = dict[TopicPartition, str]
@@ -608,7 +610,7 @@ def main() -> None:
     ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)} (default: all)")
     ap.add_argument("--assignors", default=",".join(ASSIGNORS), help="comma-separated (default: all four)")
     ap.add_argument("--repeat", type=int, default=5,
-                    help=f"timings per measurement for sizes with at most {SMALL:,} partitions; the best is kept")
+                    help=f"timings per measurement (at most {LARGE_REPEAT} above {SMALL:,} partitions); the best is kept")
     ap.add_argument("--peer-timeout", type=float, default=60.0, help="seconds per peer measurement (default 60)")
     ap.add_argument("--peer-mem-gb", type=float, default=6.0, help="address-space limit of a peer process (GiB)")
     ap.add_argument("--no-peer", action="store_true", help="skip kafka-python's sticky assignor")
@@ -620,7 +622,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.measure:
         name, shape, m, p = args.measure.split(",")
-        repeats = args.repeat if int(p) <= SMALL else 1
+        repeats = args.repeat if int(p) <= SMALL else min(args.repeat, LARGE_REPEAT)
         print(json.dumps(measure_only(name, shape, int(m), int(p), repeats)))
         return
     shapes = [x.strip() for x in args.shapes.split(",") if x.strip()]
@@ -646,7 +648,7 @@ def main() -> None:
         sizes = parse_sizes(args.sizes if shape == "equal" else args.unequal_sizes)
         shape_names = names if shape == "equal" else [n for n in names if n in STICKY]
         for members_n, partitions in sizes:
-            repeats = args.repeat if partitions <= SMALL else 1
+            repeats = args.repeat if partitions <= SMALL else min(args.repeat, LARGE_REPEAT)
             topics_n = topic_count(shape, members_n, partitions)
             print(f"{SHAPE_LABELS[shape]} subscriptions, {fmt_size(members_n, partitions)} over {topics_n} topics "
                   f"({repeats} timing{'s' if repeats > 1 else ''} each)", flush=True)
@@ -696,7 +698,8 @@ def main() -> None:
                   f"on a seeded random half of the topics (100 topics of 1,000 at 2,000 × 100,000, else {TOPICS}); "
                   f"(i + t) % 3 ≠ 0 = member i on topic t of {TOPICS} unless (i + t) % 3 = 0. "
                   f"Round 2 drops every 10th member, the rest own their round-1 partitions; "
-                  f"sizes with at most {SMALL:,} partitions are the best of {args.repeat} "
+                  f"sizes with at most {SMALL:,} partitions are the best of {args.repeat}, larger ones of "
+                  f"{min(args.repeat, LARGE_REPEAT)} "
                   f"(the peer's only up to {PEER_SMALL:,}). "
                   f"moved = round-2 owner differs from round-1 owner; bound = departed members' partitions "
                   f"+ remaining members' excess over ceil(P/M') (a guide only for unequal subscriptions); "
