@@ -90,7 +90,10 @@ def parse_list(text: str) -> list[str]:
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
     cfg = BrokerConfig()
     if getattr(args, "config_file", None):
-        cfg = cfg.with_properties_file(args.config_file)
+        try:
+            cfg = cfg.with_properties_file(args.config_file)
+        except OSError as exc:
+            raise UsageError(f"cannot read --config-file {args.config_file}: {exc.strerror or exc}") from None
     return cfg.with_overrides(args.config or [])
 
 
@@ -1863,9 +1866,43 @@ def _run_async(coro_fn: Any, args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)parser of the command given, so that its errors name it and its --help."""
+    names = [args.command] + ([args.action] if getattr(args, "action", None) else [])
+    for name in names:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or name not in subs[0].choices:
+            break
+        parser = subs[0].choices[name]
+    return parser
+
+
+_WRITES_RUN_DIR = ("run", "ui", "coordinator", "consumer", "simulate")  # (replay, plot: RUN_DIR is read)
+
+
+def check_run_dir(path: str) -> None:
+    """A --run-dir that cannot be written fails here, named as such, before anything starts (it
+    used to surface later as a port or a bare errno)."""
+    where = Path(path)
+    if where.exists() and not where.is_dir():
+        raise CliError(f"cannot use --run-dir {path}: it is a file, not a directory")
     try:
+        where.mkdir(parents=True, exist_ok=True)
+        probe = where / ".grouplab-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise CliError(f"cannot use --run-dir {path}: {exc.strerror or exc}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        if args.command in _WRITES_RUN_DIR and args.run_dir:
+            check_run_dir(args.run_dir)
         if args.command == "assign":
             return cmd_assign(args)
         if args.command == "simulate":

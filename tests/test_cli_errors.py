@@ -229,3 +229,29 @@ def test_ctrl_c_in_analyze_stops_spark_quietly(tmp_path: Path) -> None:
     assert code == 130 and took < 2.0, (code, took, err)
     assert "Traceback" not in err and "py4j" not in err.lower()
     assert "grouplab analyze: interrupted" in err
+
+
+@pytest.mark.parametrize("argv, prog", [
+    (["compare", "--bogus"], "grouplab compare"),
+    (["run", "--duration", "5"], "grouplab run"),
+    (["topics", "list", "--bogus"], "grouplab topics list"),
+])
+def test_unrecognized_arguments_name_the_command(argv: list[str], prog: str) -> None:
+    # argparse used to blame the top-level parser: "grouplab: unrecognized arguments".
+    one_line_error(grouplab(*argv), 2, f"{prog}: unrecognized arguments", f"see {prog} --help")
+
+
+@pytest.mark.parametrize("command", ["coordinator", "run", "consumer", "simulate"])
+def test_a_run_dir_that_cannot_be_written_is_named(command: str, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    extra = {"consumer": ["--group", "g", "--topics", "t0"], "simulate": ["--scenario", "hang"]}.get(command, [])
+    # (run once said "cannot listen on 127.0.0.1:0: Not a directory; check --host and --port")
+    one_line_error(grouplab(command, *extra, "--run-dir", str(tmp_path / "file" / "run")), 1,
+                   "cannot use --run-dir", "Not a directory")
+    one_line_error(grouplab(command, *extra, "--run-dir", str(tmp_path / "file")), 1,
+                   "cannot use --run-dir", "not a directory")
+
+
+def test_a_missing_config_file_is_named() -> None:
+    one_line_error(grouplab("coordinator", "--config-file", "/nonexistent/server.properties"), 2,
+                   "cannot read --config-file /nonexistent/server.properties", "No such file")
