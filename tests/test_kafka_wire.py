@@ -94,9 +94,10 @@ def produce(version: int, records: bytes, partition: int = 0, acks: int = -1) ->
         name="t", partition_data=[c.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
 
 
-def fetch(version: int, offset: int, max_wait_ms: int, session_id: int = 0, session_epoch: int = -1) -> Any:
+def fetch(version: int, offset: int, max_wait_ms: int, session_id: int = 0, session_epoch: int = -1,
+          min_bytes: int = 1) -> Any:
     c = FetchRequest
-    return c[version](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+    return c[version](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0,
                       session_id=session_id, session_epoch=session_epoch, rack_id="", forgotten_topics_data=[],
                       topics=[c.FetchTopic(topic="t", partitions=[c.FetchTopic.FetchPartition(
                           partition=0, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=1 << 20,
@@ -247,6 +248,39 @@ async def test_a_fetch_with_nothing_to_read_is_answered_after_max_wait(server: C
     resp = await raw.read(FetchResponse, 12)
     assert resp.error_code == 0 and records_of(resp) == []
     assert not server.kafka.parked
+    raw.close()
+
+
+async def test_a_fetch_waits_until_min_bytes_of_records_are_there(server: CoordinatorServer) -> None:
+    """min_bytes counts bytes (16 per record plus its key, value and headers, as max_bytes does),
+    not records: one 100-byte record does not answer a Fetch for 250 bytes; the third does, and
+    the answer carries all three."""
+    consumer = await Raw.open(server.kafka_port)
+    producer = await Raw.open(server.kafka_port)
+    consumer.send(fetch(12, 0, max_wait_ms=30_000, min_bytes=250))
+    for n, value in enumerate((b"a" * 100, b"b" * 100)):
+        producer.send(produce(9, batch(value)))
+        await producer.read(ProduceResponse, 9)
+        await asyncio.sleep(0.2)
+        assert len(server.kafka.parked) == 1, f"answered after {n + 1} record(s) of 116 bytes, min_bytes is 250"
+    producer.send(produce(9, batch(b"c" * 100)))
+    await producer.read(ProduceResponse, 9)
+    resp = await consumer.read(FetchResponse, 12)
+    assert records_of(resp) == [b"a" * 100, b"b" * 100, b"c" * 100]
+    consumer.close()
+    producer.close()
+
+
+async def test_min_bytes_not_reached_is_answered_with_what_there_is_after_max_wait(server: CoordinatorServer) -> None:
+    raw = await Raw.open(server.kafka_port)
+    raw.send(produce(9, batch(b"small")))
+    await raw.read(ProduceResponse, 9)
+    started = time.monotonic()
+    raw.send(fetch(12, 0, max_wait_ms=400, min_bytes=10_000))
+    resp = await raw.read(FetchResponse, 12)
+    assert records_of(resp) == [b"small"] and time.monotonic() - started >= 0.35
+    raw.send(fetch(12, 0, max_wait_ms=30_000, min_bytes=1))  # one record is enough for min_bytes=1: at once
+    assert records_of(await raw.read(FetchResponse, 12, timeout=5)) == [b"small"]
     raw.close()
 
 
