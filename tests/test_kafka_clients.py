@@ -326,6 +326,27 @@ async def test_every_client_recovers_when_the_leaders_sync_group_is_dropped(env:
     assert all(link.client_id for link in proxy.links)  # every connection went through the proxy, identified
 
 
+async def test_a_client_joins_when_its_first_find_coordinator_and_api_versions_answers_fail(
+        env: Env, recorder: EventRecorder) -> None:
+    """Rules on the Kafka-wire proxy pick the two APIs the listener answers itself: the first
+    ApiVersions is answered UNSUPPORTED_VERSION (at v0, as KIP-511's fallback) and the first
+    FindCoordinator answer is lost; kafka-python asks again and joins the group."""
+    server = await env.start_server()
+    proxy = FaultProxy(HOST, server.kafka_port, HOST, 0, seed=1, events=recorder.log("kafka-proxy"), wire="kafka")
+    await proxy.start()
+    env.stack.push_async_callback(proxy.stop)
+    env.bootstrap_port = proxy.port
+    versions = proxy.add_spec("ApiVersions:error:UNSUPPORTED_VERSION:limit=1")
+    lookup = proxy.add_spec("FindCoordinator:drop:dir=response:limit=1")
+    client = await env.worker("kafka-python", options={"request_timeout_ms": 4000}, session_ms=6000)
+    await env.wait_until(lambda: env.converged([client]), "the client to own the topic through the faults")
+    assert (versions.fired, lookup.fired) == (1, 1)
+    assert proxy.forwarded[("FindCoordinator", "response")] >= 1  # it asked again after the lost answer
+    assert proxy.forwarded[("ApiVersions", "response")] >= 1
+    injected = {e.fields["rule"] for e in recorder.events("fault_injected", node="kafka-proxy")}
+    assert injected == {"ApiVersions:error:35:limit=1", "FindCoordinator:drop:dir=response:limit=1"}
+
+
 async def test_grouplab_run_with_a_kafka_port_takes_real_clients_into_its_group(env: Env, tmp_path: Path) -> None:
     """`grouplab run --kafka-port`: the run's simulated consumers and a real client share one
     group; the run's trace replays identically and `explain` tells the real client's joins."""
