@@ -141,7 +141,7 @@ class LocalCluster:
         traced = self._trace is not None or bool(self.trace_listeners)
         return CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"),
                                  data_dir=self.data_dir, trace=self._trace_line if traced else None,
-                                 kafka_port=self.kafka_port)
+                                 kafka_port=self.kafka_port, client_logs=self._log)
 
     async def start(self) -> "LocalCluster":
         self._trace = TraceFile(trace_path(self.run_dir)) if self.run_dir else None

@@ -353,3 +353,47 @@ async def test_delete_groups_over_the_kafka_wire(server: CoordinatorServer) -> N
     assert "simple" not in server.broker.groups and "busy" in server.broker.groups
     raw.close()
     member.close()
+
+
+# ----------------------------------------------------------------------------- what a Kafka client holds
+
+
+def test_wire_holdings_follow_sync_join_and_leave() -> None:
+    """The member lines the listener writes for a Kafka client (holdings.py): a SyncGroup answer
+    assigns what is new and revokes what is gone; a JoinGroup revokes what its subscription does
+    not list as owned (all, for an eager client); a LeaveGroup revokes the rest."""
+    from coordinator.kafka_wire.holdings import WireHoldings, client_node
+    from protocol.consumer_protocol import encode_assignment, encode_subscription
+    from protocol.messages import (JoinGroupRequest, JoinGroupRequestProtocol, LeaveGroupRequest,
+                                   LeaveGroupRequestMember, SyncGroupRequest, SyncGroupResponse)
+    from protocol.types import Assignment, Subscription, TopicPartition
+
+    def tps(*ps: int) -> list[TopicPartition]:
+        return [TopicPartition("t", p) for p in ps]
+
+    def sync(generation: int, *ps: int, error: int = 0) -> list[Any]:
+        return h.synced(SyncGroupRequest("g", generation, "m"),
+                        SyncGroupResponse(error_code=error, assignment=encode_assignment(Assignment(tps(*ps)))))
+
+    def join(*owned: int) -> list[Any]:
+        meta = encode_subscription(Subscription(topics=["t"], owned_partitions=tps(*owned)))
+        return h.joining(JoinGroupRequest("g", 6000, 6000, "m", "consumer", [JoinGroupRequestProtocol("range", meta)]))
+
+    def lines(out: list[Any]) -> list[tuple[str, list[list[Any]], str | None]]:
+        return [(e.NAME, e.partitions, getattr(e, "reason", None)) for e in out]
+
+    h = WireHoldings()
+    assert lines(sync(1, 0, 1)) == [("partitions_assigned", [["t", 0], ["t", 1]], None)]
+    assert lines(sync(2, 1, 2)) == [("partitions_revoked", [["t", 0]], "reassigned"),
+                                    ("partitions_assigned", [["t", 2]], None)]
+    assert sync(3, 5, error=27) == []  # an error answer assigns nothing
+    assert lines(join(1)) == [("partitions_revoked", [["t", 2]], "rejoining")]  # cooperative: keeps what it owns
+    assert lines(join()) == [("partitions_revoked", [["t", 1]], "rejoining")]  # eager: owns nothing when it asks
+    assert join() == []
+    sync(4, 3)
+    assert lines(h.leaving(LeaveGroupRequest("g", [LeaveGroupRequestMember("m")]))) == [
+        ("partitions_revoked", [["t", 3]], "closing")]
+    assert h.leaving(LeaveGroupRequest("g", [LeaveGroupRequestMember("m")])) == []
+    assert h.synced(SyncGroupRequest("g", 5, "m"), SyncGroupResponse(assignment=b"\xff\x00junk")) == []
+    assert (client_node("real-1"), client_node(""), client_node("coordinator")) == (
+        "real-1", "kafka-client-anonymous", "kafka-client-coordinator")
