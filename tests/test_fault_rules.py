@@ -194,7 +194,7 @@ def test_find_coordinator_is_a_rule_name_with_every_action_but_error() -> None:
     for spec in ("FindCoordinator:delay:300", "FindCoordinator:duplicate", "FindCoordinator:reorder"):
         assert parse_spec(spec).kafka_wire_only
     assert not any(parse_spec(spec).kafka_wire_only for spec in ("*:drop", "JoinGroup:drop", "ApiVersions:drop"))
-    with pytest.raises(ValueError, match="FindCoordinator takes drop, delay, duplicate, reorder or hold, not error"):
+    with pytest.raises(ValueError, match=r"FindCoordinator takes drop, delay, duplicate or reorder \(and hold, from a test\), not error"):
         parse_spec("FindCoordinator:error:COORDINATOR_NOT_AVAILABLE")
 
 

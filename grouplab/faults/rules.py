@@ -127,8 +127,9 @@ class Rule:
             raise FaultSpecError(f"unknown API {self.api!r}; known: *, {', '.join(API)}; on the Kafka-wire proxy "
                                  f"also {', '.join(KAFKA_WIRE_APIS)}")
         if self.kafka_wire_only and self.action == "error":
-            raise FaultSpecError(f"{self.api} takes drop, delay, duplicate, reorder or hold, not error (the proxy "
-                                 f"answers errors with grouplab's response bodies, and {self.api} has none)")
+            raise FaultSpecError(f"{self.api} takes drop, delay, duplicate or reorder (and hold, from a test), not "
+                                 f"error (the proxy answers errors with grouplab's response bodies, and {self.api} "
+                                 "has none)")
         if self.direction not in DIRECTIONS:
             raise FaultSpecError(f"unknown direction {self.direction!r}; known: {', '.join(DIRECTIONS)}")
         if not 0.0 <= float(self.p) <= 1.0:
