@@ -36,6 +36,7 @@ from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
 from coordinator.group_log import GroupLog, Record
 from coordinator.kafka_wire.codec import looks_like_kafka
+from coordinator.kafka_wire.holdings import client_node
 from coordinator.kafka_wire.listener import KafkaListener
 from coordinator.partition_log import INT64_MAX, FileLogStore
 from coordinator.trace import TraceRecorder, TraceSink
@@ -243,6 +244,7 @@ class CoordinatorServer:
         data_dir: str | Path | None = None,
         trace: TraceSink | None = None,
         kafka_port: int | None = None,
+        client_logs: Callable[[str], Any] | None = None,
     ) -> None:
         self.config = config or BrokerConfig()
         self.host = host
@@ -267,6 +269,9 @@ class CoordinatorServer:
         self.kafka_port = kafka_port
         self.kafka: KafkaListener | None = None
         self._kafka_server: asyncio.base_events.Server | None = None
+        # node -> its EventLog-like log: where the Kafka-wire listener writes what each Kafka client
+        # holds (coordinator/kafka_wire/holdings.py); None: not written (the client keeps no log here).
+        self.client_logs = client_logs
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -448,6 +453,11 @@ class CoordinatorServer:
     def note_bad_frame(self, conn: Any, message: str) -> None:
         self.bad_frames += 1
         self._emit(LogEvent(self.clock(), events.BadRequest(peer=conn.peer, error=message)))
+
+    def note_client_event(self, client_id: str, payload: events.Event) -> None:
+        """A line the Kafka-wire listener writes on a Kafka client's behalf, in the client's node."""
+        if self.client_logs is not None:
+            self.client_logs(client_node(client_id)).emit(LogEvent(self.clock(), payload))
 
     def note_internal_error(self, exc: Exception) -> None:
         _log.error("internal error: %r", exc)

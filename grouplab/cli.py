@@ -1522,6 +1522,7 @@ def _runs_table(runs: list[dict[str, Any]]) -> Any:
 FAULTS_HELP = """\
 fault SPEC (--faults, repeatable): API:ACTION[:ARG][:OPTION=VALUE...]
   API      JoinGroup, SyncGroup, Heartbeat, LeaveGroup, Metadata, ... or * (every API)
+           FindCoordinator: real Kafka clients' only (needs --kafka-port; no error action)
   ACTION   drop[:P]           never forward it (with probability P, default 1)
            delay:MS|MIN-MAX   forward it MS (or uniformly MIN..MAX) ms later, in order
            duplicate          forward it twice

@@ -28,7 +28,7 @@ from grouplab.eventlog import EventLog, null_log, run_dir_log
 from grouplab.tracefile import TraceFile, trace_path
 from grouplab.faults.members import Stall, hang, slow_processing
 from grouplab.faults.proxy import FaultProxy
-from grouplab.faults.rules import Rule, parse_spec
+from grouplab.faults.rules import FaultSpecError, Rule, parse_spec
 from protocol import events
 from protocol.consumer_protocol import decode_assignment
 from protocol.errors import ProtocolError
@@ -91,6 +91,10 @@ class LocalCluster:
         self.kafka_port = kafka_port  # a Kafka-wire listener for real clients (None: none)
         # Parsed now, so that a bad SPEC fails before anything starts (FaultSpecError, a ValueError).
         self.fault_rules: list[Rule] = [parse_spec(spec) for spec in faults or []]
+        kafka_only = [rule.spec() for rule in self.fault_rules if rule.kafka_wire_only]
+        if kafka_only and kafka_port is None:
+            raise FaultSpecError(f"fault rule {kafka_only[0]} names a Kafka-wire API (only real Kafka clients send "
+                                 "it); it needs --kafka-port, whose fault proxy applies it")
         self.fault_seed = fault_seed
         self.want_proxy = proxy or bool(self.fault_rules)  # proxy=True: link faults can come later
         # Who else reads the coordinator's message trace as it is written (the dashboard); the
@@ -137,7 +141,7 @@ class LocalCluster:
         traced = self._trace is not None or bool(self.trace_listeners)
         return CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"),
                                  data_dir=self.data_dir, trace=self._trace_line if traced else None,
-                                 kafka_port=self.kafka_port)
+                                 kafka_port=self.kafka_port, client_logs=self._log)
 
     async def start(self) -> "LocalCluster":
         self._trace = TraceFile(trace_path(self.run_dir)) if self.run_dir else None
@@ -149,7 +153,8 @@ class LocalCluster:
             self.proxy = FaultProxy(self.host, self.port, self.host, 0, seed=self.fault_seed, events=self._log("proxy"))
             await self.proxy.start()
             for rule in self.fault_rules:
-                self.proxy.add(rule)
+                if not rule.kafka_wire_only:  # FindCoordinator, ApiVersions: only the Kafka-wire proxy sees them
+                    self.proxy.add(rule)
             if self.kafka_port is not None:
                 self.kafka_proxy = FaultProxy(self.host, self.kafka_port, self.host, 0, seed=self.fault_seed,
                                               events=self._log("kafka-proxy"), wire="kafka")

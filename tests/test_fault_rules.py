@@ -174,3 +174,65 @@ def test_a_rule_set_is_ordered_and_removable() -> None:
     assert list(rules) == [b]
     with pytest.raises(ValueError):
         rules.remove(a)
+
+
+# ----------------------------------------------------------------------------- Kafka's own APIs
+
+
+def test_the_kafka_wire_names_are_the_apis_the_listener_answers_itself() -> None:
+    from coordinator.kafka_wire.apis import APIS as KAFKA_APIS
+    from grouplab.faults.rules import KAFKA_WIRE_APIS
+
+    assert sorted(KAFKA_WIRE_APIS) == sorted(a.name for a in KAFKA_APIS.values() if a.name not in API)
+
+
+def test_find_coordinator_is_a_rule_name_with_every_action_but_error() -> None:
+    rule = parse_spec("FindCoordinator:drop:dir=response:limit=1")
+    assert rule.kafka_wire_only and rule.spec() == "FindCoordinator:drop:dir=response:limit=1"
+    assert decide([rule], Envelope("FindCoordinator", "response")).fate is Fate.DROP
+    assert decide([rule], Envelope("FindCoordinator", "response")) is DELIVER  # its limit
+    for spec in ("FindCoordinator:delay:300", "FindCoordinator:duplicate", "FindCoordinator:reorder"):
+        assert parse_spec(spec).kafka_wire_only
+    assert not any(parse_spec(spec).kafka_wire_only for spec in ("*:drop", "JoinGroup:drop", "ApiVersions:drop"))
+    with pytest.raises(ValueError, match=r"FindCoordinator takes drop, delay, duplicate or reorder \(and hold, from a test\), not error"):
+        parse_spec("FindCoordinator:error:COORDINATOR_NOT_AVAILABLE")
+
+
+def test_an_unknown_api_is_refused_with_every_name_there_is() -> None:
+    with pytest.raises(ValueError, match=r"unknown API 'FindCoordinater'; known: \*, ApiVersions, .*JoinGroup.*; on the Kafka-wire "
+                                         r"proxy also FindCoordinator"):
+        parse_spec("FindCoordinater:drop")
+
+
+def test_the_msgpack_proxy_the_simulator_and_a_run_without_kafka_port_refuse_find_coordinator() -> None:
+    from grouplab.cluster import LocalCluster
+    from grouplab.faults.proxy import FaultProxy
+    from grouplab.sim.scenario import ScenarioError, scenario_from_text
+
+    msgpack = FaultProxy("127.0.0.1", 1)
+    with pytest.raises(ValueError, match="FindCoordinator is Kafka's own API, served only on the Kafka-wire port"):
+        msgpack.add_spec("FindCoordinator:drop")
+    assert len(msgpack.rules) == 0
+    kafka = FaultProxy("127.0.0.1", 1, wire="kafka")
+    assert kafka.add_spec("FindCoordinator:drop") in kafka.rules
+    with pytest.raises(ScenarioError, match="the simulator's members speak grouplab's protocol"):
+        scenario_from_text('name = "x"\ntopics = { t0 = 1 }\nduration_ms = 1000\n[[members]]\ncount = 1\n'
+                           '[[faults]]\nspec = "FindCoordinator:delay:50"\n')
+    with pytest.raises(ValueError, match="needs --kafka-port"):
+        LocalCluster({"t": 1}, faults=["FindCoordinator:drop"])
+    cluster = LocalCluster({"t": 1}, faults=["FindCoordinator:drop", "Heartbeat:drop:0.1"], kafka_port=0)
+    assert [r.kafka_wire_only for r in cluster.fault_rules] == [True, False]
+
+
+def test_an_api_versions_error_on_the_kafka_wire_is_the_listeners_own_answer_with_the_code() -> None:
+    """ApiVersions is both protocols' API; on Kafka's wire its error answer is built as the listener
+    builds its own, at v0 (an error rule on it used to be dropped instead)."""
+    from kafka.protocol.metadata.api_versions import ApiVersionsResponse
+
+    from grouplab.faults.kafka_frames import error_frame
+
+    for version in (0, 3):
+        frame = error_frame("ApiVersions", version, 7, error_response("ApiVersions", 35, "a test"), "h", 1)
+        assert frame is not None
+        resp = ApiVersionsResponse.decode(frame[4:], version=version, header=True)  # read as v0 on an error
+        assert (resp.header.correlation_id, resp.error_code) == (7, 35) and resp.api_keys

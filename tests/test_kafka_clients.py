@@ -326,10 +326,36 @@ async def test_every_client_recovers_when_the_leaders_sync_group_is_dropped(env:
     assert all(link.client_id for link in proxy.links)  # every connection went through the proxy, identified
 
 
-async def test_grouplab_run_with_a_kafka_port_takes_real_clients_into_its_group(env: Env, tmp_path: Path) -> None:
+async def test_a_client_joins_when_its_first_find_coordinator_and_api_versions_answers_fail(
+        env: Env, recorder: EventRecorder) -> None:
+    """Rules on the Kafka-wire proxy pick the two APIs the listener answers itself: the first
+    ApiVersions is answered UNSUPPORTED_VERSION (at v0, as KIP-511's fallback) and the first
+    FindCoordinator answer is lost; kafka-python asks again and joins the group."""
+    server = await env.start_server()
+    proxy = FaultProxy(HOST, server.kafka_port, HOST, 0, seed=1, events=recorder.log("kafka-proxy"), wire="kafka")
+    await proxy.start()
+    env.stack.push_async_callback(proxy.stop)
+    env.bootstrap_port = proxy.port
+    versions = proxy.add_spec("ApiVersions:error:UNSUPPORTED_VERSION:limit=1")
+    lookup = proxy.add_spec("FindCoordinator:drop:dir=response:limit=1")
+    client = await env.worker("kafka-python", options={"request_timeout_ms": 4000}, session_ms=6000)
+    await env.wait_until(lambda: env.converged([client]), "the client to own the topic through the faults")
+    assert (versions.fired, lookup.fired) == (1, 1)
+    assert proxy.forwarded[("FindCoordinator", "response")] >= 1  # it asked again after the lost answer
+    assert proxy.forwarded[("ApiVersions", "response")] >= 1
+    injected = {e.fields["rule"] for e in recorder.events("fault_injected", node="kafka-proxy")}
+    assert injected == {"ApiVersions:error:35:limit=1", "FindCoordinator:drop:dir=response:limit=1"}
+
+
+async def test_grouplab_run_with_a_kafka_port_takes_real_clients_into_its_group(env: Env, tmp_path: Path,
+                                                                               spark: Any) -> None:
     """`grouplab run --kafka-port`: the run's simulated consumers and a real client share one
-    group; the run's trace replays identically and `explain` tells the real client's joins."""
+    group; the run's trace replays identically, `explain` tells the real client's joins, and
+    `analyze` (one Spark job) counts it as a member that held, consumed and committed its
+    partitions: they are not unowned while it had them (its lines, from the wire, in real-1.jsonl)."""
     from grouplab.cluster import LocalCluster
+    from grouplab.pipeline.analyze import analyze
+    from grouplab.pipeline.report import write_report
     from grouplab.replay import replay
 
     run_dir = tmp_path / "run"
@@ -344,6 +370,9 @@ async def test_grouplab_run_with_a_kafka_port_takes_real_clients_into_its_group(
         await env.wait_until(lambda: env.converged([real], extra=1, extra_assigned=lambda: set(app.client.assignment)
                                                    if app.client.generation_id == env.group().generation_id else set()),
                              "the run's consumer and the real client to share the topic")
+        held = {tp.partition for tp in real.assigned or set()}
+        await env.produce(30)
+        await env.wait_until(lambda: len(real.records) == 5 * len(held), "the real client to consume its records")
         await real.stop()
         await env.wait_until(lambda: len(env.group().members) == 1, "the real client to leave")
     finally:
@@ -355,6 +384,30 @@ async def test_grouplab_run_with_a_kafka_port_takes_real_clients_into_its_group(
                          text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert "real-1 → coordinator: JoinGroup" in out.stdout
+
+    tables = tmp_path / "analysis"
+    await asyncio.to_thread(analyze, spark, [str(run_dir)], tables)
+    await asyncio.to_thread(write_report, spark, tables)
+
+    def table(name: str) -> list[dict[str, Any]]:
+        return [r.asDict() for r in spark.read.parquet(str(tables / name)).collect()]
+
+    (session,) = [r for r in table("member_sessions") if r["client_id"] == "real-1"]
+    assert session["end_reason"] == "left" and session["generations"] >= 1 and session["commits"] >= 1
+    member = session["member_id"]
+    rebalances = table("rebalances")
+    assert any(r["cause"] == "member_joined" and member in r["trigger"] for r in rebalances)
+    assert any(r["cause"] == "member_left" and member in r["trigger"] for r in rebalances)
+    assert {r["partition"] for r in table("assignments") if r["member_id"] == member} == held
+    owned = {r["partition"]: r for r in table("ownership") if r["client_id"] == "real-1"}
+    assert set(owned) == held and all(r["member_id"] == member for r in owned.values())
+    for r in table("partition_time"):
+        if r["partition"] in held and r["state"] == "unowned":  # never while the real client held it
+            hold = owned[r["partition"]]
+            assert r["end_ms"] <= hold["start_ms"] or r["start_ms"] >= hold["end_ms"], (r, hold)
+    consumed = [r for r in table("partition_time") if r["client_id"] == "real-1" and r["state"] == "consumed"]
+    assert {r["partition"] for r in consumed} == held
+    assert "real-1" in (tables / "report.html").read_text(encoding="utf-8")
 
 
 async def test_kcat_produces_and_consumes_in_a_group(env: Env) -> None:

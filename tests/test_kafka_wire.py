@@ -94,9 +94,10 @@ def produce(version: int, records: bytes, partition: int = 0, acks: int = -1) ->
         name="t", partition_data=[c.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
 
 
-def fetch(version: int, offset: int, max_wait_ms: int, session_id: int = 0, session_epoch: int = -1) -> Any:
+def fetch(version: int, offset: int, max_wait_ms: int, session_id: int = 0, session_epoch: int = -1,
+          min_bytes: int = 1) -> Any:
     c = FetchRequest
-    return c[version](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+    return c[version](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0,
                       session_id=session_id, session_epoch=session_epoch, rack_id="", forgotten_topics_data=[],
                       topics=[c.FetchTopic(topic="t", partitions=[c.FetchTopic.FetchPartition(
                           partition=0, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=1 << 20,
@@ -250,6 +251,39 @@ async def test_a_fetch_with_nothing_to_read_is_answered_after_max_wait(server: C
     raw.close()
 
 
+async def test_a_fetch_waits_until_min_bytes_of_records_are_there(server: CoordinatorServer) -> None:
+    """min_bytes counts bytes (16 per record plus its key, value and headers, as max_bytes does),
+    not records: one 100-byte record does not answer a Fetch for 250 bytes; the third does, and
+    the answer carries all three."""
+    consumer = await Raw.open(server.kafka_port)
+    producer = await Raw.open(server.kafka_port)
+    consumer.send(fetch(12, 0, max_wait_ms=30_000, min_bytes=250))
+    for n, value in enumerate((b"a" * 100, b"b" * 100)):
+        producer.send(produce(9, batch(value)))
+        await producer.read(ProduceResponse, 9)
+        await asyncio.sleep(0.2)
+        assert len(server.kafka.parked) == 1, f"answered after {n + 1} record(s) of 116 bytes, min_bytes is 250"
+    producer.send(produce(9, batch(b"c" * 100)))
+    await producer.read(ProduceResponse, 9)
+    resp = await consumer.read(FetchResponse, 12)
+    assert records_of(resp) == [b"a" * 100, b"b" * 100, b"c" * 100]
+    consumer.close()
+    producer.close()
+
+
+async def test_min_bytes_not_reached_is_answered_with_what_there_is_after_max_wait(server: CoordinatorServer) -> None:
+    raw = await Raw.open(server.kafka_port)
+    raw.send(produce(9, batch(b"small")))
+    await raw.read(ProduceResponse, 9)
+    started = time.monotonic()
+    raw.send(fetch(12, 0, max_wait_ms=400, min_bytes=10_000))
+    resp = await raw.read(FetchResponse, 12)
+    assert records_of(resp) == [b"small"] and time.monotonic() - started >= 0.35
+    raw.send(fetch(12, 0, max_wait_ms=30_000, min_bytes=1))  # one record is enough for min_bytes=1: at once
+    assert records_of(await raw.read(FetchResponse, 12, timeout=5)) == [b"small"]
+    raw.close()
+
+
 # ----------------------------------------------------------------------------- the trace and replay
 
 
@@ -319,3 +353,47 @@ async def test_delete_groups_over_the_kafka_wire(server: CoordinatorServer) -> N
     assert "simple" not in server.broker.groups and "busy" in server.broker.groups
     raw.close()
     member.close()
+
+
+# ----------------------------------------------------------------------------- what a Kafka client holds
+
+
+def test_wire_holdings_follow_sync_join_and_leave() -> None:
+    """The member lines the listener writes for a Kafka client (holdings.py): a SyncGroup answer
+    assigns what is new and revokes what is gone; a JoinGroup revokes what its subscription does
+    not list as owned (all, for an eager client); a LeaveGroup revokes the rest."""
+    from coordinator.kafka_wire.holdings import WireHoldings, client_node
+    from protocol.consumer_protocol import encode_assignment, encode_subscription
+    from protocol.messages import (JoinGroupRequest, JoinGroupRequestProtocol, LeaveGroupRequest,
+                                   LeaveGroupRequestMember, SyncGroupRequest, SyncGroupResponse)
+    from protocol.types import Assignment, Subscription, TopicPartition
+
+    def tps(*ps: int) -> list[TopicPartition]:
+        return [TopicPartition("t", p) for p in ps]
+
+    def sync(generation: int, *ps: int, error: int = 0) -> list[Any]:
+        return h.synced(SyncGroupRequest("g", generation, "m"),
+                        SyncGroupResponse(error_code=error, assignment=encode_assignment(Assignment(tps(*ps)))))
+
+    def join(*owned: int) -> list[Any]:
+        meta = encode_subscription(Subscription(topics=["t"], owned_partitions=tps(*owned)))
+        return h.joining(JoinGroupRequest("g", 6000, 6000, "m", "consumer", [JoinGroupRequestProtocol("range", meta)]))
+
+    def lines(out: list[Any]) -> list[tuple[str, list[list[Any]], str | None]]:
+        return [(e.NAME, e.partitions, getattr(e, "reason", None)) for e in out]
+
+    h = WireHoldings()
+    assert lines(sync(1, 0, 1)) == [("partitions_assigned", [["t", 0], ["t", 1]], None)]
+    assert lines(sync(2, 1, 2)) == [("partitions_revoked", [["t", 0]], "reassigned"),
+                                    ("partitions_assigned", [["t", 2]], None)]
+    assert sync(3, 5, error=27) == []  # an error answer assigns nothing
+    assert lines(join(1)) == [("partitions_revoked", [["t", 2]], "rejoining")]  # cooperative: keeps what it owns
+    assert lines(join()) == [("partitions_revoked", [["t", 1]], "rejoining")]  # eager: owns nothing when it asks
+    assert join() == []
+    sync(4, 3)
+    assert lines(h.leaving(LeaveGroupRequest("g", [LeaveGroupRequestMember("m")]))) == [
+        ("partitions_revoked", [["t", 3]], "closing")]
+    assert h.leaving(LeaveGroupRequest("g", [LeaveGroupRequestMember("m")])) == []
+    assert h.synced(SyncGroupRequest("g", 5, "m"), SyncGroupResponse(assignment=b"\xff\x00junk")) == []
+    assert (client_node("real-1"), client_node(""), client_node("coordinator")) == (
+        "real-1", "kafka-client-anonymous", "kafka-client-coordinator")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,9 @@ def test_member_sessions_say_who_joined_and_how_each_left(spark, known):
     joined = {f["member_id"]: ts for ts, f in coordinator(known["events"], "member_joined")}
     assert {r["member_id"]: r["joined_ms"] for r in got} == joined
     assert sum(r["led_generations"] for r in got) == 4
+    commits = Counter(f["member_id"] for _ts, f in coordinator(known["events"], "offsets_committed"))
+    assert {r["member_id"]: r["commits"] for r in got} == {m: commits.get(m, 0) for m in joined}
+    assert all((r["last_commit_ms"] is None) == (r["commits"] == 0) for r in got)
 
 
 def folded(events):

@@ -10,7 +10,9 @@ ApiVersions and FindCoordinator are answered here (they read no state; FindCoord
 listener for every key). Everything else is translated (coordinator/kafka_wire/translate.py) and
 handed to the host's `submit`, the same path as the msgpack port, so the event log, the message
 trace and replay see it. A Fetch that would find nothing waits here (long_poll.py) until a step
-makes data visible or max_wait_ms passes, and only then goes to the Broker.
+makes data visible or max_wait_ms passes, and only then goes to the Broker. What each Kafka
+client holds, as its JoinGroup, SyncGroup answer and LeaveGroup show it (holdings.py), is written
+in that client's own node of the event log, as grouplab's consumers write it about themselves.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ from coordinator.kafka_wire.codec import (
     decode_request,
     encode_response,
 )
+from coordinator.kafka_wire.holdings import WireHoldings
 from coordinator.kafka_wire.long_poll import fetch_ready
 from coordinator.kafka_wire.translate import Refused, View, to_grouplab, to_kafka
 from protocol.errors import ErrorCode, FrameTooLarge
 from protocol.framing import FrameReader
-from protocol.messages import FetchRequest, ProduceRequest
+from protocol import events
+from protocol.messages import (FetchRequest, JoinGroupRequest, LeaveGroupRequest, ProduceRequest, SyncGroupRequest,
+                               SyncGroupResponse)
 
 _log = logging.getLogger("grouplab.kafka_wire")
 
@@ -48,12 +53,14 @@ class KafkaHost(Protocol):
 
     def note_bad_frame(self, conn: Any, message: str) -> None: ...
 
+    def note_client_event(self, client_id: str, payload: events.Event) -> None: ...
+
 
 class KafkaReplyTo:
     """The reply token of one Kafka request: the Broker hands it back in Reply; the connection
     encodes the answer at the request's API and version."""
 
-    __slots__ = ("conn", "correlation_id", "request", "view", "api", "client_id")
+    __slots__ = ("conn", "correlation_id", "request", "view", "api", "client_id", "body")
 
     def __init__(self, conn: "KafkaConnection", request: KafkaRequest, view: View) -> None:
         self.conn = conn
@@ -62,6 +69,7 @@ class KafkaReplyTo:
         self.view = view
         self.api = request.api.name  # what the server's reply path names in its events
         self.client_id = request.client_id
+        self.body: Any = None  # grouplab's request, once translated
 
 
 class _ParkedFetch:
@@ -82,6 +90,7 @@ class KafkaListener:
         self.node_id = node_id
         self.connections: set[KafkaConnection] = set()
         self.parked: dict[KafkaConnection, _ParkedFetch] = {}
+        self.holdings = WireHoldings()
         self._waking = False
 
     def protocol(self) -> "KafkaConnection":
@@ -215,6 +224,11 @@ class KafkaConnection(asyncio.Protocol):
             self._refuse(f"{name} v{request.version}: {exc!r}")
             return
         ctx = RequestContext(token, request.client_id, self.peer.rsplit(":", 1)[0])
+        token.body = body
+        if isinstance(body, JoinGroupRequest):  # what it no longer lists as owned, it revoked before asking
+            self._note(request.client_id, self.listener.holdings.joining(body))
+        elif isinstance(body, LeaveGroupRequest):
+            self._note(request.client_id, self.listener.holdings.leaving(body))
         self.inflight = token
         if name == "Produce" and isinstance(body, ProduceRequest) and body.acks == 0:
             self.inflight = None  # no answer is coming: the next request may start
@@ -250,8 +264,14 @@ class KafkaConnection(asyncio.Protocol):
             self._refuse(f"cannot encode the {token.request.api.name} response: {exc!r}")
             return
         self._write(data)
+        if isinstance(body, SyncGroupResponse) and isinstance(token.body, SyncGroupRequest):
+            self._note(token.client_id, self.listener.holdings.synced(token.body, body))
         if self._loop is not None:
             self._loop.call_soon(self._pump)  # not inside the Broker step that answered
+
+    def _note(self, client_id: str, lines: list[events.Event]) -> None:
+        for payload in lines:
+            self.listener.host.note_client_event(client_id, payload)
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():

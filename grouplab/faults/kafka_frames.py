@@ -12,8 +12,9 @@ import struct
 from typing import Any, NamedTuple
 
 from coordinator.kafka_wire.apis import APIS
-from coordinator.kafka_wire.codec import encode_response
+from coordinator.kafka_wire.codec import api_versions_response, encode_response
 from coordinator.kafka_wire.translate import View, to_kafka
+from protocol.errors import ErrorCode
 
 _PREFIX = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 
@@ -52,6 +53,10 @@ def error_frame(api: str, version: int, correlation_id: int, body: Any, host: st
     spec = _BY_NAME.get(api)
     if spec is None or not spec.min_version <= version <= spec.max_version:
         return None
+    if api == "ApiVersions":
+        # As the listener's own error answer (KIP-511): at v0 whatever the version asked, which is
+        # how clients read an ApiVersions error.
+        return encode_response(api_versions_response(0, ErrorCode(body.error_code)), correlation_id)
     try:
         return encode_response(to_kafka(spec, version, body, View(host, port)), correlation_id)
     except Exception:  # noqa: BLE001 - an API whose answer needs more than an error code

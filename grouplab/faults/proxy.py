@@ -29,8 +29,8 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from grouplab.faults.rules import (Envelope, Fate, LinkId, Rule, RuleSet, delay_range, error_code_of, error_response,
-                                   link_matches, parse_spec)
+from grouplab.faults.rules import (Envelope, Fate, FaultSpecError, LinkId, Rule, RuleSet, delay_range, error_code_of,
+                                   error_response, link_matches, parse_spec)
 from protocol.effects import LogEvent, wall_clock_ms
 from protocol.events import FreeFormEvent
 from protocol.errors import FrameTooLarge, ProtocolError
@@ -516,6 +516,12 @@ class FaultProxy:
                              **kwargs))
 
     def add(self, rule: Rule) -> Rule:
+        """Add a rule; FaultSpecError for one naming a Kafka-wire API on the msgpack proxy, which
+        never sees such a frame (the rule would silently do nothing)."""
+        if rule.kafka_wire_only and self.wire != "kafka":
+            raise FaultSpecError(f"{rule.spec()}: {rule.api} is Kafka's own API, served only on the Kafka-wire "
+                                 f"port; grouplab's msgpack protocol has none, so this proxy would never see one "
+                                 f"(put the rule on a FaultProxy(wire=\"kafka\"); `grouplab run` needs --kafka-port)")
         rule._removed = False
         self.rules.add(rule)
         self._event("rule_added", rule=rule.spec())

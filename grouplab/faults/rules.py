@@ -10,7 +10,9 @@ SPEC, the text form:
 
     API:ACTION[:ARG][:OPTION=VALUE...]
 
-    API     an API name (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, Metadata, ...) or *
+    API     an API name (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, Metadata, ApiVersions, ...) or
+            *; on the Kafka-wire proxy also FindCoordinator (Kafka's own, answered by the Kafka-wire
+            listener: grouplab's msgpack protocol and the simulator have none)
     ACTION  drop[:P]              never forward it (with probability P, default 1)
             delay:MS | delay:MIN-MAX
                                   forward it MS (or uniformly MIN..MAX) ms later; on a socket the
@@ -48,6 +50,11 @@ from protocol.errors import ErrorCode
 from protocol.messages import API
 
 ACTIONS = ("drop", "delay", "duplicate", "hold", "error", "reorder")
+# Kafka's APIs that only the Kafka-wire listener serves (it answers them itself, docs/kafka-wire.md
+# §1; its other one, ApiVersions, grouplab's protocol has too): a rule may name them, and only a
+# FaultProxy(wire="kafka") applies it. `error` is not offered on them: the fault proxy builds error
+# answers from grouplab's response bodies, which they lack.
+KAFKA_WIRE_APIS = ("FindCoordinator",)
 DIRECTIONS = ("request", "response", "both")
 DEFAULT_REORDER_WAIT_MS = 1000
 
@@ -116,8 +123,13 @@ class Rule:
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
             raise FaultSpecError(f"unknown action {self.action!r}; known: {', '.join(ACTIONS)}")
-        if self.api != "*" and self.api not in API:
-            raise FaultSpecError(f"unknown API {self.api!r}; known: *, {', '.join(API)}")
+        if self.api != "*" and self.api not in API and self.api not in KAFKA_WIRE_APIS:
+            raise FaultSpecError(f"unknown API {self.api!r}; known: *, {', '.join(API)}; on the Kafka-wire proxy "
+                                 f"also {', '.join(KAFKA_WIRE_APIS)}")
+        if self.kafka_wire_only and self.action == "error":
+            raise FaultSpecError(f"{self.api} takes drop, delay, duplicate or reorder (and hold, from a test), not "
+                                 f"error (the proxy answers errors with grouplab's response bodies, and {self.api} "
+                                 "has none)")
         if self.direction not in DIRECTIONS:
             raise FaultSpecError(f"unknown direction {self.direction!r}; known: {', '.join(DIRECTIONS)}")
         if not 0.0 <= float(self.p) <= 1.0:
@@ -149,6 +161,11 @@ class Rule:
         if self.api != "*" and self.api != api:
             return False
         return link_matches(self.link, client_id, link_name)
+
+    @property
+    def kafka_wire_only(self) -> bool:
+        """Names an API only the Kafka-wire listener serves (KAFKA_WIRE_APIS)."""
+        return self.api in KAFKA_WIRE_APIS
 
     @property
     def exhausted(self) -> bool:

@@ -294,10 +294,14 @@ def member_sessions(events: DataFrame, assigned: DataFrame, phases: DataFrame) -
              .groupBy(*GROUP, "member_id").agg(F.max("count").alias("max_partitions")))
     led = (phases.where(F.col("leader").isNotNull()).groupBy(*GROUP, F.col("leader").alias("member_id"))
            .agg(F.count("*").alias("led_generations")))
+    # The coordinator's word for every member, grouplab's or a real Kafka client (which keeps no log).
+    commits = (_coordinator(events, "offsets_committed").where(F.col("member_id").isNotNull())
+               .groupBy(*GROUP, "member_id").agg(F.count("*").alias("commits"), F.max("ts_ms").alias("last_commit_ms")))
     ends = F.least("left_ms", "fenced_ms")
     out = (starts.join(removed, on=[*GROUP, "member_id"], how="left").join(fenced, on=[*GROUP, "member_id"], how="left")
            .join(gens, on=[*GROUP, "member_id"], how="left").join(sizes, on=[*GROUP, "member_id"], how="left")
-           .join(led, on=[*GROUP, "member_id"], how="left").join(_log_end(events), on=RUN, how="left"))
+           .join(led, on=[*GROUP, "member_id"], how="left").join(commits, on=[*GROUP, "member_id"], how="left")
+           .join(_log_end(events), on=RUN, how="left"))
     return out.select(
         *GROUP, "member_id", F.coalesce("client_id", "assigned_client").alias("client_id"), "group_instance_id",
         "how", "joined_ms", ends.alias("left_ms"),
@@ -306,7 +310,8 @@ def member_sessions(events: DataFrame, assigned: DataFrame, phases: DataFrame) -
         (F.coalesce(ends, F.col("log_end_ms")) - F.col("joined_ms")).alias("duration_ms"),
         F.coalesce("generations", F.lit(0)).alias("generations"), "first_generation", "last_generation",
         F.coalesce("led_generations", F.lit(0)).alias("led_generations"),
-        F.coalesce("max_partitions", F.lit(0)).alias("max_partitions"))
+        F.coalesce("max_partitions", F.lit(0)).alias("max_partitions"),
+        F.coalesce("commits", F.lit(0)).alias("commits"), "last_commit_ms")
 
 
 # ----------------------------------------------------------------------------- member view

@@ -406,6 +406,10 @@ def _validate_fault_rule(f: FaultRule, where: str) -> None:
         rule = f.rule()
     except FaultSpecError as exc:
         raise ScenarioError(f"{where}: {exc}") from None
+    if rule.kafka_wire_only:
+        raise ScenarioError(f"{where}: {rule.api} is Kafka's own API, sent only by real Kafka clients to the "
+                            "Kafka-wire listener; the simulator's members speak grouplab's protocol, which has none "
+                            "(such a rule belongs to grouplab run --kafka-port --faults)")
     for key in ("from_ms", "until_ms", "hold_ms"):
         value = getattr(f, key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
