@@ -527,11 +527,21 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     if not args.log_json:  # a person at a terminal: each decision and rebalance in words
         events.listeners.append(CoordinatorView(err, args.lang))
     trace = TraceFile(trace_path(args.run_dir)) if args.run_dir else None
+    client_logs: dict[str, EventLog] = {}  # Kafka clients' holdings (docs/kafka-wire.md §6a), one file each
+
+    def client_log(node: str) -> EventLog:
+        if node not in client_logs:
+            client_logs[node] = run_dir_log(args.run_dir, node)
+        return client_logs[node]
+
     server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir,
-                               trace=trace, kafka_port=args.kafka_port)
+                               trace=trace, kafka_port=args.kafka_port,
+                               client_logs=client_log if args.run_dir else None)
 
     def close_logs() -> None:
         events.close()
+        for log in client_logs.values():
+            log.close()
         if trace is not None:
             trace.close()
 

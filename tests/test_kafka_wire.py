@@ -7,14 +7,19 @@ tests/test_kafka_clients.py."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
-from kafka.protocol.consumer.group import JoinGroupRequest, JoinGroupResponse
+from kafka.protocol.consumer.group import JoinGroupRequest, JoinGroupResponse, SyncGroupRequest, SyncGroupResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
@@ -28,7 +33,9 @@ from grouplab.admin import AdminClient
 from grouplab.eventlog import run_dir_log
 from grouplab.replay import replay
 from grouplab.tracefile import TraceFile, trace_path
+from protocol.consumer_protocol import encode_assignment
 from protocol.errors import ErrorCode
+from protocol.types import Assignment, TopicPartition
 
 from conftest import EventRecorder
 
@@ -397,3 +404,49 @@ def test_wire_holdings_follow_sync_join_and_leave() -> None:
     assert h.synced(SyncGroupRequest("g", 5, "m"), SyncGroupResponse(assignment=b"\xff\x00junk")) == []
     assert (client_node("real-1"), client_node(""), client_node("coordinator")) == (
         "real-1", "kafka-client-anonymous", "kafka-client-coordinator")
+
+
+async def test_grouplab_coordinator_with_a_run_dir_keeps_each_kafka_clients_holdings(tmp_path: Path) -> None:
+    """`grouplab coordinator --kafka-port --run-dir` writes a Kafka client's node as `grouplab run`
+    does (it wrote none before): here a lone member that leads and assigns itself both partitions."""
+    root = Path(__file__).resolve().parent.parent
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "grouplab.cli", "coordinator", "--port", "0", "--kafka-port", "0",
+                             "--run-dir", str(run_dir), "--config", CONFIG[0], "--config", "num.partitions=2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=root,
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert proc.stderr is not None
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 30)
+        kafka_port = int(line.split("Kafka clients on ")[1].split()[0].rsplit(":", 1)[1])
+        raw = await Raw.open(kafka_port)
+        raw.send(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name="t")],
+                                    allow_auto_topic_creation=True, include_topic_authorized_operations=False),
+                 client_id="real-1")
+        await raw.read(MetadataResponse, 9)  # t is created, with num.partitions=2
+        c = JoinGroupRequest
+        join = c[9](group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+                    group_instance_id=None, protocol_type="consumer", reason=None,
+                    protocols=[c.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00\x00\x00\x00\x01\x00\x01t"
+                                                          b"\xff\xff\xff\xff")])
+        raw.send(join, client_id="real-1")
+        join.member_id = (await raw.read(JoinGroupResponse, 9)).member_id
+        raw.send(join, client_id="real-1")
+        joined = await raw.read(JoinGroupResponse, 9)
+        assert joined.error_code == 0 and joined.leader == join.member_id
+        s = SyncGroupRequest
+        mine = encode_assignment(Assignment([TopicPartition("t", 0), TopicPartition("t", 1)]))
+        raw.send(s[5](group_id="g", generation_id=joined.generation_id, member_id=join.member_id,
+                      group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                      assignments=[s.SyncGroupRequestAssignment(member_id=join.member_id, assignment=mine)]),
+                 client_id="real-1")
+        assert (await raw.read(SyncGroupResponse, 5)).error_code == 0
+        raw.close()
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.to_thread(proc.wait, 10) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = [json.loads(x) for x in (run_dir / "real-1.jsonl").read_text().splitlines()]
+    assigned = [x for x in lines if x.get("event") == "partitions_assigned"]
+    assert assigned and assigned[0]["partitions"] == [["t", 0], ["t", 1]], lines
