@@ -162,6 +162,8 @@ async def test_metadata_and_find_coordinator_advertise_the_kafka_port(server: Co
     struct.pack(">hhi", 11, 2, 1) + b"\x00\x00",          # JoinGroup v2: below the supported range
     struct.pack(">hhi", 11, 9, 1) + b"\x00\x00\x00\x05",  # JoinGroup v9 whose body does not decode
     struct.pack(">hhi", 1, 12, 1) + b"\xff" * 40,         # Fetch v12: garbage
+    struct.pack(">hhih", 10, 1, 1, 30) + b"short",        # a client id longer than the frame
+    struct.pack(">hhih", 11, 9, 1, -1) + b"\x01\x00\x09",  # a header tagged field longer than the frame
 ])
 async def test_a_request_that_cannot_be_read_closes_the_connection_and_changes_nothing(
         server: CoordinatorServer, recorder: EventRecorder, payload: bytes) -> None:
@@ -248,6 +250,29 @@ async def test_a_fetch_with_nothing_to_read_is_answered_after_max_wait(server: C
     assert resp.error_code == 0 and records_of(resp) == []
     assert not server.kafka.parked
     raw.close()
+
+
+def test_headers_are_read_and_written_as_kafka_python_does() -> None:
+    """The codec reads the request header and writes the response header itself: the same bytes and
+    values as kafka-python's (header v1/v2 requests, v0/v1 responses, ApiVersions always v0)."""
+    from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
+
+    from coordinator.kafka_wire.codec import api_versions_response, decode_request, encode_response
+
+    for version in (0, 4):  # header v1 and v2
+        req = HeartbeatRequest[version](group_id="g", generation_id=3, member_id="m")
+        req.with_header(correlation_id=41, client_id="c-1")
+        got = decode_request(bytes(req.encode(header=True)))
+        assert (got.correlation_id, got.client_id, got.body.group_id, got.body.generation_id) == (41, "c-1", "g", 3)
+    # a null client id and an unknown tagged field in a v2 header
+    body = HeartbeatRequest[4](group_id="g", generation_id=3, member_id="m").encode()
+    got = decode_request(struct.pack(">hhih", 12, 4, 7, -1) + b"\x01\x05\x02ab" + bytes(body))
+    assert (got.client_id, got.body.member_id) == ("", "m")
+    for response in [HeartbeatResponse[0](error_code=27), HeartbeatResponse[4](throttle_time_ms=0, error_code=27),
+                     api_versions_response(3), api_versions_response(0)]:
+        response.with_header(correlation_id=9)
+        expected = bytes(response.encode(header=True, framed=True))
+        assert encode_response(response, 9) == expected
 
 
 # ----------------------------------------------------------------------------- the trace and replay
