@@ -275,6 +275,30 @@ def test_headers_are_read_and_written_as_kafka_python_does() -> None:
         assert encode_response(response, 9) == expected
 
 
+def test_reused_answer_bodies_encode_as_a_fresh_encoding_would() -> None:
+    """Heartbeat and OffsetCommit answers are encoded once per distinct content and framed with each
+    request's correlation id: byte for byte what encoding each answer afresh gives."""
+    from coordinator.kafka_wire.codec import KafkaRequest, encode_response
+    from coordinator.kafka_wire.listener import KafkaConnection, KafkaReplyTo
+    from coordinator.kafka_wire.translate import View, to_kafka
+    from protocol import messages as m
+
+    view = View("127.0.0.1", 9092)
+    commit = m.OffsetCommitResponse(topics=[m.OffsetCommitResponseTopic("t", [
+        m.OffsetCommitResponsePartition(0), m.OffsetCommitResponsePartition(3, ErrorCode.OFFSET_METADATA_TOO_LARGE)])])
+    refused = m.OffsetCommitResponse(error_code=ErrorCode.ILLEGAL_GENERATION,
+                                     topics=[m.OffsetCommitResponseTopic("t", [m.OffsetCommitResponsePartition(0)])])
+    cases = [(APIS[12], m.HeartbeatResponse()), (APIS[12], m.HeartbeatResponse(ErrorCode.REBALANCE_IN_PROGRESS)),
+             (APIS[8], commit), (APIS[8], refused),
+             (APIS[8], m.ErrorResponse(ErrorCode.UNKNOWN_SERVER_ERROR, "x"))]
+    for api, body in cases:
+        for version in range(api.min_version, api.max_version + 1):
+            for cid in (1, 2, 1 << 30):
+                token = KafkaReplyTo(None, KafkaRequest(api, version, cid, "c", None), view)  # type: ignore[arg-type]
+                fresh = encode_response(to_kafka(api, version, body, view), cid)
+                assert KafkaConnection._encode(token, body, cid) == fresh, (api.name, version, body)
+
+
 # ----------------------------------------------------------------------------- the trace and replay
 
 

@@ -115,8 +115,17 @@ def encode_response(response: Any, correlation_id: int) -> bytes:
     """The framed response: length, header (v1 for a flexible version, v0 otherwise and for
     ApiVersions), body. The header is written here (a correlation id, and an empty tagged-field
     section for v1), the body by kafka-python."""
-    body = response.encode()
-    if response.API_KEY != API_VERSIONS_KEY and response.flexible_version_q(response.API_VERSION):
+    return frame_response(response.encode(), header_v1(response), correlation_id)
+
+
+def header_v1(response: Any) -> bool:
+    """Does this response take header v1 (flexible versions; never ApiVersions, KIP-511)?"""
+    return response.API_KEY != API_VERSIONS_KEY and response.flexible_version_q(response.API_VERSION)
+
+
+def frame_response(body: bytes, flexible_header: bool, correlation_id: int) -> bytes:
+    """An encoded response body, framed with its header for `correlation_id`."""
+    if flexible_header:
         return _FRAME_HEADER_V1.pack(len(body) + 5, correlation_id, 0) + body
     return _FRAME_HEADER_V0.pack(len(body) + 4, correlation_id) + body
 
