@@ -691,7 +691,9 @@ class Group(StepOutputs):
         if was_empty:
             delay = self.config.group_initial_rebalance_delay_ms
             self.initial_delay_active = True
-            self.new_member_added = False
+            # new_member_added is not cleared here: Kafka clears it only when it extends the delay
+            # (tryCompleteInitialRebalanceElseSchedule), so a delay that ran out of rebalance time
+            # with a member added in its last window leaves it set for the group's next initial delay.
             self.initial_delay_remaining_ms = max(self._rebalance_timeout_ms() - delay, 0)
             self._out.append(ArmTimer(self.timers.join(), self._now + delay))
         else:

@@ -31,7 +31,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
-from coordinator.broker import Broker, RequestContext, uuid_member_ids
+from coordinator.broker import GROUP_APIS, OFFSET_APIS, Broker, RequestContext, uuid_member_ids
 from coordinator.config import BrokerConfig
 from coordinator.driver import CoordinatorDriver
 from coordinator.group_log import GroupLog, Record
@@ -492,8 +492,12 @@ class CoordinatorServer:
         while queue.items:
             item = queue.items.popleft()
             if item[0] == "request":
+                # A group's or an offset API's step reads the topics and changes no partition log:
+                # no parked Fetch can have become answerable, so the listener does not look at
+                # them all again (with N consumers each long-polling, that was N checks a commit).
                 _, api, body, ctx = item
-                self._run(lambda: self._driver().handle(api, body, ctx), ctx)
+                self._run(lambda: self._driver().handle(api, body, ctx), ctx,
+                          data_plane=api not in GROUP_APIS and api not in OFFSET_APIS)
             else:
                 key = item[1]
                 self._run(lambda: self._driver().on_timer(key), None)
@@ -505,9 +509,10 @@ class CoordinatorServer:
         assert self.driver is not None, "requests and timers come only after start()"
         return self.driver
 
-    def _run(self, step: Callable[[], None], ctx: RequestContext | None) -> None:
+    def _run(self, step: Callable[[], None], ctx: RequestContext | None, data_plane: bool = True) -> None:
         """Run one state-machine step and carry out its outputs; a bug in either answers
-        UNKNOWN_SERVER_ERROR (an output the driver cannot carry out included), never kills the server."""
+        UNKNOWN_SERVER_ERROR (an output the driver cannot carry out included), never kills the server.
+        `data_plane`: the step may change partition logs or topics (then parked Fetches are looked at)."""
         try:
             step()
         except Exception as exc:  # pragma: no cover - a defect, reported loudly
@@ -519,7 +524,7 @@ class CoordinatorServer:
                 to = ctx.reply_to
                 to.conn.send(to.correlation_id, ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
                                                               error_message=repr(exc)), to.api, to.client_id)
-        if self.kafka is not None and self.kafka.parked:
+        if data_plane and self.kafka is not None and self.kafka.parked:
             self.kafka.wake()  # the step may have made records visible to a parked Fetch
 
     def _reply(self, out: Reply) -> None:

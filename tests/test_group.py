@@ -211,6 +211,63 @@ def test_initial_delay_extension_is_bounded_by_the_rebalance_timeout():
                              pending_sync=[a, b, c])
 
 
+def test_initial_delay_flag_left_set_by_a_bounded_delay_extends_the_next_initial_delay():
+    # Kafka clears newMemberAdded only when it extends the delay. A delay that ran out of rebalance
+    # time with a new member in its last window leaves the flag set; the next time the group goes
+    # from Empty to PreparingRebalance, its first window is extended though nobody else joined.
+    g = make_group()
+    a = require_id(g, "c0", 0, rebalance=5000)
+    g.handle_join(join_req(a, protos("c0"), rebalance=5000), "c0/2", 0, "c0")
+    b = require_id(g, "c1", 1000, rebalance=5000)
+    g.handle_join(join_req(b, protos("c1"), rebalance=5000), "c1/2", 1000, "c1")
+    g.on_timer(join_key(), 3000)  # extended to 5000; no rebalance time left after it
+    c = require_id(g, "c2", 4000, rebalance=5000)
+    g.handle_join(join_req(c, protos("c2"), rebalance=5000), "c2/2", 4000, "c2")
+    g.on_timer(join_key(), 5000)
+    assert g.state is GroupState.COMPLETING_REBALANCE and g.new_member_added
+    for i, m in enumerate((a, b, c)):
+        g.handle_leave(leave_req(m), f"c{i}/l", 6000)
+    assert view(g) == expect("Empty", 2)
+
+    d = require_id(g, "c3", 7000, rebalance=5000)
+    eff = effects(g.handle_join(join_req(d, protos("c3"), rebalance=5000), "c3/2", 7000, "c3"))
+    assert eff == Effects(timers={pending_key(d): None, join_key(): 10000})
+    eff = effects(g.on_timer(join_key(), 10000))  # the stale flag: one more window, min(3000, 2000)
+    assert eff == Effects(timers={join_key(): 12000})
+    eff = effects(g.on_timer(join_key(), 12000))
+    assert eff == Effects(replies={"c3/2": jr(d, 3, d, [jm(d, meta("c3", "range"))])},
+                          timers={sync_key(3): 12000 + 5000, session_key(d): 12000 + SESSION})
+
+
+def test_initial_delay_windows_follow_kafkas_recurrence():
+    # Kafka: the first window is the configured delay D, with R = max(T - D, 0) left (T: the group's
+    # rebalance timeout); when a window ends and a new member joined during it and R != 0, the next
+    # window is min(D, R) and R becomes max(R - (the window that ended), 0). The first member's own
+    # join does not count. A member joining in every window sees these windows until R runs out.
+    for rebalance, delay in [(30000, 3000), (5000, 3000), (7000, 3000), (7500, 3000), (3000, 3000),
+                             (2000, 3000), (10000, 500), (1000, 0)]:
+        windows, r, d = [delay], max(rebalance - delay, 0), delay
+        while r != 0 and len(windows) < 100:
+            windows.append(min(delay, r))
+            r, d = max(r - d, 0), windows[-1]
+        g = make_group(group_initial_rebalance_delay_ms=delay)
+        a = require_id(g, "a0", 0, rebalance=rebalance)
+        g.handle_join(join_req(a, protos("a0"), rebalance=rebalance), "a0/2", 0, "a0")
+        t, seen = 0, []
+        for k, window in enumerate(windows):  # a new member in every window
+            m = require_id(g, f"n{k}", t, rebalance=rebalance)
+            g.handle_join(join_req(m, protos(f"n{k}"), rebalance=rebalance), f"n{k}/2", t, f"n{k}")
+            t += window
+            armed = [o.deadline_ms for o in g.on_timer(join_key(), t)
+                     if isinstance(o, ArmTimer) and o.key == join_key()]
+            if g.state is not GroupState.PREPARING_REBALANCE:
+                break
+            seen.append(armed[0] - t)
+        assert seen[:len(windows) - 1] == windows[1:], (rebalance, delay)
+        if len(windows) < 100:  # the rule ran out of rebalance time: the join completed
+            assert g.state is GroupState.COMPLETING_REBALANCE and t == sum(windows), (rebalance, delay)
+
+
 # ============================================================================ 3. join completion
 
 

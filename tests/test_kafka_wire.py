@@ -170,6 +170,8 @@ async def test_metadata_and_find_coordinator_advertise_the_kafka_port(server: Co
     struct.pack(">hhi", 11, 2, 1) + b"\x00\x00",          # JoinGroup v2: below the supported range
     struct.pack(">hhi", 11, 9, 1) + b"\x00\x00\x00\x05",  # JoinGroup v9 whose body does not decode
     struct.pack(">hhi", 1, 12, 1) + b"\xff" * 40,         # Fetch v12: garbage
+    struct.pack(">hhih", 10, 1, 1, 30) + b"short",        # a client id longer than the frame
+    struct.pack(">hhih", 11, 9, 1, -1) + b"\x01\x00\x09",  # a header tagged field longer than the frame
 ])
 async def test_a_request_that_cannot_be_read_closes_the_connection_and_changes_nothing(
         server: CoordinatorServer, recorder: EventRecorder, payload: bytes) -> None:
@@ -289,6 +291,52 @@ async def test_min_bytes_not_reached_is_answered_with_what_there_is_after_max_wa
     raw.send(fetch(12, 0, max_wait_ms=30_000, min_bytes=1))  # one record is enough for min_bytes=1: at once
     assert records_of(await raw.read(FetchResponse, 12, timeout=5)) == [b"small"]
     raw.close()
+
+def test_headers_are_read_and_written_as_kafka_python_does() -> None:
+    """The codec reads the request header and writes the response header itself: the same bytes and
+    values as kafka-python's (header v1/v2 requests, v0/v1 responses, ApiVersions always v0)."""
+    from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
+
+    from coordinator.kafka_wire.codec import api_versions_response, decode_request, encode_response
+
+    for version in (0, 4):  # header v1 and v2
+        req = HeartbeatRequest[version](group_id="g", generation_id=3, member_id="m")
+        req.with_header(correlation_id=41, client_id="c-1")
+        got = decode_request(bytes(req.encode(header=True)))
+        assert (got.correlation_id, got.client_id, got.body.group_id, got.body.generation_id) == (41, "c-1", "g", 3)
+    # a null client id and an unknown tagged field in a v2 header
+    body = HeartbeatRequest[4](group_id="g", generation_id=3, member_id="m").encode()
+    got = decode_request(struct.pack(">hhih", 12, 4, 7, -1) + b"\x01\x05\x02ab" + bytes(body))
+    assert (got.client_id, got.body.member_id) == ("", "m")
+    for response in [HeartbeatResponse[0](error_code=27), HeartbeatResponse[4](throttle_time_ms=0, error_code=27),
+                     api_versions_response(3), api_versions_response(0)]:
+        response.with_header(correlation_id=9)
+        expected = bytes(response.encode(header=True, framed=True))
+        assert encode_response(response, 9) == expected
+
+
+def test_reused_answer_bodies_encode_as_a_fresh_encoding_would() -> None:
+    """Heartbeat and OffsetCommit answers are encoded once per distinct content and framed with each
+    request's correlation id: byte for byte what encoding each answer afresh gives."""
+    from coordinator.kafka_wire.codec import KafkaRequest, encode_response
+    from coordinator.kafka_wire.listener import KafkaConnection, KafkaReplyTo
+    from coordinator.kafka_wire.translate import View, to_kafka
+    from protocol import messages as m
+
+    view = View("127.0.0.1", 9092)
+    commit = m.OffsetCommitResponse(topics=[m.OffsetCommitResponseTopic("t", [
+        m.OffsetCommitResponsePartition(0), m.OffsetCommitResponsePartition(3, ErrorCode.OFFSET_METADATA_TOO_LARGE)])])
+    refused = m.OffsetCommitResponse(error_code=ErrorCode.ILLEGAL_GENERATION,
+                                     topics=[m.OffsetCommitResponseTopic("t", [m.OffsetCommitResponsePartition(0)])])
+    cases = [(APIS[12], m.HeartbeatResponse()), (APIS[12], m.HeartbeatResponse(ErrorCode.REBALANCE_IN_PROGRESS)),
+             (APIS[8], commit), (APIS[8], refused),
+             (APIS[8], m.ErrorResponse(ErrorCode.UNKNOWN_SERVER_ERROR, "x"))]
+    for api, body in cases:
+        for version in range(api.min_version, api.max_version + 1):
+            for cid in (1, 2, 1 << 30):
+                token = KafkaReplyTo(None, KafkaRequest(api, version, cid, "c", None), view)  # type: ignore[arg-type]
+                fresh = encode_response(to_kafka(api, version, body, view), cid)
+                assert KafkaConnection._encode(token, body, cid) == fresh, (api.name, version, body)
 
 
 # ----------------------------------------------------------------------------- the trace and replay
@@ -414,11 +462,14 @@ async def test_grouplab_coordinator_with_a_run_dir_keeps_each_kafka_clients_hold
     proc = subprocess.Popen([sys.executable, "-m", "grouplab.cli", "coordinator", "--port", "0", "--kafka-port", "0",
                              "--run-dir", str(run_dir), "--config", CONFIG[0], "--config", "num.partitions=2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=root,
-                            env={**os.environ, "PYTHONPATH": str(root)})
+                            env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"})  # one line
     try:
         assert proc.stderr is not None
-        line = await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 30)
-        kafka_port = int(line.split("Kafka clients on ")[1].split()[0].rsplit(":", 1)[1])
+        said: list[str] = []
+        while not said or "Kafka clients on " not in said[-1]:
+            said.append(await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 30))
+            assert said[-1], f"the coordinator ended: {said}"
+        kafka_port = int(said[-1].split("Kafka clients on ")[1].split()[0].rsplit(":", 1)[1])
         raw = await Raw.open(kafka_port)
         raw.send(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name="t")],
                                     allow_auto_topic_creation=True, include_topic_authorized_operations=False),

@@ -9,17 +9,17 @@ client can retry at one it does know (KIP-511).
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from typing import Any
-
-from kafka.protocol.api_header import RequestHeader
 
 from coordinator.kafka_wire.apis import API_VERSIONS_KEY, APIS, KafkaApi
 from protocol.errors import ErrorCode
 
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id: the same in every header version
+_INT16 = struct.Struct(">h")
+_FRAME_HEADER_V0 = struct.Struct(">ii")  # frame length, correlation id
+_FRAME_HEADER_V1 = struct.Struct(">iiB")  # and no tagged fields
 
 
 class CloseConnection(Exception):
@@ -65,19 +65,69 @@ def decode_request(frame: bytes) -> KafkaRequest | UnsupportedApiVersions:
             return UnsupportedApiVersions(correlation_id)
         raise CloseConnection(f"{api.name} v{version} is not supported (v{api.min_version}-{api.max_version})")
     try:
-        stream = io.BytesIO(frame)
-        header = RequestHeader.decode(stream, flexible=api.request.flexible_version_q(version))
-        body = api.request.decode(memoryview(frame)[stream.tell():], version=version)
+        client_id, start = _header_rest(frame, api.request.flexible_version_q(version))
+        body = api.request.decode(memoryview(frame)[start:], version=version)
     except Exception as exc:  # noqa: BLE001 - kafka-python raises struct.error, ValueError, UnicodeDecodeError, ...
         raise CloseConnection(f"{api.name} v{version} request is malformed: {exc!r}") from None
-    return KafkaRequest(api, version, correlation_id, header.client_id or "", body)
+    return KafkaRequest(api, version, correlation_id, client_id, body)
+
+
+def _header_rest(frame: bytes, flexible: bool) -> tuple[str, int]:
+    """The request header after its fixed prefix: client_id (a nullable string, not compact even in
+    header v2), then for a flexible version the header's tagged fields (none is known: skipped).
+    Returns the client id ("" for null) and where the body starts."""
+    (length,) = _INT16.unpack_from(frame, _PREFIX.size)
+    pos = _PREFIX.size + 2
+    client_id = ""
+    if length >= 0:
+        end = pos + length
+        if end > len(frame):
+            raise ValueError(f"client_id of {length} bytes overruns the frame")
+        client_id = frame[pos:end].decode("utf-8")
+        pos = end
+    elif length != -1:
+        raise ValueError(f"client_id length {length}")
+    if flexible:
+        count, pos = _uvarint(frame, pos)
+        for _ in range(count):
+            _, pos = _uvarint(frame, pos)  # tag
+            size, pos = _uvarint(frame, pos)
+            pos += size
+            if pos > len(frame):
+                raise ValueError("a tagged field overruns the frame")
+    return client_id, pos
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 28:
+            raise ValueError("bad unsigned varint")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
 
 
 def encode_response(response: Any, correlation_id: int) -> bytes:
     """The framed response: length, header (v1 for a flexible version, v0 otherwise and for
-    ApiVersions), body."""
-    response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
+    ApiVersions), body. The header is written here (a correlation id, and an empty tagged-field
+    section for v1), the body by kafka-python."""
+    return frame_response(response.encode(), header_v1(response), correlation_id)
+
+
+def header_v1(response: Any) -> bool:
+    """Does this response take header v1 (flexible versions; never ApiVersions, KIP-511)?"""
+    return response.API_KEY != API_VERSIONS_KEY and response.flexible_version_q(response.API_VERSION)
+
+
+def frame_response(body: bytes, flexible_header: bool, correlation_id: int) -> bytes:
+    """An encoded response body, framed with its header for `correlation_id`."""
+    if flexible_header:
+        return _FRAME_HEADER_V1.pack(len(body) + 5, correlation_id, 0) + body
+    return _FRAME_HEADER_V0.pack(len(body) + 4, correlation_id) + body
 
 
 def api_versions_response(version: int, error: ErrorCode = ErrorCode.NONE) -> Any:

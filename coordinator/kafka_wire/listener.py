@@ -30,10 +30,12 @@ from coordinator.kafka_wire.codec import (
     api_versions_response,
     decode_request,
     encode_response,
+    frame_response,
+    header_v1,
 )
 from coordinator.kafka_wire.holdings import WireHoldings
 from coordinator.kafka_wire.long_poll import fetch_ready
-from coordinator.kafka_wire.translate import Refused, View, to_grouplab, to_kafka
+from coordinator.kafka_wire.translate import Refused, View, reuse_key, to_grouplab, to_kafka
 from protocol.errors import ErrorCode, FrameTooLarge
 from protocol.framing import FrameReader
 from protocol import events
@@ -41,6 +43,11 @@ from protocol.messages import (FetchRequest, JoinGroupRequest, LeaveGroupRequest
                                SyncGroupResponse)
 
 _log = logging.getLogger("grouplab.kafka_wire")
+
+# Encoded bodies of the answers a running group repeats (translate.reuse_key): built once through
+# kafka-python, then framed with each request's correlation id. Bounded: emptied when full.
+_ENCODED_BODIES: dict[tuple, tuple[bytes, bool]] = {}
+_ENCODED_BODIES_MAX = 4096
 
 
 class KafkaHost(Protocol):
@@ -257,8 +264,7 @@ class KafkaConnection(asyncio.Protocol):
             return  # an answer to nothing in flight (acks=0 Produce's never comes): nothing to send
         self.inflight = None
         try:
-            data = encode_response(to_kafka(token.request.api, token.request.version, body, token.view),
-                                   correlation_id)
+            data = self._encode(token, body, correlation_id)
         except Exception as exc:  # noqa: BLE001 - a defect in translation: the client sees a closed connection
             _log.exception("encoding a %s response failed", token.request.api.name)
             self._refuse(f"cannot encode the {token.request.api.name} response: {exc!r}")
@@ -272,6 +278,21 @@ class KafkaConnection(asyncio.Protocol):
     def _note(self, client_id: str, lines: list[events.Event]) -> None:
         for payload in lines:
             self.listener.host.note_client_event(client_id, payload)
+
+    @staticmethod
+    def _encode(token: KafkaReplyTo, body: Any, correlation_id: int) -> bytes:
+        api, version = token.request.api, token.request.version
+        key = reuse_key(api.name, version, body)
+        if key is None:
+            return encode_response(to_kafka(api, version, body, token.view), correlation_id)
+        encoded = _ENCODED_BODIES.get(key)
+        if encoded is None:
+            response = to_kafka(api, version, body, token.view)
+            encoded = (bytes(response.encode()), header_v1(response))
+            if len(_ENCODED_BODIES) >= _ENCODED_BODIES_MAX:
+                _ENCODED_BODIES.clear()
+            _ENCODED_BODIES[key] = encoded
+        return frame_response(encoded[0], encoded[1], correlation_id)
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():

@@ -368,6 +368,20 @@ _RESPONSES: dict[str, Callable[[int, Any, Any, View], Any]] = {
 }
 
 
+def reuse_key(name: str, version: int, body: Any) -> tuple | None:
+    """For an answer whose encoding depends on nothing but these values (Heartbeat, OffsetCommit:
+    the answers a running group sends most), a key under which its encoded body can be kept and
+    sent again; None for any other answer."""
+    kind = type(body)
+    if kind is m.HeartbeatResponse:
+        return (name, version, body.error_code)
+    if kind is m.OffsetCommitResponse:
+        code = body.error_code
+        return (name, version, tuple((t.name, tuple((p.partition_index, p.error_code or code) for p in t.partitions))
+                                     for t in body.topics))
+    return None
+
+
 def to_kafka(api: KafkaApi, version: int, body: Any, view: View) -> Any:
     """kafka-python's response object for grouplab's answer `body`. An ErrorResponse (the server's
     answer to a step that failed) becomes the API's response with that error where it has a
