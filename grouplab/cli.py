@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -1069,16 +1072,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         results = [result]
     else:
         results = []
-        try:
+        with sigint_flag() as stop:
             if not err.is_terminal:  # (a terminal gets the progress bar instead)
                 err.print(f"running {len(seeds):,} seeds of {scenario.name}…", soft_wrap=True)
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           console=err, transient=True, disable=not err.is_terminal) as progress:
                 task = progress.add_task(f"{scenario.name}: seeds", total=len(seeds))
                 for seed in seeds:
+                    if stop.is_set():
+                        break
                     results.append(run_seed(scenario, seed))
                     progress.advance(task)
-        except KeyboardInterrupt:
+        if stop.is_set():
             interrupted = True
             err.print(f"[yellow]interrupted after {len(results):,} of {len(seeds):,} seeds; "
                       f"the summary below covers those[/]", soft_wrap=True)
@@ -1106,6 +1111,25 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if interrupted:
         return 130
     return 1 if summary["failed"] else 0
+
+
+@contextlib.contextmanager
+def sigint_flag() -> Iterator[threading.Event]:
+    """Ctrl-C sets a flag that a loop of short steps checks between steps, instead of raising
+    KeyboardInterrupt wherever the main thread happens to be (inside rich's or a library's lock, a
+    KeyboardInterrupt once left `simulate --seeds` running on past Ctrl-C). A second Ctrl-C raises."""
+    stop = threading.Event()
+
+    def on_sigint(_signum: int, _frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def cmd_simulate_zk(args: argparse.Namespace, seeds: list[int]) -> int:
