@@ -103,7 +103,7 @@ class _Batch:
 
 _RETRIABLE = {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
               ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS,
-              ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+              ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.KAFKA_STORAGE_ERROR}
 _FENCED = {ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH}
 # The coordinator no longer knows this transaction as ours (e.g. it aborted it at a restart):
 # nothing to retry; like a fencing, the application starts over with a new producer.

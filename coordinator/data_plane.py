@@ -117,7 +117,7 @@ def handle_produce(broker: DataPlaneHost, req: ProduceRequest, reply_to: Any, no
                 result = log.append(batch, now_ms)
             except OSError as exc:  # the disk refused: nothing was appended (the store undid any part)
                 out.append(LogEvent(now_ms, events.PartitionWriteFailed(name, index, error=repr(exc))))
-                parts.append(ProducePartitionResponse(index, ErrorCode.UNKNOWN_SERVER_ERROR,
+                parts.append(ProducePartitionResponse(index, ErrorCode.KAFKA_STORAGE_ERROR,
                                                       log_start_offset=log.log_start_offset,
                                                       error_message=f"writing the log failed: {exc!r}"))
                 continue

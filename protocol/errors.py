@@ -47,6 +47,7 @@ class ErrorCode(IntEnum):
     INVALID_PRODUCER_ID_MAPPING = 49
     INVALID_TRANSACTION_TIMEOUT = 50
     CONCURRENT_TRANSACTIONS = 51
+    KAFKA_STORAGE_ERROR = 56  # a log could not be written (Kafka: the log directory failed); retriable
     INVALID_CONFIG = 40
     GROUP_ID_NOT_FOUND = 69
     FETCH_SESSION_ID_NOT_FOUND = 70  # the Kafka-wire listener keeps no fetch sessions (KIP-227)
@@ -85,6 +86,7 @@ _RETRIABLE = frozenset(
         ErrorCode.REBALANCE_IN_PROGRESS,
         ErrorCode.CONCURRENT_TRANSACTIONS,
         ErrorCode.UNSTABLE_OFFSET_COMMIT,
+        ErrorCode.KAFKA_STORAGE_ERROR,
     }
 )
 

@@ -496,3 +496,22 @@ def test_a_transactional_batch_outside_its_transaction_is_refused() -> None:
         0, RecordBatch([Record(b"x")], 9, 0, 0, True))])]))
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE  # not added
     assert b.logs.log("t", 0).log_end_offset == 0
+
+
+def test_a_batch_the_disk_refuses_answers_kafka_storage_error_and_appends_nothing(monkeypatch) -> None:
+    b = broker()
+    log = b.logs.log("t", 0)
+    real = log.append
+
+    def refuse(*_a: object, **_k: object) -> object:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(log, "append", refuse)
+    resp, events = produce(b, {("t", 0): recs(b"a"), ("t", 1): recs(b"b")})
+    codes = [(p.index, p.error_code) for p in resp.responses[0].partition_responses]
+    assert codes == [(0, ErrorCode.KAFKA_STORAGE_ERROR), (1, 0)]
+    assert ErrorCode.KAFKA_STORAGE_ERROR.retriable
+    assert [e.event for e in events] == ["partition_write_failed"] and log.log_end_offset == 0
+    monkeypatch.setattr(log, "append", real)  # the disk has room again: the retry is written once
+    resp, _ = produce(b, {("t", 0): recs(b"a")})
+    assert resp.responses[0].partition_responses[0].base_offset == 0 and log.log_end_offset == 1

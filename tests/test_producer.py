@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from consumer.coordinator import Send
 from consumer.producer import Acked, ProducerConfig, ProducerFenced, ProducerMachine, ProducerState, TxnDone
+from protocol.effects import ArmTimer
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AddOffsetsToTxnResponse,
@@ -115,3 +116,19 @@ def test_a_refused_txn_offset_commit_aborts_the_transaction() -> None:
     p.commit_transaction(6)
     [end] = sends(p.on_response(txn_commit.correlation_id, refused, 7))
     assert end.api == "EndTxn" and end.body.committed is False  # KIP-447: a stale generation aborts
+
+
+def test_a_storage_error_is_retried_with_the_same_sequence() -> None:
+    """KAFKA_STORAGE_ERROR (56), what the coordinator answers when the disk refuses the batch, is
+    retriable as in Kafka's producer: after retry.backoff.ms the same batch goes again."""
+    p = ready()
+    _, out = p.send(TP, RECS, 2)
+    [first] = sends(out)
+    refused = ProduceResponse(responses=[ProduceTopicResponse("out", [ProducePartitionResponse(
+        0, ErrorCode.KAFKA_STORAGE_ERROR, error_message="writing the log failed")])])
+    out = p.on_response(first.correlation_id, refused, 3)
+    [timer] = [o for o in out if isinstance(o, ArmTimer) and o.key[0] == "retry"]
+    [again] = sends(p.on_timer(timer.key, timer.deadline_ms))
+    assert again.body.topic_data[0].partition_data[0].records.base_sequence == 0
+    acked = [o for o in p.on_response(again.correlation_id, produce_ok(0), timer.deadline_ms + 1) if isinstance(o, Acked)]
+    assert acked == [Acked(TP, 1, 0, 2, True)]

@@ -750,7 +750,7 @@ class TxnMachine(RuleBasedStateMachine):
             pid = self.idempotent[-1]
             seq = self.seq.get((pid, 0, tp), 0)
             code, _ = self.produce(tp, RecordBatch([Record(b"i")] * n, pid, 0, seq))
-            refused_by_disk = code == ErrorCode.UNKNOWN_SERVER_ERROR and tp in self.disk.failing
+            refused_by_disk = code == ErrorCode.KAFKA_STORAGE_ERROR and tp in self.disk.failing
             assert code == 0 or pid in self.hijacked or refused_by_disk
             if code == 0:
                 self.seq[(pid, 0, tp)] = seq + n
