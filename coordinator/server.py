@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from coordinator.broker import GROUP_APIS, OFFSET_APIS, Broker, RequestContext, uuid_member_ids
 from coordinator.config import BrokerConfig
-from coordinator.driver import CoordinatorDriver
+from coordinator.driver import CoordinatorDriver, PersistFailed
 from coordinator.group_log import GroupLog, Record
 from coordinator.kafka_wire.codec import looks_like_kafka
 from coordinator.kafka_wire.holdings import client_node
@@ -534,7 +534,9 @@ class CoordinatorServer:
     def _persist(self, records: list[Record]) -> None:
         """Append before the outputs that follow (the replies) go out; consecutive records (the
         partitions of one OffsetCommit) as one write and one sync. Without a data directory
-        nothing is kept; a failed write is logged and the coordinator carries on in memory."""
+        nothing is kept. A failed write is logged and raises PersistFailed: the driver answers the
+        step's requests NOT_COORDINATOR instead (coordinator/driver.py), and the coordinator
+        carries on from memory."""
         if self.group_log is None:
             return
         try:
@@ -544,6 +546,7 @@ class CoordinatorServer:
             for record in records:
                 self._emit(LogEvent(self.clock(), events.LogWriteFailed(
                     record=type(record).__name__, key=list(record.key), error=repr(exc))))
+            raise PersistFailed(exc.strerror or repr(exc)) from None
 
     def _fire(self, key: tuple) -> None:
         queue = self.broker.timer_key_queue(key)

@@ -566,6 +566,60 @@ async def test_a_restart_after_a_torn_write_recovers_what_was_whole(recorder: Ev
         await again.stop()
 
 
+async def test_a_commit_the_log_refuses_is_answered_not_coordinator_and_its_retry_is_durable(
+        recorder: EventRecorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk under the group log: the OffsetCommit is not acknowledged (it was, before: an
+    acknowledged commit that a restart lost). Every partition says NOT_COORDINATOR, as Kafka's
+    coordinator answers a storage error; the client's retry, once the disk has room, is written."""
+    from grouplab.replay import replay
+    from grouplab.tracefile import TraceFile, trace_path
+
+    data, run_dir = tmp_path / "data", tmp_path / "run"
+    trace = TraceFile(trace_path(run_dir))
+    server = CoordinatorServer(BrokerConfig(), HOST, 0, events=recorder.log("coordinator"), data_dir=data, trace=trace)
+    await server.start()
+    tp0, tp1 = TopicPartition("t0", 0), TopicPartition("t0", 1)
+    try:
+        async with AdminClient(HOST, server.port) as admin:
+            await admin.create_topics({"t0": 2})
+            assert server.group_log is not None
+            real = server.group_log.append_many
+
+            def full(_records: object) -> None:
+                raise OSError(28, "No space left on device")
+
+            monkeypatch.setattr(server.group_log, "append_many", full)
+            assert await admin.commit_offsets("g", {tp0: 5, tp1: 7}) == {tp0: ErrorCode.NOT_COORDINATOR,
+                                                                         tp1: ErrorCode.NOT_COORDINATOR}
+            assert len(recorder.events("log_write_failed")) == 2
+            monkeypatch.setattr(server.group_log, "append_many", real)
+            assert await admin.commit_offsets("g", {tp0: 5, tp1: 7}) == {tp0: 0, tp1: 0}
+    finally:
+        await server.stop()
+        trace.close()
+    # The trace keeps the state machine's own answers: replaying it gives the same ones.
+    assert replay(run_dir).identical
+    again = CoordinatorServer(BrokerConfig(), HOST, 0, events=recorder.log("coordinator"), data_dir=data)
+    await again.start()
+    try:
+        async with AdminClient(HOST, again.port) as admin:
+            assert await admin.fetch_offsets("g", [tp0, tp1]) == {tp0: 5, tp1: 7}
+    finally:
+        await again.stop()
+
+
+def test_with_error_marks_every_answer_in_the_reply() -> None:
+    from coordinator.driver import with_error
+    from protocol.messages import OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic
+
+    body = OffsetCommitResponse(topics=[OffsetCommitResponseTopic("t", [
+        OffsetCommitResponsePartition(0), OffsetCommitResponsePartition(1, ErrorCode.OFFSET_METADATA_TOO_LARGE)])])
+    got = with_error(body, ErrorCode.NOT_COORDINATOR, "why")
+    assert [p.error_code for p in got.topics[0].partitions] == [ErrorCode.NOT_COORDINATOR,
+                                                                ErrorCode.OFFSET_METADATA_TOO_LARGE]
+    assert got.error_code == ErrorCode.NOT_COORDINATOR and body.topics[0].partitions[0].error_code == 0
+
+
 async def test_without_a_data_dir_nothing_is_kept(recorder: EventRecorder, tmp_path: Path) -> None:
     server = CoordinatorServer(BrokerConfig(), HOST, 0, events=recorder.log("coordinator"))
     await server.start()
