@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Iterable
+from typing import Any, Iterable
 
 # Kafka name -> attribute. Defaults are Kafka 3.x's.
 _NAMES = {
@@ -53,23 +53,36 @@ class ConsumerConfig:
             get_assignor(name)  # raises UnknownAssignor with the list of known names
 
     def with_overrides(self, pairs: Iterable[str]) -> "ConsumerConfig":
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        for pair in pairs:
-            name, sep, raw = pair.partition("=")
-            name, raw = name.strip(), raw.strip()
-            if not sep or name not in _NAMES:
-                raise ConsumerConfigError(f"unknown consumer config {name!r}; known: {', '.join(sorted(_NAMES))}")
-            attr = _NAMES[name]
-            current = values[attr]
-            if attr == "assignors":
-                values[attr] = [a.strip() for a in raw.split(",") if a.strip()]
-            elif isinstance(current, bool):
-                values[attr] = raw.lower() == "true"
-            elif isinstance(current, int):
-                try:
-                    values[attr] = int(raw)
-                except ValueError:
-                    raise ConsumerConfigError(f"{name}: expected an integer, got {raw!r}") from None
-            else:
-                values[attr] = raw or None if attr == "group_instance_id" else raw
+        values = override_values(self, pairs, _NAMES, "consumer config", lists=("assignors",),
+                                 optional=("group_instance_id",))
         return ConsumerConfig(**values)
+
+
+def override_values(config: Any, pairs: Iterable[str], names: dict[str, str], what: str,
+                    lists: tuple[str, ...] = (), optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields of the dataclass `config` with `NAME=VALUE` overrides applied, NAME in Kafka's
+    spelling (`names`: Kafka name -> attribute); a value is read as the field's current type
+    (`lists`: comma-separated; `optional`: empty is None). A mistake raises ConsumerConfigError
+    naming it, so both consumers' command lines answer a typo in one line."""
+    values = {f.name: getattr(config, f.name) for f in fields(config)}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        name, raw = name.strip(), raw.strip()
+        if not sep or name not in names:
+            raise ConsumerConfigError(f"unknown {what} {name!r}; known: {', '.join(sorted(names))}")
+        attr = names[name]
+        current = values[attr]
+        if attr in lists:
+            values[attr] = [a.strip() for a in raw.split(",") if a.strip()]
+        elif isinstance(current, bool):
+            if raw.lower() not in ("true", "false"):
+                raise ConsumerConfigError(f"{name}: expected true or false, got {raw!r}")
+            values[attr] = raw.lower() == "true"
+        elif isinstance(current, int):
+            try:
+                values[attr] = int(raw)
+            except ValueError:
+                raise ConsumerConfigError(f"{name}: expected an integer, got {raw!r}") from None
+        else:
+            values[attr] = (raw or None) if attr in optional else raw
+    return values

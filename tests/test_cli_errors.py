@@ -255,3 +255,10 @@ def test_a_run_dir_that_cannot_be_written_is_named(command: str, tmp_path: Path)
 def test_a_missing_config_file_is_named() -> None:
     one_line_error(grouplab("coordinator", "--config-file", "/nonexistent/server.properties"), 2,
                    "cannot read --config-file /nonexistent/server.properties", "No such file")
+
+
+def test_a_consumer_flag_that_is_not_true_or_false_is_refused() -> None:
+    # ConsumerConfig read anything but "true" as false; the ZooKeeper-era config already refused it.
+    one_line_error(grouplab("consumer", "--group", "g", "--topics", "t0", "--consumer-config",
+                            "allow.auto.create.topics=yes", "--bootstrap-server", "127.0.0.1:1"),
+                   2, "allow.auto.create.topics", "true or false")

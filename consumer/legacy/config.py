@@ -3,10 +3,10 @@ consumer configuration page): what grouplab's legacy consumer reads of it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Iterable
 
-from consumer.config import ConsumerConfigError
+from consumer.config import ConsumerConfigError, override_values
 
 # Kafka 0.8 name -> attribute.
 _NAMES = {
@@ -63,23 +63,4 @@ class LegacyConfig:
         return sorted(_NAMES)
 
     def with_overrides(self, pairs: Iterable[str]) -> "LegacyConfig":
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        for pair in pairs:
-            name, sep, raw = pair.partition("=")
-            name, raw = name.strip(), raw.strip()
-            if not sep or name not in _NAMES:
-                raise ConsumerConfigError(f"unknown ZooKeeper-era consumer config {name!r}; known: {', '.join(sorted(_NAMES))}")
-            attr = _NAMES[name]
-            current = values[attr]
-            if isinstance(current, bool):
-                if raw.lower() not in ("true", "false"):
-                    raise ConsumerConfigError(f"{name}: expected true or false, got {raw!r}")
-                values[attr] = raw.lower() == "true"
-            elif isinstance(current, int):
-                try:
-                    values[attr] = int(raw)
-                except ValueError:
-                    raise ConsumerConfigError(f"{name}: expected an integer, got {raw!r}") from None
-            else:
-                values[attr] = raw
-        return LegacyConfig(**values)
+        return LegacyConfig(**override_values(self, pairs, _NAMES, "ZooKeeper-era consumer config"))
