@@ -8,10 +8,10 @@ import itertools
 import struct
 from typing import Any, Sequence
 
-from protocol import schema
-from protocol.errors import ErrorCode
-from protocol.framing import encode_request, read_response
-from protocol.messages import (
+from grouplab.protocol import schema
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.framing import encode_request, read_response
+from grouplab.protocol.messages import (
     API,
     CreatableTopic,
     CreatePartitionsRequest,
@@ -29,7 +29,7 @@ from protocol.messages import (
     OffsetFetchRequestTopic,
     RequestHeader,
 )
-from protocol.messages import (
+from grouplab.protocol.messages import (
     FetchPartition,
     FetchPartitionResponse,
     FetchRequest,
@@ -46,7 +46,7 @@ from protocol.messages import (
     Record,
     RecordBatch,
 )
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 
 
 class AdminError(Exception):
@@ -177,7 +177,7 @@ class AdminClient:
         gave none (an error, or a coordinator without partition logs / without ListOffsets)."""
         if "ListOffsets" not in API or not partitions:
             return {tp: None for tp in partitions}
-        from protocol.messages import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+        from grouplab.protocol.messages import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
         by_topic: dict[str, list[ListOffsetsPartition]] = {}
         for tp in partitions:

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 
-from consumer.assignors import UnknownAssignor, assignor_names, get_assignor
-from consumer.config import ConsumerConfig, ConsumerConfigError
-from coordinator.config import BrokerConfig, ConfigError
-from coordinator.group_log import LogLockedError
-from protocol.effects import wall_clock_ms
-from protocol.types import Subscription, TopicPartition, format_partitions
+from grouplab.consumer.assignors import UnknownAssignor, assignor_names, get_assignor
+from grouplab.consumer.config import ConsumerConfig, ConsumerConfigError
+from grouplab.coordinator.config import BrokerConfig, ConfigError
+from grouplab.coordinator.group_log import LogLockedError
+from grouplab.protocol.effects import wall_clock_ms
+from grouplab.protocol.types import Subscription, TopicPartition, format_partitions
 
 if TYPE_CHECKING:
     from grouplab.teach.lessons import Lesson
@@ -187,7 +187,7 @@ def ui_listen_error(host: str, port: int, exc: OSError) -> str:
 
 async def _start_cluster(cluster: Any, port: int, dashboard: Dashboard | None, args: argparse.Namespace) -> None:
     """Start the cluster, then the dashboard; if either fails, nothing is left running."""
-    from coordinator.server import DataDirError, KafkaPortError
+    from grouplab.coordinator.server import DataDirError, KafkaPortError
 
     try:
         await cluster.start()
@@ -232,7 +232,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir) if args.run_dir else None
     delivery = None
     if args.delivery:
-        from consumer.delivery import DeliveryMode
+        from grouplab.consumer.delivery import DeliveryMode
         from grouplab.cluster import DeliveryRun
 
         delivery = DeliveryRun(DeliveryMode(args.delivery), next(iter(topics)),
@@ -354,7 +354,7 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
     """The same script as `run`, by the ZooKeeper-era consumers over a registry (docs/legacy.md §6)."""
     from rich.table import Table
 
-    from consumer.legacy.config import LegacyConfig
+    from grouplab.consumer.legacy.config import LegacyConfig
     from grouplab.zk.run import ZkCluster, ZkRunError
 
     topics = parse_topic_sizes(args.topics)
@@ -519,7 +519,7 @@ def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
 
 
 async def cmd_coordinator(args: argparse.Namespace) -> int:
-    from coordinator.server import CoordinatorServer, DataDirError, KafkaPortError
+    from grouplab.coordinator.server import CoordinatorServer, DataDirError, KafkaPortError
     from grouplab.eventlog import EventLog, run_dir_log, stderr_log
     from grouplab.readable import CoordinatorView
     from grouplab.tracefile import TraceFile, trace_path
@@ -580,7 +580,7 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
 
 
 async def cmd_consumer(args: argparse.Namespace) -> int:
-    from consumer.app import SimulatedConsumerApp
+    from grouplab.consumer.app import SimulatedConsumerApp
     from grouplab.admin import parse_bootstrap
     from grouplab.eventlog import EventLog, run_dir_log, stderr_log
     from grouplab.readable import ConsumerView
@@ -622,8 +622,8 @@ async def group_offsets(admin: Any, group: Any) -> list[dict[str, Any]]:
     """Like kafka-consumer-groups --describe: for every partition assigned to a member or with a
     committed offset, the committed offset (OffsetFetch), the log end offset (ListOffsets latest)
     and the lag between them; None where a value is unknown (no commit yet, no partition log)."""
-    from protocol.consumer_protocol import PROTOCOL_TYPE, decode_assignment
-    from protocol.types import TopicPartition
+    from grouplab.protocol.consumer_protocol import PROTOCOL_TYPE, decode_assignment
+    from grouplab.protocol.types import TopicPartition
 
     owner: dict[TopicPartition, Any] = {}
     if group.protocol_type == PROTOCOL_TYPE:
@@ -653,7 +653,7 @@ async def group_offsets(admin: Any, group: Any) -> list[dict[str, Any]]:
 async def cmd_describe(args: argparse.Namespace) -> int:
     from grouplab.admin import AdminClient, AdminError, parse_bootstrap
     from grouplab.display import describe_table, offsets_table
-    from protocol.consumer_protocol import decode_assignment
+    from grouplab.protocol.consumer_protocol import decode_assignment
 
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
@@ -700,7 +700,7 @@ async def cmd_delete(args: argparse.Namespace) -> int:
     """Like kafka-consumer-groups --delete: DeleteGroups of each group; the deleted ones are
     printed, any that could not be deleted make one line on stderr and exit 1."""
     from grouplab.admin import AdminClient, AdminError, parse_bootstrap
-    from protocol.errors import ErrorCode
+    from grouplab.protocol.errors import ErrorCode
 
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
@@ -837,8 +837,8 @@ def parse_topic_counts(spec: str, sizes: dict[str, int], streams: int) -> tuple[
 def assign_over_threads(args: argparse.Namespace, sizes: dict[str, int]) -> int:
     """The ZooKeeper-era assignors (docs/legacy.md §2): every consumer has STREAMS threads per topic,
     `<consumer>-<n>`, and partitions go to thread ids."""
-    from consumer.legacy.assignors import get_legacy_assignor
-    from consumer.legacy.threads import by_consumer
+    from grouplab.consumer.legacy.assignors import get_legacy_assignor
+    from grouplab.consumer.legacy.threads import by_consumer
 
     if args.owned:
         raise UsageError("--owned is for the sticky assignors; the ZooKeeper-era assignors (--streams) kept no memory")
@@ -1133,7 +1133,7 @@ def sigint_flag() -> Iterator[threading.Event]:
 
 
 def cmd_simulate_zk(args: argparse.Namespace, seeds: list[int]) -> int:
-    """A ZooKeeper-era scenario (scenarios/zk/, docs/legacy.md §5) in its simulator."""
+    """A ZooKeeper-era scenario (grouplab/scenarios/zk/, docs/legacy.md §5) in its simulator."""
     from grouplab.zk.scenario import load_zk_scenario
     from grouplab.zk.sim import Violation
     from grouplab.zk.simulate import ZkTimeline, changes_table, run_zk_seed, summary_line
@@ -1183,8 +1183,8 @@ def _compare_script(args: argparse.Namespace) -> Any:
         raise UsageError(f"--session-timeout-ms {settings.session_timeout_ms}: the coordinator accepts "
                          f"{broker.group_min_session_timeout_ms} to {broker.group_max_session_timeout_ms} ms "
                          "(group.min.session.timeout.ms, group.max.session.timeout.ms)")
-    from consumer.legacy.config import LegacyConfig
-    from coordinator.registry import TICK_TIME_MS
+    from grouplab.consumer.legacy.config import LegacyConfig
+    from grouplab.coordinator.registry import TICK_TIME_MS
 
     LegacyConfig(settings.group, "check", {t: 1 for t in topics}).with_overrides(
         [f"zookeeper.session.timeout.ms={settings.zk_session_timeout_ms}"])
@@ -1772,8 +1772,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)",
                        epilog=SIMULATE_EPILOG)
     s.add_argument("--scenario", required=True,
-                   help="a scenario TOML file or a built-in name, e.g. crash-storm (scenarios/crash-storm.toml); "
-                        "with --protocol zk, e.g. herd (scenarios/zk/herd.toml)")
+                   help="a scenario TOML file or a built-in name, e.g. crash-storm (grouplab/scenarios/crash-storm.toml); "
+                        "with --protocol zk, e.g. herd (grouplab/scenarios/zk/herd.toml)")
     s.add_argument("--protocol", choices=["coordinator", "zk"], default="coordinator",
                    help="zk: a ZooKeeper-era scenario in its simulator (docs/legacy.md §5)")
     s.add_argument("--seed", type=int, help="run one seed and print its timeline (default: 1)")

@@ -17,24 +17,24 @@ import itertools
 from pathlib import Path
 from typing import Any, Callable
 
-from consumer.app import SimulatedConsumerApp
-from consumer.delivery import DeliveryConfig, DeliveryMode, OutputLedger, input_value
-from consumer.config import ConsumerConfig
-from consumer.coordinator import MemberState
-from coordinator.config import BrokerConfig
-from coordinator.group import GroupState
-from coordinator.server import CoordinatorServer
+from grouplab.consumer.app import SimulatedConsumerApp
+from grouplab.consumer.delivery import DeliveryConfig, DeliveryMode, OutputLedger, input_value
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import MemberState
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group import GroupState
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.eventlog import EventLog, null_log, run_dir_log
 from grouplab.tracefile import TraceFile, trace_path
 from grouplab.faults.members import Stall, hang, slow_processing
 from grouplab.faults.proxy import FaultProxy
 from grouplab.faults.rules import FaultSpecError, Rule, parse_spec
-from protocol import events
-from protocol.consumer_protocol import decode_assignment
-from protocol.errors import ProtocolError
-from protocol.events import FreeFormEvent
-from protocol.effects import LogEvent, wall_clock_ms
-from protocol.types import TopicPartition
+from grouplab.protocol import events
+from grouplab.protocol.consumer_protocol import decode_assignment
+from grouplab.protocol.errors import ProtocolError
+from grouplab.protocol.events import FreeFormEvent
+from grouplab.protocol.effects import LogEvent, wall_clock_ms
+from grouplab.protocol.types import TopicPartition
 
 TraceListener = Callable[[dict[str, Any]], None]
 
@@ -340,7 +340,7 @@ class LocalCluster:
         """Restart member `name` with another partition.assignment.strategy (a clean LeaveGroup,
         then a new member under the same client id): the group must find a protocol every member
         supports, or refuses the newcomer with INCONSISTENT_GROUP_PROTOCOL."""
-        from consumer.assignors import get_assignor
+        from grouplab.consumer.assignors import get_assignor
 
         if not assignors:
             raise ClusterError("give at least one assignor")

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
 from grouplab.rebalances import TRACKED_EVENTS, Rebalance, RebalanceTracker
-from protocol import events
-from protocol.effects import LogEvent
-from protocol.types import TopicPartition
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.types import TopicPartition
 
 State = Literal["consumed", "assigned_not_consumed", "unowned"]
 CONSUMED: State = "consumed"

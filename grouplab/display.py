@@ -13,9 +13,9 @@ from rich.table import Table
 
 from grouplab.costs import CostTracker, describe_partition_time, describe_stall
 from grouplab.rebalances import Rebalance
-from protocol import events
-from protocol.effects import LogEvent
-from protocol.types import TopicPartition, format_partitions
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.types import TopicPartition, format_partitions
 
 
 def short_member(member_id: str, clients: dict[str, str] | None = None) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, MutableMapping, TextIO
 
 import structlog
 
-from protocol.effects import LogEvent
+from grouplab.protocol.effects import LogEvent
 
 
 def _order(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mapping[str, Any]:

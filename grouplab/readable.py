@@ -20,9 +20,9 @@ from rich.text import Text
 from grouplab.display import RebalanceView, short_member
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.reasons import why_rejoin
-from protocol import events
-from protocol.effects import LogEvent
-from protocol.types import TopicPartition, format_partitions
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.types import TopicPartition, format_partitions
 
 WALL_CLOCK_MS = 10**12  # ts_ms beyond this is epoch time (a real run); below, virtual time from 0
 

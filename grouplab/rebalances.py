@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
-from protocol import events
-from protocol.effects import LogEvent
-from protocol.types import TopicPartition
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.types import TopicPartition
 
 Assignment = dict[str, list[TopicPartition]]
 

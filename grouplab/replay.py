@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from coordinator.broker import Broker, RequestContext
-from coordinator.config import BrokerConfig, ConfigError
-from coordinator.driver import CoordinatorDriver
-from coordinator.partition_log import MemoryLogStore
-from coordinator.trace import SHELL_EVENT_NAMES, TRACE_VERSION, TraceRecorder, request_body, timer_key
+from grouplab.coordinator.broker import Broker, RequestContext
+from grouplab.coordinator.config import BrokerConfig, ConfigError
+from grouplab.coordinator.driver import CoordinatorDriver
+from grouplab.coordinator.partition_log import MemoryLogStore
+from grouplab.coordinator.trace import SHELL_EVENT_NAMES, TRACE_VERSION, TraceRecorder, request_body, timer_key
 from grouplab.eventlog import EventLog
 from grouplab.tracefile import TraceUnreadable, read_trace, trace_path
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
-from protocol.errors import ProtocolError
-from protocol.messages import API
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
+from grouplab.protocol.errors import ProtocolError
+from grouplab.protocol.messages import API
 
 
 class ReplayRefused(ValueError):

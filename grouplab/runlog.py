@@ -22,9 +22,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterator
 
-from protocol import events
-from protocol.effects import LogEvent
-from protocol.states import GroupState, MemberState, ProducerState, RebalanceCause, RemovalReason, TxnState
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.states import GroupState, MemberState, ProducerState, RebalanceCause, RemovalReason, TxnState
 
 _ENUMS: dict[str, type[Enum]] = {e.__name__: e for e in (GroupState, MemberState, ProducerState, RebalanceCause,
                                                           RemovalReason, TxnState)}

@@ -1,5 +1,5 @@
 # Sourced by scripts/demo and scripts/test: create .venv once and keep it in step with pyproject.toml.
-# $1 is "run" (the project) or "dev" (the project plus test tools); a dev install serves both.
+# $1 is "run" (the project with every extra: README's demo installs everything) or "dev" (the project plus test tools); a dev install serves both.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
@@ -19,7 +19,7 @@ if [ ! -f "$VENV/.installed-$HASH-dev" ] && [ ! -f "$VENV/.installed-$HASH-$1" ]
   if [ "$1" = dev ]; then
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[dev]" >&2
   else
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT" >&2
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[all]" >&2
   fi
   rm -f "$VENV"/.installed-*
   touch "$VENV/.installed-$HASH-$1"

@@ -35,15 +35,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 
-from consumer.client import GroupMemberClient  # noqa: E402
-from consumer.config import ConsumerConfig  # noqa: E402
-from consumer.coordinator import MemberState  # noqa: E402
+from grouplab.consumer.client import GroupMemberClient  # noqa: E402
+from grouplab.consumer.config import ConsumerConfig  # noqa: E402
+from grouplab.consumer.coordinator import MemberState  # noqa: E402
 from grouplab.admin import AdminClient, AdminError  # noqa: E402
 import msgpack  # noqa: E402
 
-from protocol import schema  # noqa: E402
-from protocol.framing import encode_request, encode_response, read_response  # noqa: E402
-from protocol.messages import (  # noqa: E402
+from grouplab.protocol import schema  # noqa: E402
+from grouplab.protocol.framing import encode_request, encode_response, read_response  # noqa: E402
+from grouplab.protocol.messages import (  # noqa: E402
     DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -148,10 +148,10 @@ _SERVE = """
 import asyncio, sys
 tree = sys.argv[1]
 sys.path.insert(0, tree)
-import coordinator
-assert coordinator.__file__.startswith(tree), coordinator.__file__
-from coordinator.config import BrokerConfig
-from coordinator.server import CoordinatorServer
+import grouplab
+assert grouplab.__file__.startswith(tree), grouplab.__file__
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.server import CoordinatorServer
 async def main():
     server = await CoordinatorServer(BrokerConfig().with_overrides(sys.argv[2:]), port=0).start()
     print(server.port, flush=True)

@@ -64,8 +64,8 @@ sys.path.insert(0, os.environ.get("GROUPLAB_BENCH_TREE", str(ROOT)))
 sys.path.insert(1, str(Path(__file__).resolve().parent))
 from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 
-from consumer.assignors import get_assignor  # noqa: E402
-from protocol.types import Subscription, TopicPartition  # noqa: E402
+from grouplab.consumer.assignors import get_assignor  # noqa: E402
+from grouplab.protocol.types import Subscription, TopicPartition  # noqa: E402
 
 ASSIGNORS = ["range", "roundrobin", "sticky", "cooperative-sticky"]
 STICKY = {"sticky", "cooperative-sticky"}

@@ -75,8 +75,8 @@ class _JoinRecorder:
 
 
 def _start_server(partitions: int, delay_ms: int, loop: asyncio.AbstractEventLoop) -> tuple[Any, _JoinRecorder]:
-    from coordinator.config import BrokerConfig
-    from coordinator.server import CoordinatorServer
+    from grouplab.coordinator.config import BrokerConfig
+    from grouplab.coordinator.server import CoordinatorServer
     from grouplab.admin import AdminClient
 
     config = BrokerConfig().with_overrides([f"group.initial.rebalance.delay.ms={delay_ms}",

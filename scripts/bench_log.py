@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 
-from coordinator.config import BrokerConfig  # noqa: E402
-from coordinator.partition_log import INT64_MAX, FileLogStore  # noqa: E402
+from grouplab.coordinator.config import BrokerConfig  # noqa: E402
+from grouplab.coordinator.partition_log import INT64_MAX, FileLogStore  # noqa: E402
 from grouplab.admin import AdminClient  # noqa: E402
-from protocol.messages import Record, RecordBatch  # noqa: E402
+from grouplab.protocol.messages import Record, RecordBatch  # noqa: E402
 
 VALUE = b"v" * 100
 BATCH = 100
@@ -48,7 +48,7 @@ _LEN = struct.Struct(">I")
 
 
 def _serve(port_q: mp.Queue, data_dir: str, overrides: list[str], profile: str | None) -> None:
-    from coordinator.server import CoordinatorServer
+    from grouplab.coordinator.server import CoordinatorServer
 
     async def main() -> None:
         cfg = BrokerConfig().with_overrides(overrides)

@@ -48,9 +48,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 
-from protocol import schema  # noqa: E402
-from protocol.framing import encode_request, read_response  # noqa: E402
-from protocol.messages import (  # noqa: E402
+from grouplab.protocol import schema  # noqa: E402
+from grouplab.protocol.framing import encode_request, read_response  # noqa: E402
+from grouplab.protocol.messages import (  # noqa: E402
     API,
     CreatableTopic,
     CreateTopicsRequest,
@@ -97,8 +97,8 @@ def _coordinator(conn: Any, tree: str, overrides: list[str], run_dir: str, trace
     for name in [m for m in sys.modules if m.split(".")[0] in ("protocol", "coordinator", "consumer", "grouplab")]:
         del sys.modules[name]
     sys.path.insert(0, tree)
-    from coordinator.config import BrokerConfig
-    from coordinator.server import CoordinatorServer
+    from grouplab.coordinator.config import BrokerConfig
+    from grouplab.coordinator.server import CoordinatorServer
     from grouplab.eventlog import run_dir_log
 
     known = set(BrokerConfig.names())

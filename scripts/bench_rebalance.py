@@ -26,20 +26,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 
-from consumer.client import GroupMemberClient  # noqa: E402
-from consumer.config import ConsumerConfig  # noqa: E402
-from consumer.coordinator import MemberState  # noqa: E402
-from coordinator.config import BrokerConfig  # noqa: E402
+from grouplab.consumer.client import GroupMemberClient  # noqa: E402
+from grouplab.consumer.config import ConsumerConfig  # noqa: E402
+from grouplab.consumer.coordinator import MemberState  # noqa: E402
+from grouplab.coordinator.config import BrokerConfig  # noqa: E402
 from grouplab.admin import AdminClient  # noqa: E402
-from protocol.framing import encode_request, encode_response  # noqa: E402
-from protocol.messages import HeartbeatRequest, HeartbeatResponse, RequestHeader  # noqa: E402
+from grouplab.protocol.framing import encode_request, encode_response  # noqa: E402
+from grouplab.protocol.messages import HeartbeatRequest, HeartbeatResponse, RequestHeader  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- server processes
 
 
 def _serve_coordinator(port_q: mp.Queue) -> None:
-    from coordinator.server import CoordinatorServer
+    from grouplab.coordinator.server import CoordinatorServer
 
     async def main() -> None:
         cfg = BrokerConfig().with_overrides(["group.initial.rebalance.delay.ms=0"])

@@ -35,7 +35,7 @@ from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
 from grouplab.sim.scenario import load_scenario  # noqa: E402
 from grouplab.sim.world import Simulation  # noqa: E402
 
-SCENARIO = ROOT / "scenarios" / "crash-storm.toml"
+SCENARIO = ROOT / "grouplab" / "scenarios" / "crash-storm.toml"
 
 
 def one_seed(members: int, seed: int = 1) -> dict:

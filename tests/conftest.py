@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from grouplab.eventlog import EventLog
-from protocol.effects import LogEvent
+from grouplab.protocol.effects import LogEvent
 
 DEFAULT_TIMEOUT_S = 10.0
 

@@ -8,13 +8,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from coordinator.broker import SequentialMemberIds as MemberIds  # "<client>-<n>", one counter for all clients
-from coordinator.config import BrokerConfig
-from coordinator.group import Group, GroupState
-from coordinator.group_log import Persist
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.coordinator.broker import SequentialMemberIds as MemberIds  # "<client>-<n>", one counter for all clients
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group import Group, GroupState
+from grouplab.coordinator.group_log import Persist
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupRequestProtocol,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from consumer.assignors.java_order import hashmap_order, hashset_first, java_key, partition_hash, string_hash
-from consumer.assignors.sticky import decode_user_data
-from protocol.types import Subscription, TopicPartition
+from grouplab.consumer.assignors.java_order import hashmap_order, hashset_first, java_key, partition_hash, string_hash
+from grouplab.consumer.assignors.sticky import decode_user_data
+from grouplab.protocol.types import Subscription, TopicPartition
 
 
 def member_claim(sub: Subscription, name: str) -> tuple[list[TopicPartition], int]:

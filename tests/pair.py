@@ -24,8 +24,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from consumer.config import ConsumerConfig
-from consumer.coordinator import (
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import (
     ConsumerCoordinator,
     MemberState,
     PartitionsAssigned,
@@ -33,15 +33,15 @@ from consumer.coordinator import (
     PartitionsRevoked,
     Send,
 )
-from consumer.delivery import AppOutput
-from consumer.driver import MemberDriver
-from coordinator.broker import Broker, RequestContext, SequentialMemberIds
-from coordinator.config import BrokerConfig
-from coordinator.driver import CoordinatorDriver
-from coordinator.group import Group, GroupState
-from protocol.effects import LogEvent, Reply
-from protocol.kernel import TimerTable, UnhandledOutput
-from protocol.types import TopicPartition
+from grouplab.consumer.delivery import AppOutput
+from grouplab.consumer.driver import MemberDriver
+from grouplab.coordinator.broker import Broker, RequestContext, SequentialMemberIds
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.driver import CoordinatorDriver
+from grouplab.coordinator.group import Group, GroupState
+from grouplab.protocol.effects import LogEvent, Reply
+from grouplab.protocol.kernel import TimerTable, UnhandledOutput
+from grouplab.protocol.types import TopicPartition
 
 GROUP = "g"
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.broker import Broker, RequestContext
-from coordinator.config import BrokerConfig
-from protocol.effects import Reply
-from protocol.errors import ErrorCode
-from protocol.framing import encode_response
-from protocol.messages import (
+from grouplab.coordinator.broker import Broker, RequestContext
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.protocol.effects import Reply
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.framing import encode_response
+from grouplab.protocol.messages import (
     DescribeGroupsRequest,
     FetchPartition,
     FetchRequest,

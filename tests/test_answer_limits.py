@@ -30,21 +30,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.client import GroupMemberClient
-from consumer.config import ConsumerConfig
-from consumer.coordinator import MemberState
-from coordinator.broker import Broker, RequestContext
-from coordinator.config import BrokerConfig, ConfigError
-from coordinator.data_plane import record_wire_size
-from coordinator.server import CoordinatorServer
-from coordinator.topics import MAX_AUTO_CREATED_TOPICS
+from grouplab.consumer.client import GroupMemberClient
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import MemberState
+from grouplab.coordinator.broker import Broker, RequestContext
+from grouplab.coordinator.config import BrokerConfig, ConfigError
+from grouplab.coordinator.data_plane import record_wire_size
+from grouplab.coordinator.server import CoordinatorServer
+from grouplab.coordinator.topics import MAX_AUTO_CREATED_TOPICS
 from grouplab.admin import AdminClient, AdminError
 from grouplab.eventlog import EventLog
-from protocol import events, messages, schema
-from protocol.effects import LogEvent, Persist, Reply
-from protocol.errors import AnswerTooLarge, ErrorCode
-from protocol.framing import encode_request, encode_response, read_response
-from protocol.messages import (
+from grouplab.protocol import events, messages, schema
+from grouplab.protocol.effects import LogEvent, Persist, Reply
+from grouplab.protocol.errors import AnswerTooLarge, ErrorCode
+from grouplab.protocol.framing import encode_request, encode_response, read_response
+from grouplab.protocol.messages import (
     API,
     ApiVersionsRequest,
     DescribedGroup,
@@ -458,7 +458,7 @@ async def test_the_size_error_over_a_socket(cleanup: contextlib.AsyncExitStack) 
 
 async def test_an_encoding_failure_answers_the_request_and_keeps_everything_else(
         cleanup: contextlib.AsyncExitStack, monkeypatch: pytest.MonkeyPatch) -> None:
-    import coordinator.server as server_module
+    import grouplab.coordinator.server as server_module
 
     real = server_module.encode_response
     failures = {"DescribeGroupsResponse": 1, "SyncGroupResponse": 1}

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.assignors import UnknownAssignor, assignor_names, get_assignor
-from protocol.types import Subscription, TopicPartition
+from grouplab.consumer.assignors import UnknownAssignor, assignor_names, get_assignor
+from grouplab.protocol.types import Subscription, TopicPartition
 
 ASSIGNORS = ["range", "roundrobin"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.config import BrokerConfig
+from grouplab.coordinator.config import BrokerConfig
 from grouplab.cluster import ClusterError, LocalCluster
 
 from conftest import EventRecorder

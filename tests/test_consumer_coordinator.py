@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumer.assignors import get_assignor
-from consumer.config import ConsumerConfig
-from consumer.coordinator import (
+from grouplab.consumer.assignors import get_assignor
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import (
     JOIN_GRACE_MS,
     ConsumerCoordinator,
     MemberState,
@@ -26,10 +26,10 @@ from consumer.coordinator import (
     Reconnect,
     Send,
 )
-from protocol.consumer_protocol import decode_assignment, decode_subscription, encode_assignment, encode_subscription
-from protocol.effects import ArmTimer, CancelTimer, LogEvent
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.protocol.consumer_protocol import decode_assignment, decode_subscription, encode_assignment, encode_subscription
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -47,7 +47,7 @@ from protocol.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from protocol.types import Assignment, Subscription, TopicPartition
+from grouplab.protocol.types import Assignment, Subscription, TopicPartition
 
 from tests.pair import Pair, consumer_config
 
@@ -810,7 +810,7 @@ def test_eager_sticky_member_remembers_its_last_assignment_in_user_data():
     protocols = {p.name: decode_subscription(p.metadata) for p in sends(out)[-1].body.protocols}
     assert protocols["sticky"].owned_partitions == [] and protocols["range"].owned_partitions == []
     # ...but the sticky assignor's user data still carries the last assignment and its generation.
-    from consumer.assignors.sticky import decode_user_data
+    from grouplab.consumer.assignors.sticky import decode_user_data
 
     assert decode_user_data(protocols["sticky"].user_data) == (sorted(ASSIGNED), 1)
     assert protocols["range"].user_data is None

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.client import GroupMemberClient
+from grouplab.consumer.client import GroupMemberClient
 from conftest import EventRecorder
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 from test_e2e import ALL_PARTITIONS, Env, assert_partitioned, env  # noqa: F401  (env is a fixture)
 
 pytestmark = pytest.mark.e2e

@@ -24,8 +24,8 @@ from grouplab.costs import (ASSIGNED_NOT_CONSUMED, COST_EVENTS, CONSUMED, UNOWNE
 from grouplab.runlog import payload_of, read_run
 from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import load_scenario
-from protocol.effects import LogEvent
-from protocol.types import TopicPartition
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.types import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
 G = "g"
@@ -334,7 +334,7 @@ def test_every_partitions_three_times_add_up_and_a_snapshot_equals_the_finished_
 @pytest.mark.parametrize("scenario, seed", [(s, seed) for s in ("crash-storm", "hang", "slow-consumer")
                                             for seed in (1, 2, 3)])
 def test_simulated_runs_add_up_live_and_from_their_run_directory(scenario: str, seed: int, tmp_path: Path) -> None:
-    loaded = load_scenario(ROOT / "scenarios" / f"{scenario}.toml")
+    loaded = load_scenario(ROOT / "grouplab" / "scenarios" / f"{scenario}.toml")
     live = CostTracker()
     result = run_seed(loaded, seed, tmp_path, listener=live.feed)
     assert result.ok, result.violation

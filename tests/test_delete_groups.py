@@ -12,15 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from coordinator.broker import Broker, RequestContext, SequentialMemberIds
-from coordinator.config import BrokerConfig
-from coordinator.group_log import GroupLog, GroupTombstone, OffsetTombstone
-from coordinator.server import CoordinatorServer
+from grouplab.coordinator.broker import Broker, RequestContext, SequentialMemberIds
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group_log import GroupLog, GroupTombstone, OffsetTombstone
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
-from protocol import events
-from protocol.effects import CancelTimer, LogEvent, Persist, Reply
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.protocol import events
+from grouplab.protocol.effects import CancelTimer, LogEvent, Persist, Reply
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
@@ -30,7 +30,7 @@ from protocol.messages import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 
 T0 = 1_700_000_000_000
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.delivery import DeliveryMode
-from coordinator.config import BrokerConfig
+from grouplab.consumer.delivery import DeliveryMode
+from grouplab.coordinator.config import BrokerConfig
 from grouplab.cli import _wait_drained
 from grouplab.cluster import DeliveryRun, LocalCluster
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from consumer.delivery import DeliveryApp
+from grouplab.consumer.delivery import DeliveryApp
 from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import load_scenario
 
@@ -22,7 +22,7 @@ SEEDS = range(1, 13)
 
 
 def scenario(mode: str):
-    return load_scenario(ROOT / "scenarios" / f"delivery-{mode}.toml")
+    return load_scenario(ROOT / "grouplab" / "scenarios" / f"delivery-{mode}.toml")
 
 
 def run_all(sc) -> list:
@@ -75,7 +75,7 @@ def test_a_retried_produce_is_written_once() -> None:
 def test_a_broken_guarantee_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     """An 'at-least-once' app that secretly commits first (at-most-once) loses records: the
     checker must say so, with the seed."""
-    from consumer.delivery import DeliveryMode
+    from grouplab.consumer.delivery import DeliveryMode
 
     original = DeliveryApp._start_batch
 
@@ -97,7 +97,7 @@ def test_a_broken_guarantee_is_reported(monkeypatch: pytest.MonkeyPatch) -> None
 def test_summary_json_and_exit_code(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
     proc = subprocess.run([sys.executable, "-m", "grouplab.cli", "simulate", "--scenario",
-                           str(ROOT / "scenarios" / "delivery-at-most-once.toml"), "--seeds", "1-3",
+                           str(ROOT / "grouplab" / "scenarios" / "delivery-at-most-once.toml"), "--seeds", "1-3",
                            "--summary-json", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())

@@ -14,20 +14,20 @@ from typing import Any, Callable
 
 import pytest
 
-from consumer.coordinator import PartitionsAssigned, PartitionsLost, Reconnect, Send
-from consumer.delivery import Committed, CrashNow
-from consumer.driver import MemberDriver, ReconnectBackoff
-from coordinator.broker import Broker, RequestContext, SequentialMemberIds
-from coordinator.driver import CoordinatorDriver
-from coordinator.group_log import TopicRecord
-from coordinator.server import CoordinatorServer
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Persist, Reply
-from protocol.events import FreeFormEvent
-from protocol.errors import ErrorCode
-from protocol.framing import encode_request, read_response
-from protocol.kernel import TimerTable, UnhandledOutput
-from protocol.messages import API, ListGroupsRequest, RequestHeader
-from protocol.types import TopicPartition
+from grouplab.consumer.coordinator import PartitionsAssigned, PartitionsLost, Reconnect, Send
+from grouplab.consumer.delivery import Committed, CrashNow
+from grouplab.consumer.driver import MemberDriver, ReconnectBackoff
+from grouplab.coordinator.broker import Broker, RequestContext, SequentialMemberIds
+from grouplab.coordinator.driver import CoordinatorDriver
+from grouplab.coordinator.group_log import TopicRecord
+from grouplab.coordinator.server import CoordinatorServer
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Persist, Reply
+from grouplab.protocol.events import FreeFormEvent
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.framing import encode_request, read_response
+from grouplab.protocol.kernel import TimerTable, UnhandledOutput
+from grouplab.protocol.messages import API, ListGroupsRequest, RequestHeader
+from grouplab.protocol.types import TopicPartition
 
 TP = TopicPartition("t", 0)
 

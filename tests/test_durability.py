@@ -12,15 +12,15 @@ from typing import Awaitable, Callable
 
 import pytest
 
-from coordinator.config import BrokerConfig
-from coordinator.server import CoordinatorServer
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
 from grouplab.durability.load import Ledger, Losses, commit_loop, verify
 from grouplab.durability.powercut import SyncTracker
 from grouplab.durability.rounds import PROFILES, crash_round
-from protocol.errors import ErrorCode
-from protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, EndTxnRequest, InitProducerIdRequest
-from protocol.types import TopicPartition
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, EndTxnRequest, InitProducerIdRequest
+from grouplab.protocol.types import TopicPartition
 
 HOST = "127.0.0.1"
 TPS = [TopicPartition("t", 0), TopicPartition("t", 1)]

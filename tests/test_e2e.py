@@ -17,20 +17,20 @@ from typing import Any, Iterable
 import msgpack
 import pytest
 
-from consumer.client import GroupMemberClient
-from consumer.config import ConsumerConfig
-from consumer.coordinator import MemberState
-from coordinator.config import BrokerConfig
-from coordinator.group import GroupState
-from coordinator.server import CoordinatorServer
+from grouplab.consumer.client import GroupMemberClient
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import MemberState
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group import GroupState
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
 from grouplab.cluster import LocalCluster
 from grouplab.replay import replay
-from protocol import consumer_protocol
-from protocol.effects import wall_clock_ms
-from protocol.errors import ErrorCode
-from protocol.framing import encode_request, read_response
-from protocol.messages import (
+from grouplab.protocol import consumer_protocol
+from grouplab.protocol.effects import wall_clock_ms
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.framing import encode_request, read_response
+from grouplab.protocol.messages import (
     ApiVersionsRequest,
     DescribeGroupsRequest,
     HeartbeatRequest,
@@ -40,7 +40,7 @@ from protocol.messages import (
     SyncGroupRequest,
     SyncGroupRequestAssignment,
 )
-from protocol.types import Assignment, Subscription, TopicPartition
+from grouplab.protocol.types import Assignment, Subscription, TopicPartition
 
 from conftest import DEFAULT_TIMEOUT_S, EventRecorder
 

@@ -15,8 +15,8 @@ from collections import Counter
 from enum import Enum
 from pathlib import Path
 
-from protocol import events
-from protocol.states import GroupState, RemovalReason
+from grouplab.protocol import events
+from grouplab.protocol.states import GroupState, RemovalReason
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "events.md"
 

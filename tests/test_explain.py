@@ -18,7 +18,7 @@ from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import load_scenario
 from grouplab.teach.catalog import Catalog, languages, load, placeholders
 from grouplab.teach.explain import Filter, markdown, mermaid, narrate_run, select
-from protocol.states import RebalanceCause, RemovalReason
+from grouplab.protocol.states import RebalanceCause, RemovalReason
 from tests.golden_files import GOLDEN, compare
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +33,7 @@ def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
 @pytest.fixture(scope="module")
 def static_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("static")
-    run_seed(load_scenario(ROOT / "scenarios" / "static-members.toml"), 1, run_dir)
+    run_seed(load_scenario(ROOT / "grouplab" / "scenarios" / "static-members.toml"), 1, run_dir)
     return run_dir
 
 
@@ -72,7 +72,7 @@ def test_an_unknown_language_is_one_line() -> None:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("scenario", ["static-members", "held-sync", "clean-shutdown"])
 def test_narration_is_identical_to_golden(scenario: str, lang: str, tmp_path: Path) -> None:
-    run_seed(load_scenario(ROOT / "scenarios" / f"{scenario}.toml"), 1, tmp_path)
+    run_seed(load_scenario(ROOT / "grouplab" / "scenarios" / f"{scenario}.toml"), 1, tmp_path)
     story = narrate_run(tmp_path, lang)
     c = Catalog(lang)
     text = markdown(story, story.steps, c, c.t("title.run", group=story.group, run=f"{scenario}, seed 1"))

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grouplab.faults.rules import DELIVER, Decision, Envelope, Fate, LinkId, Rule, RuleSet, error_response, parse_spec
-from protocol.errors import ErrorCode
-from protocol.messages import API, HeartbeatResponse, SyncGroupResponse
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import API, HeartbeatResponse, SyncGroupResponse
 
 REQUEST = Envelope("Heartbeat", "request")
 LINK = LinkId("consumer-1", "consumer-1#2")
@@ -180,7 +180,7 @@ def test_a_rule_set_is_ordered_and_removable() -> None:
 
 
 def test_the_kafka_wire_names_are_the_apis_the_listener_answers_itself() -> None:
-    from coordinator.kafka_wire.apis import APIS as KAFKA_APIS
+    from grouplab.coordinator.kafka_wire.apis import APIS as KAFKA_APIS
     from grouplab.faults.rules import KAFKA_WIRE_APIS
 
     assert sorted(KAFKA_WIRE_APIS) == sorted(a.name for a in KAFKA_APIS.values() if a.name not in API)

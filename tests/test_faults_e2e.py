@@ -21,19 +21,19 @@ from typing import Any, Iterable
 import msgpack
 import pytest
 
-from consumer.app import SimulatedConsumerApp
-from consumer.config import ConsumerConfig
-from consumer.coordinator import ConsumerCoordinator, MemberState, Send
-from coordinator.config import BrokerConfig
-from coordinator.group import GroupState
-from coordinator.server import CoordinatorServer
+from grouplab.consumer.app import SimulatedConsumerApp
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import ConsumerCoordinator, MemberState, Send
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group import GroupState
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
 from grouplab.faults import FaultProxy, FaultSpecError, Rule, crash, hang, parse_spec, slow_processing
-from protocol.errors import ErrorCode
-from protocol.framing import encode_request, read_response
-from protocol.consumer_protocol import encode_assignment
-from protocol.messages import ApiVersionsRequest, JoinGroupResponse, RequestHeader, SyncGroupResponse
-from protocol.types import Assignment, TopicPartition
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.framing import encode_request, read_response
+from grouplab.protocol.consumer_protocol import encode_assignment
+from grouplab.protocol.messages import ApiVersionsRequest, JoinGroupResponse, RequestHeader, SyncGroupResponse
+from grouplab.protocol.types import Assignment, TopicPartition
 
 from conftest import EventRecorder
 

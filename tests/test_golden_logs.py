@@ -22,7 +22,7 @@ from tests.golden_files import GOLDEN, UPDATE
 from tests.golden_files import compare as _compare
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
+SCENARIOS = sorted((ROOT / "grouplab" / "scenarios").glob("*.toml"))
 SEED = 3
 
 

@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from coordinator.broker import Broker, RequestContext
-from coordinator.group import Group, GroupState
-from coordinator.group_log import Persist, decode_record, encode_record
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.coordinator.broker import Broker, RequestContext
+from grouplab.coordinator.group import Group, GroupState
+from grouplab.coordinator.group_log import Persist, decode_record, encode_record
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     DescribedGroup,
     DescribedGroupMember,
     DescribeGroupsRequest,

@@ -15,15 +15,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from coordinator.broker import EXPIRY_TIMER, Broker, RequestContext, SequentialMemberIds
-from coordinator.config import BrokerConfig
-from coordinator.group import Group, GroupState
-from coordinator.group_log import GroupLog, GroupTombstone, OffsetCommitRecord, OffsetTombstone, live
+from grouplab.coordinator.broker import EXPIRY_TIMER, Broker, RequestContext, SequentialMemberIds
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group import Group, GroupState
+from grouplab.coordinator.group_log import GroupLog, GroupTombstone, OffsetCommitRecord, OffsetTombstone, live
 from grouplab.rebalances import RebalanceTracker
-from protocol import events
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Persist, Reply
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.protocol import events
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Persist, Reply
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     DescribeGroupsRequest,
     HeartbeatRequest,
     JoinGroupRequest,
@@ -38,7 +38,7 @@ from protocol.messages import (
     OffsetFetchRequestTopic,
     SyncGroupRequest,
 )
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 
 T0 = 1_700_000_000_000
 MINUTE = 60_000

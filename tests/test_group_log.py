@@ -18,13 +18,13 @@ from typing import Iterable
 import msgpack
 import pytest
 
-from consumer.client import GroupMemberClient
-from consumer.config import ConsumerConfig
-from consumer.coordinator import MemberState
-from coordinator.broker import EXPIRY_TIMER, Broker, RequestContext
-from coordinator.config import BrokerConfig, ConfigError
-from coordinator.group import GroupState
-from coordinator.group_log import (
+from grouplab.consumer.client import GroupMemberClient
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import MemberState
+from grouplab.coordinator.broker import EXPIRY_TIMER, Broker, RequestContext
+from grouplab.coordinator.config import BrokerConfig, ConfigError
+from grouplab.coordinator.group import GroupState
+from grouplab.coordinator.group_log import (
     LOG_FILE_NAME,
     GroupLog,
     GroupMetadataRecord,
@@ -39,11 +39,11 @@ from coordinator.group_log import (
     encode_record,
     latest,
 )
-from coordinator.server import CoordinatorServer
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
-from protocol.effects import ArmTimer, LogEvent, Reply, wall_clock_ms
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.protocol.effects import ArmTimer, LogEvent, Reply, wall_clock_ms
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
@@ -51,7 +51,7 @@ from protocol.messages import (
     MetadataRequest,
     MetadataRequestTopic,
 )
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 from tests.helpers_group import (
     GROUP,
     SESSION,
@@ -213,7 +213,7 @@ def test_a_failed_append_leaves_no_torn_frame_so_later_records_replay(tmp_path: 
     the log that would hide the records appended after it. A failed sync leaves its whole frame:
     the coordinator carries on from memory as if it were written (docs/durability.md), so the
     record is kept for as long as the OS keeps it."""
-    import coordinator.group_log as gl
+    import grouplab.coordinator.group_log as gl
 
     log = GroupLog(tmp_path / LOG_FILE_NAME, fsync=True)
     log.append(stable_record(1))
@@ -609,8 +609,8 @@ async def test_a_commit_the_log_refuses_is_answered_not_coordinator_and_its_retr
 
 
 def test_with_error_marks_every_answer_in_the_reply() -> None:
-    from coordinator.driver import with_error
-    from protocol.messages import OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic
+    from grouplab.coordinator.driver import with_error
+    from grouplab.protocol.messages import OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic
 
     body = OffsetCommitResponse(topics=[OffsetCommitResponseTopic("t", [
         OffsetCommitResponsePartition(0), OffsetCommitResponsePartition(1, ErrorCode.OFFSET_METADATA_TOO_LARGE)])])

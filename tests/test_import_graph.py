@@ -1,12 +1,14 @@
 """Dependencies point one way and there are no import circles (docs/design.md §1): the module
-import graph of the project, read from the source with `ast`, has no cycle through `protocol/`,
-`coordinator/` or `consumer/`, and those three import only what the layering allows.
+import graph of the project, read from the source with `ast`, has no cycle through
+`grouplab/protocol/`, `grouplab/coordinator/` or `grouplab/consumer/`, and those three import only
+what the layering allows; the rest of `grouplab` is the application layer above them.
 
 Every `import` and `from ... import` counts, wherever it stands: at the top, inside
 `if TYPE_CHECKING:` or inside a function. A circle hidden from the interpreter that way is still a
 circle in the design (two modules that can only be understood together), so it is one here.
 Only the modules named are edges; the parent packages an import initialises are not (their
-`__init__.py` files import nothing).
+`__init__.py` files import nothing, `grouplab/__init__.py` included, so that importing
+`grouplab.protocol` does not pull in the application layer).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("protocol", "coordinator", "consumer", "grouplab")
+# The three layers under the application: a module's layer is the longest of these its name starts with.
+LAYERS = ("grouplab.protocol", "grouplab.coordinator", "grouplab.consumer")
 
 
 def module_name(path: Path) -> str:
@@ -28,7 +31,12 @@ def module_name(path: Path) -> str:
 
 
 def project_modules() -> dict[str, Path]:
-    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+    return {module_name(p): p for p in sorted((ROOT / "grouplab").rglob("*.py"))}
+
+
+def layer(module: str) -> str:
+    """`grouplab.protocol`, `grouplab.coordinator`, `grouplab.consumer`, or `grouplab` (the rest)."""
+    return next((name for name in LAYERS if module == name or module.startswith(name + ".")), "grouplab")
 
 
 def imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -86,21 +94,29 @@ def import_graph() -> dict[str, set[str]]:
     return {name: imported(name, path, modules) for name, path in modules.items()}
 
 
-@pytest.mark.parametrize("package", ["protocol", "coordinator", "consumer"])
+@pytest.mark.parametrize("package", LAYERS)
 def test_no_import_cycle_through(package: str) -> None:
     cycle = find_cycle(import_graph(), package)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-# What each package may import of the project: `protocol` ← `coordinator`, `consumer` ← `grouplab`.
-ALLOWED = {"protocol": {"protocol"}, "coordinator": {"protocol", "coordinator"}, "consumer": {"protocol", "consumer"}}
+# What each layer may import of the project: `protocol` ← `coordinator`, `consumer` ← the application.
+ALLOWED = {"grouplab.protocol": {"grouplab.protocol"},
+           "grouplab.coordinator": {"grouplab.protocol", "grouplab.coordinator"},
+           "grouplab.consumer": {"grouplab.protocol", "grouplab.consumer"}}
 
 
 def test_dependencies_point_one_way() -> None:
     wrong = [f"{name} imports {target}" for name, targets in sorted(import_graph().items())
              for target in sorted(targets)
-             if name.split(".")[0] in ALLOWED and target.split(".")[0] not in ALLOWED[name.split(".")[0]]]
+             if layer(name) in ALLOWED and layer(target) not in ALLOWED[layer(name)]]
     assert wrong == []
+
+
+def test_the_package_init_imports_nothing() -> None:
+    """`import grouplab.protocol.types` (an assignor user, a test) runs grouplab/__init__.py first."""
+    tree = ast.parse((ROOT / "grouplab" / "__init__.py").read_text())
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
 
 
 def test_no_import_cycle_through_the_simulator() -> None:

@@ -3,7 +3,7 @@ Kafka's results only if these orders are Java's."""
 
 from __future__ import annotations
 
-from consumer.assignors.java_order import (
+from grouplab.consumer.assignors.java_order import (
     hashmap_order,
     hashset_first,
     java_key,

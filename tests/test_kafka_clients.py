@@ -18,15 +18,15 @@ from typing import Any, AsyncIterator, Callable
 
 import pytest
 
-from consumer.client import GroupMemberClient
-from consumer.config import ConsumerConfig
-from coordinator.config import BrokerConfig
-from coordinator.group import GroupState
-from coordinator.server import CoordinatorServer
+from grouplab.consumer.client import GroupMemberClient
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group import GroupState
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
 from grouplab.faults.proxy import FaultProxy
-from protocol.consumer_protocol import decode_assignment
-from protocol.types import TopicPartition
+from grouplab.protocol.consumer_protocol import decode_assignment
+from grouplab.protocol.types import TopicPartition
 
 from conftest import EventRecorder
 

@@ -26,16 +26,16 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from coordinator.config import BrokerConfig
-from coordinator.kafka_wire.apis import APIS
-from coordinator.server import CoordinatorServer
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.kafka_wire.apis import APIS
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
 from grouplab.eventlog import run_dir_log
 from grouplab.replay import replay
 from grouplab.tracefile import TraceFile, trace_path
-from protocol.consumer_protocol import encode_assignment
-from protocol.errors import ErrorCode
-from protocol.types import Assignment, TopicPartition
+from grouplab.protocol.consumer_protocol import encode_assignment
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.types import Assignment, TopicPartition
 
 from conftest import EventRecorder
 
@@ -297,7 +297,7 @@ def test_headers_are_read_and_written_as_kafka_python_does() -> None:
     values as kafka-python's (header v1/v2 requests, v0/v1 responses, ApiVersions always v0)."""
     from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
 
-    from coordinator.kafka_wire.codec import api_versions_response, decode_request, encode_response
+    from grouplab.coordinator.kafka_wire.codec import api_versions_response, decode_request, encode_response
 
     for version in (0, 4):  # header v1 and v2
         req = HeartbeatRequest[version](group_id="g", generation_id=3, member_id="m")
@@ -318,10 +318,10 @@ def test_headers_are_read_and_written_as_kafka_python_does() -> None:
 def test_reused_answer_bodies_encode_as_a_fresh_encoding_would() -> None:
     """Heartbeat and OffsetCommit answers are encoded once per distinct content and framed with each
     request's correlation id: byte for byte what encoding each answer afresh gives."""
-    from coordinator.kafka_wire.codec import KafkaRequest, encode_response
-    from coordinator.kafka_wire.listener import KafkaConnection, KafkaReplyTo
-    from coordinator.kafka_wire.translate import View, to_kafka
-    from protocol import messages as m
+    from grouplab.coordinator.kafka_wire.codec import KafkaRequest, encode_response
+    from grouplab.coordinator.kafka_wire.listener import KafkaConnection, KafkaReplyTo
+    from grouplab.coordinator.kafka_wire.translate import View, to_kafka
+    from grouplab.protocol import messages as m
 
     view = View("127.0.0.1", 9092)
     commit = m.OffsetCommitResponse(topics=[m.OffsetCommitResponseTopic("t", [
@@ -417,11 +417,11 @@ def test_wire_holdings_follow_sync_join_and_leave() -> None:
     """The member lines the listener writes for a Kafka client (holdings.py): a SyncGroup answer
     assigns what is new and revokes what is gone; a JoinGroup revokes what its subscription does
     not list as owned (all, for an eager client); a LeaveGroup revokes the rest."""
-    from coordinator.kafka_wire.holdings import WireHoldings, client_node
-    from protocol.consumer_protocol import encode_assignment, encode_subscription
-    from protocol.messages import (JoinGroupRequest, JoinGroupRequestProtocol, LeaveGroupRequest,
+    from grouplab.coordinator.kafka_wire.holdings import WireHoldings, client_node
+    from grouplab.protocol.consumer_protocol import encode_assignment, encode_subscription
+    from grouplab.protocol.messages import (JoinGroupRequest, JoinGroupRequestProtocol, LeaveGroupRequest,
                                    LeaveGroupRequestMember, SyncGroupRequest, SyncGroupResponse)
-    from protocol.types import Assignment, Subscription, TopicPartition
+    from grouplab.protocol.types import Assignment, Subscription, TopicPartition
 
     def tps(*ps: int) -> list[TopicPartition]:
         return [TopicPartition("t", p) for p in ps]

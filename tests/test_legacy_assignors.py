@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.legacy.range import assign_range
-from consumer.legacy.roundrobin import RoundRobinRefused, assign_roundrobin, java_string_hash, old_partition_order
-from consumer.legacy.threads import ThreadId, by_consumer, sorted_threads
-from protocol.types import TopicPartition
+from grouplab.consumer.legacy.range import assign_range
+from grouplab.consumer.legacy.roundrobin import RoundRobinRefused, assign_roundrobin, java_string_hash, old_partition_order
+from grouplab.consumer.legacy.threads import ThreadId, by_consumer, sorted_threads
+from grouplab.protocol.types import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -192,7 +192,7 @@ def test_an_unknown_lesson_is_one_line_and_exit_2() -> None:
 
 
 def test_a_lesson_runs_as_a_scenario_too(tmp_path: Path) -> None:
-    out = cli("simulate", "--scenario", str(ROOT / "scenarios" / "lessons" / "static-restart.toml"), "--seed", "1",
+    out = cli("simulate", "--scenario", str(ROOT / "grouplab" / "scenarios" / "lessons" / "static-restart.toml"), "--seed", "1",
               "--run-dir", str(tmp_path), "--timeline-rows", "0")
     assert out.returncode == 0, out.stderr
     assert "all invariants held" in out.stdout

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from coordinator.broker import Broker, RequestContext, SequentialMemberIds
-from coordinator.config import BrokerConfig, ConfigError
-from protocol import events
-from protocol.effects import LogEvent, Persist, Reply
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.coordinator.broker import Broker, RequestContext, SequentialMemberIds
+from grouplab.coordinator.config import BrokerConfig, ConfigError
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent, Persist, Reply
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     AddOffsetsToTxnRequest,
     DeleteGroupsRequest,
     InitProducerIdRequest,

@@ -21,13 +21,13 @@ from typing import Any, Iterable
 import msgpack
 import pytest
 
-from consumer.client import GroupMemberClient
-from consumer.config import ConsumerConfig
-from consumer.coordinator import MemberState
-from coordinator.broker import Broker, RequestContext
-from coordinator.config import BrokerConfig, ConfigError
-from coordinator.group import Group, GroupState
-from coordinator.group_log import (
+from grouplab.consumer.client import GroupMemberClient
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import MemberState
+from grouplab.coordinator.broker import Broker, RequestContext
+from grouplab.coordinator.config import BrokerConfig, ConfigError
+from grouplab.coordinator.group import Group, GroupState
+from grouplab.coordinator.group_log import (
     GroupLog,
     OffsetCommitRecord,
     Persist,
@@ -37,12 +37,12 @@ from coordinator.group_log import (
     encode_record,
     latest,
 )
-from coordinator.offsets import OffsetAndMetadata, OffsetStore
-from coordinator.server import CoordinatorServer
+from grouplab.coordinator.offsets import OffsetAndMetadata, OffsetStore
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
-from protocol.effects import LogEvent, Reply
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.protocol.effects import LogEvent, Reply
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     API,
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -52,7 +52,7 @@ from protocol.messages import (
     OffsetFetchRequestTopic,
     OffsetFetchResponse,
 )
-from protocol.types import TopicPartition as TP
+from grouplab.protocol.types import TopicPartition as TP
 from tests.helpers_group import (
     GROUP,
     SESSION,
@@ -597,7 +597,7 @@ def env(recorder: EventRecorder, cleanup: contextlib.AsyncExitStack, tmp_path: P
 
 
 async def produce(admin: AdminClient, tp: TP, n: int) -> None:
-    from protocol.messages import ProducePartitionData, ProduceRequest, ProduceTopicData, Record, RecordBatch
+    from grouplab.protocol.messages import ProducePartitionData, ProduceRequest, ProduceTopicData, Record, RecordBatch
 
     resp = await admin.request("Produce", ProduceRequest([ProduceTopicData(tp.topic, [
         ProducePartitionData(tp.partition, RecordBatch([Record(b"v%d" % i) for i in range(n)]))])]))

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator import partition_log as pl
-from coordinator.config import BrokerConfig
-from coordinator.group_log import LogLockedError
-from coordinator.partition_log import (
+from grouplab.coordinator import partition_log as pl
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group_log import LogLockedError
+from grouplab.coordinator.partition_log import (
     HEADER_SIZE,
     FileLogStore,
     LogError,
@@ -24,8 +24,8 @@ from coordinator.partition_log import (
     PartitionLog,
     TimestampOffset,
 )
-from protocol.errors import ErrorCode
-from protocol.messages import Record, RecordBatch, RecordHeader
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import Record, RecordBatch, RecordHeader
 
 T0 = 1_700_000_000_000
 UNCOMMITTED, COMMITTED = 0, 1

@@ -22,7 +22,7 @@ from grouplab.pipeline.analyze import TABLES, analyze
 from grouplab.rebalances import Rebalance, RebalanceTracker
 from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import load_scenario, parse_scenario, resolve_scenario
-from protocol.effects import LogEvent
+from grouplab.protocol.effects import LogEvent
 
 
 KNOWN = {

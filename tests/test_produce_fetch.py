@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.broker import Broker, RequestContext
-from coordinator.config import BrokerConfig
-from coordinator.server import CoordinatorServer
+from grouplab.coordinator.broker import Broker, RequestContext
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
-from protocol.effects import LogEvent, Reply
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.protocol.effects import LogEvent, Reply
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     FetchPartition,
     FetchRequest,
     FetchTopic,
@@ -51,8 +51,8 @@ def broker(**overrides: object) -> Broker:
 def open_transaction(b: Broker, producer_id: int, *tps: tuple[str, int]) -> None:
     """Register an Ongoing transaction of `producer_id` (epoch 0) on these partitions, as
     InitProducerId + AddPartitionsToTxn would, so its transactional batches are accepted."""
-    from coordinator.transactions import TxnMetadata, TxnState
-    from protocol.types import TopicPartition
+    from grouplab.coordinator.transactions import TxnMetadata, TxnState
+    from grouplab.protocol.types import TopicPartition
 
     b.txn.txns[f"tx-{producer_id}"] = TxnMetadata(f"tx-{producer_id}", producer_id, 0, 60_000, TxnState.ONGOING,
                                                   {TopicPartition(t, p) for t, p in tps}, set(), 0)
@@ -398,8 +398,8 @@ async def test_a_killed_coordinator_process_keeps_every_acknowledged_record(tmp_
             acked = await produce_numbered(admin, "k", 0, pid, 0, 20)
         # Now pipeline more, and kill the process in the middle of the stream.
         reader, writer = await asyncio.open_connection(HOST, port)
-        from protocol.framing import encode_request, read_response
-        from protocol.messages import RequestHeader
+        from grouplab.protocol.framing import encode_request, read_response
+        from grouplab.protocol.messages import RequestHeader
         pending: dict[int, list[bytes]] = {}
         for i in range(20, 220):
             vals = [f"0-{i}-{j}".encode() for j in range(10)]

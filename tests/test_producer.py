@@ -4,11 +4,11 @@ requests (AddPartitionsToTxn before Produce; EndTxn(commit) only after every ack
 
 from __future__ import annotations
 
-from consumer.coordinator import Send
-from consumer.producer import Acked, ProducerConfig, ProducerFenced, ProducerMachine, ProducerState, TxnDone
-from protocol.effects import ArmTimer
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.consumer.coordinator import Send
+from grouplab.consumer.producer import Acked, ProducerConfig, ProducerFenced, ProducerMachine, ProducerState, TxnDone
+from grouplab.protocol.effects import ArmTimer
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
@@ -23,7 +23,7 @@ from protocol.messages import (
     Record,
     TxnOffsetCommitResponse,
 )
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 
 TP = TopicPartition("out", 0)
 RECS = [Record(value=b"a"), Record(value=b"b")]

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import consumer_protocol, framing, messages
-from protocol.errors import ErrorCode, FrameTooLarge, ProtocolError
-from protocol.framing import BadRequest, FrameReader, decode_request, decode_response, encode_request, encode_response
-from protocol.messages import API, JoinGroupRequest, JoinGroupRequestProtocol, RequestHeader
-from protocol.types import Assignment, Subscription, TopicPartition
+from grouplab.protocol import consumer_protocol, framing, messages
+from grouplab.protocol.errors import ErrorCode, FrameTooLarge, ProtocolError
+from grouplab.protocol.framing import BadRequest, FrameReader, decode_request, decode_response, encode_request, encode_response
+from grouplab.protocol.messages import API, JoinGroupRequest, JoinGroupRequestProtocol, RequestHeader
+from grouplab.protocol.types import Assignment, Subscription, TopicPartition
 
 
 def frame(payload: bytes) -> bytes:

@@ -23,7 +23,7 @@ from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import load_scenario
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.reasons import OWN_REASONS, why_rejoin
-from protocol.effects import LogEvent
+from grouplab.protocol.effects import LogEvent
 from tests.golden_files import GOLDEN, compare
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ def views_of(scenario: str, seed: int, member: str, lang: str = "en") -> str:
         if node == member:
             consumer(node, ev)
 
-    run_seed(load_scenario(ROOT / "scenarios" / f"{scenario}.toml"), seed, listener=listen)
+    run_seed(load_scenario(ROOT / "grouplab" / "scenarios" / f"{scenario}.toml"), seed, listener=listen)
     return console.export_text()
 
 
@@ -63,7 +63,7 @@ def test_a_crash_is_told_with_its_cost_and_the_table_follows() -> None:
 def test_every_reason_the_member_machine_gives_has_words() -> None:
     """Each literal reason in consumer/coordinator.py (`_request_rejoin("...")`, `rejoin_reason =
     "..."`) is in OWN_REASONS; a reason `API: ERROR` is read through the error sentences."""
-    tree = ast.parse((ROOT / "consumer" / "coordinator.py").read_text())
+    tree = ast.parse((ROOT / "grouplab" / "consumer" / "coordinator.py").read_text())
     literals = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "_request_rejoin" \

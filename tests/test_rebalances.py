@@ -11,10 +11,10 @@ import pytest
 from grouplab.rebalances import Move, Rebalance, RebalanceTracker, Removal
 from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import load_scenario
-from coordinator.group import GroupState, RebalanceCause, RemovalReason
-from protocol import events
-from protocol.effects import LogEvent
-from protocol.types import TopicPartition
+from grouplab.coordinator.group import GroupState, RebalanceCause, RemovalReason
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.types import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -189,7 +189,7 @@ def test_over_simulated_runs_the_tracker_agrees_with_the_simulators_stats(scenar
         if (r := tracker.feed(node, e)) is not None:
             records.append(r)
 
-    result = run_seed(load_scenario(ROOT / "scenarios" / f"{scenario}.toml"), seed, listener=listen)
+    result = run_seed(load_scenario(ROOT / "grouplab" / "scenarios" / f"{scenario}.toml"), seed, listener=listen)
     assert result.ok, result.violation
     durations = [r.duration_ms for r in records if r.duration_ms is not None]
     moved = sum(len(r.moved) for r in records)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import copy
 
-from coordinator.registry import Notify, Registry, SessionExpiredNotice
-from protocol.effects import ArmTimer, Reply
-from protocol.registry import Create, Delete, GetChildren, RegistryError, Result, SetData, WatchEvent, WatchType
+from grouplab.coordinator.registry import Notify, Registry, SessionExpiredNotice
+from grouplab.protocol.effects import ArmTimer, Reply
+from grouplab.protocol.registry import Create, Delete, GetChildren, RegistryError, Result, SetData, WatchEvent, WatchType
 
 
 def reply(outs: list) -> Result:

@@ -16,8 +16,8 @@ import pytest
 from grouplab.zk.embedded import RegistryServer, loop_post
 from grouplab.zk.forwarder import CuttableForwarder
 from grouplab.zk.kazoo_backend import KazooBackend
-from protocol.effects import wall_clock_ms
-from protocol.registry import (
+from grouplab.protocol.effects import wall_clock_ms
+from grouplab.protocol.registry import (
     Create,
     Delete,
     Exists,

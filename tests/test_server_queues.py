@@ -4,11 +4,11 @@ over real loopback sockets after requests for ids nobody uses, and for a real gr
 
 from __future__ import annotations
 
-from coordinator.config import BrokerConfig
-from coordinator.server import CoordinatorServer
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupRequestProtocol,

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from consumer import assignors as assignors_module
-from consumer.assignors.range import RangeAssignor
+from grouplab.consumer import assignors as assignors_module
+from grouplab.consumer.assignors.range import RangeAssignor
 from grouplab.sim.runner import parse_seeds, result_row, run_seed
 from grouplab.sim.scenario import ScenarioError, load_scenario, parse_scenario
 from grouplab.sim.world import Simulation
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
+SCENARIOS = sorted((ROOT / "grouplab" / "scenarios").glob("*.toml"))
 ASSIGNORS = ["range", "roundrobin", "sticky", "cooperative-sticky"]
 SEEDS_PER_SCENARIO = int(os.environ.get("GROUPLAB_SIM_SEEDS", "24"))
 
@@ -46,7 +46,7 @@ def test_scenario_holds_its_invariants_over_many_seeds(path: Path) -> None:
 
 
 def test_the_same_seed_replays_byte_identically(tmp_path: Path) -> None:
-    scenario = load_scenario(ROOT / "scenarios" / "crash-storm.toml")
+    scenario = load_scenario(ROOT / "grouplab" / "scenarios" / "crash-storm.toml")
     a, b = tmp_path / "a", tmp_path / "b"
     run_seed(scenario, 7, a)
     run_seed(scenario, 7, b)
@@ -68,7 +68,7 @@ def test_replay_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
         run_dir = tmp_path / f"h{hash_seed}"
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
         proc = subprocess.run([sys.executable, "-m", "grouplab.cli", "simulate", "--scenario",
-                               str(ROOT / "scenarios" / "rebalance-storm.toml"), "--seed", "3", "--assignor",
+                               str(ROOT / "grouplab" / "scenarios" / "rebalance-storm.toml"), "--seed", "3", "--assignor",
                                "cooperative-sticky", "--run-dir", str(run_dir)],
                               capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -77,7 +77,7 @@ def test_replay_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
 
 
 def test_event_log_has_the_common_fields(tmp_path: Path) -> None:
-    run_seed(load_scenario(ROOT / "scenarios" / "partition.toml"), 2, tmp_path)
+    run_seed(load_scenario(ROOT / "grouplab" / "scenarios" / "partition.toml"), 2, tmp_path)
     lines = [json.loads(line) for p in tmp_path.glob("*.jsonl") for line in p.read_text().splitlines()]
     assert lines
     for ev in lines:
@@ -97,7 +97,7 @@ class DoubleDealingRange(RangeAssignor):
 
 def test_a_broken_assignor_is_caught_with_seed_step_and_trace(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(assignors_module._ASSIGNORS, "range", DoubleDealingRange)
-    result = run_seed(load_scenario(ROOT / "scenarios" / "crash-storm.toml"), 5)
+    result = run_seed(load_scenario(ROOT / "grouplab" / "scenarios" / "crash-storm.toml"), 5)
     assert not result.ok
     v = result.violation
     assert v.invariant == "one owner per generation" and v.seed == 5 and v.now_ms > 0
@@ -106,7 +106,7 @@ def test_a_broken_assignor_is_caught_with_seed_step_and_trace(monkeypatch: pytes
 
 
 def test_liveness_is_enforced() -> None:
-    scenario = load_scenario(ROOT / "scenarios" / "hang.toml")
+    scenario = load_scenario(ROOT / "grouplab" / "scenarios" / "hang.toml")
     scenario.settle_ms = 1  # nothing settles in 1 ms after a storm of hangs
     scenario.random.hang = 200
     results = [run_seed(scenario, s) for s in range(1, 6)]
@@ -114,7 +114,7 @@ def test_liveness_is_enforced() -> None:
 
 
 def test_static_restarts_do_not_rebalance() -> None:
-    scenario = load_scenario(ROOT / "scenarios" / "static-members.toml")
+    scenario = load_scenario(ROOT / "grouplab" / "scenarios" / "static-members.toml")
     scenario.schedule = []  # no zombie: only quick restarts
     result = run_seed(scenario, 4)
     assert result.ok and result.stats.faults.get("static_restart", 0) > 0
@@ -122,7 +122,7 @@ def test_static_restarts_do_not_rebalance() -> None:
 
 
 def test_a_zombie_is_fenced_and_exits(tmp_path: Path) -> None:
-    scenario = load_scenario(ROOT / "scenarios" / "static-members.toml")
+    scenario = load_scenario(ROOT / "grouplab" / "scenarios" / "static-members.toml")
     scenario.random.static_restart = 0
     run_seed(scenario, 1, tmp_path)
     sim_events = [json.loads(line) for line in (tmp_path / "simulator.jsonl").read_text().splitlines()]
@@ -147,7 +147,7 @@ def test_seed_lists_and_scenario_errors() -> None:
 
 
 def test_resizing_a_scenario() -> None:
-    scenario = load_scenario(ROOT / "scenarios" / "crash-storm.toml").with_members(25)
+    scenario = load_scenario(ROOT / "grouplab" / "scenarios" / "crash-storm.toml").with_members(25)
     assert scenario.member_count == 25
     assert len(Simulation(scenario, 1).members) == 25
 
@@ -155,13 +155,13 @@ def test_resizing_a_scenario() -> None:
 def test_cli_many_seeds_and_summary_json(tmp_path: Path) -> None:
     out = tmp_path / "summary.json"
     proc = subprocess.run([sys.executable, "-m", "grouplab.cli", "simulate", "--scenario",
-                           str(ROOT / "scenarios" / "clean-shutdown.toml"), "--seeds", "1-3", "--summary-json", str(out)],
+                           str(ROOT / "grouplab" / "scenarios" / "clean-shutdown.toml"), "--seeds", "1-3", "--summary-json", str(out)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(out.read_text())
     assert summary["totals"]["seeds"] == 3 and summary["totals"]["failed"] == []
     assert [row["seed"] for row in summary["seeds"]] == [1, 2, 3]
-    assert set(result_row(run_seed(load_scenario(ROOT / "scenarios" / "clean-shutdown.toml"), 1))) == set(summary["seeds"][0])
+    assert set(result_row(run_seed(load_scenario(ROOT / "grouplab" / "scenarios" / "clean-shutdown.toml"), 1))) == set(summary["seeds"][0])
 
 
 def test_timeline_render_keeps_the_first_and_last_rows_at_any_limit():

@@ -17,7 +17,7 @@ from grouplab.faults.rules import FaultSpecError, parse_spec
 from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import FaultRule, ScenarioError, load_scenario, scenario_from_text
 from grouplab.sim.world import SimResult
-from protocol.effects import LogEvent
+from grouplab.protocol.effects import LogEvent
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = range(1, 7)
@@ -159,7 +159,7 @@ def test_a_rule_that_selects_nothing_changes_nothing(tmp_path: Path) -> None:
 def test_holding_the_leaders_sync_gets_it_removed_after_the_rebalance_timeout() -> None:
     """scenarios/held-sync.toml: the followers wait for the leader's assignment until the rebalance
     timeout (max.poll.interval.ms, 10 s), then the coordinator removes the leader (KAFKA-12890)."""
-    held = load_scenario(ROOT / "scenarios" / "held-sync.toml")
+    held = load_scenario(ROOT / "grouplab" / "scenarios" / "held-sync.toml")
     plain = copy.deepcopy(held)
     plain.faults = []
     for seed in SEEDS:

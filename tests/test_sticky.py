@@ -28,11 +28,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.assignors import get_assignor
-from consumer.assignors.base import RebalanceProtocol
-from consumer.assignors.java_order import hashmap_order
-from consumer.assignors.sticky import decode_user_data, encode_user_data, is_balanced
-from protocol.types import Subscription, TopicPartition
+from grouplab.consumer.assignors import get_assignor
+from grouplab.consumer.assignors.base import RebalanceProtocol
+from grouplab.consumer.assignors.java_order import hashmap_order
+from grouplab.consumer.assignors.sticky import decode_user_data, encode_user_data, is_balanced
+from grouplab.protocol.types import Subscription, TopicPartition
 
 STICKY_ASSIGNORS = ["sticky", "cooperative-sticky"]
 

@@ -33,9 +33,9 @@ from typing import Mapping
 
 import pytest
 
-from consumer.assignors import get_assignor
-from consumer.assignors.sticky import StickyAssignor, encode_user_data, is_balanced
-from protocol.types import Subscription, TopicPartition
+from grouplab.consumer.assignors import get_assignor
+from grouplab.consumer.assignors.sticky import StickyAssignor, encode_user_data, is_balanced
+from grouplab.protocol.types import Subscription, TopicPartition
 
 ASSIGNORS = ["sticky", "cooperative-sticky"]
 TOPIC, TOPIC1, TOPIC2, TOPIC3 = "topic", "topic1", "topic2", "topic3"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from consumer.assignors import get_assignor
+from grouplab.consumer.assignors import get_assignor
 from kafka_sticky_model import model_constrained, model_general
 from test_sticky import PROPERTY_SETTINGS, STICKY_ASSIGNORS, groups
 

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.config import BrokerConfig
-from coordinator.server import CoordinatorServer
-from coordinator.trace import SHELL_EVENTS, from_json, to_json
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.server import CoordinatorServer
+from grouplab.coordinator.trace import SHELL_EVENTS, from_json, to_json
 from grouplab.admin import AdminClient
 from grouplab.replay import ReplayRefused, replay
 from grouplab.sim.runner import run_seed
@@ -28,7 +28,7 @@ from grouplab.sim.scenario import load_scenario
 from grouplab.tracefile import trace_path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
+SCENARIOS = sorted((ROOT / "grouplab" / "scenarios").glob("*.toml"))
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"}
 
 
@@ -50,7 +50,7 @@ def test_every_scenario_replays_to_the_same_answers_and_events(path: Path, seed:
 
 
 def test_trace_lines_say_who_sent_what_and_when(tmp_path: Path) -> None:
-    run_seed(load_scenario(ROOT / "scenarios" / "static-members.toml"), 1, tmp_path)
+    run_seed(load_scenario(ROOT / "grouplab" / "scenarios" / "static-members.toml"), 1, tmp_path)
     lines = [json.loads(t) for t in trace_path(tmp_path).read_text().splitlines()]
     assert lines[0]["kind"] == "start" and lines[0]["version"] == 1 and lines[0]["recovered"] is False
     first_join = next(line for line in lines if line["kind"] == "request" and line["api"] == "JoinGroup")
@@ -65,7 +65,7 @@ def test_trace_lines_say_who_sent_what_and_when(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("tamper", ["response", "request", "drop member id"])
 def test_a_tampered_trace_is_caught(tamper: str, tmp_path: Path) -> None:
-    run_seed(load_scenario(ROOT / "scenarios" / "crash-storm.toml"), 1, tmp_path)
+    run_seed(load_scenario(ROOT / "grouplab" / "scenarios" / "crash-storm.toml"), 1, tmp_path)
     path = trace_path(tmp_path)
     lines = [json.loads(t) for t in path.read_text().splitlines()]
     if tamper == "response":  # the recording claims an answer the Broker never gave
@@ -89,7 +89,7 @@ def test_a_tampered_trace_is_caught(tamper: str, tmp_path: Path) -> None:
 
 
 def test_a_changed_event_log_line_is_caught(tmp_path: Path) -> None:
-    run_seed(load_scenario(ROOT / "scenarios" / "clean-shutdown.toml"), 1, tmp_path)
+    run_seed(load_scenario(ROOT / "grouplab" / "scenarios" / "clean-shutdown.toml"), 1, tmp_path)
     log = tmp_path / "coordinator.jsonl"
     lines = log.read_text().splitlines()
     edited = json.loads(lines[5])
@@ -146,7 +146,7 @@ def test_unreadable_traces_get_one_line(content: str | None, message: str, tmp_p
 def test_shell_events_are_exactly_those_the_server_writes() -> None:
     """The replay leaves out of its comparison the lines coordinator/server.py writes itself; a new
     one written there must be named in SHELL_EVENTS, or every replay of a real run would differ."""
-    tree = ast.parse((ROOT / "coordinator" / "server.py").read_text())
+    tree = ast.parse((ROOT / "grouplab" / "coordinator" / "server.py").read_text())
     written = {node.func.attr for node in ast.walk(tree)
                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                and isinstance(node.func.value, ast.Name) and node.func.value.id == "events"}

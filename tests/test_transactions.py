@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from coordinator import partition_log as pl
-from coordinator.broker import Broker, RequestContext
-from coordinator.config import BrokerConfig
-from coordinator.group_log import TxnRecord
-from coordinator.partition_log import INT16_MAX, INT32_MAX, INT64_MAX, FileLogStore
-from coordinator.server import CoordinatorServer
-from coordinator.transactions import (
+from grouplab.coordinator import partition_log as pl
+from grouplab.coordinator.broker import Broker, RequestContext
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group_log import TxnRecord
+from grouplab.coordinator.partition_log import INT16_MAX, INT32_MAX, INT64_MAX, FileLogStore
+from grouplab.coordinator.server import CoordinatorServer
+from grouplab.coordinator.transactions import (
     PREPARING,
     TransactionCoordinator,
     TxnState,
@@ -27,9 +27,9 @@ from coordinator.transactions import (
     timer_key,
 )
 from grouplab.admin import AdminClient
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Persist, Reply
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Persist, Reply
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
@@ -45,7 +45,7 @@ from protocol.messages import (
     Record,
     RecordBatch,
 )
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 
 TP0, TP1 = TopicPartition("out", 0), TopicPartition("out", 1)
 OPEN = PREPARING | {TxnState.ONGOING}  # a transaction not ended yet

@@ -1,4 +1,4 @@
-"""mypy over every package (pyproject's [tool.mypy]: protocol/, coordinator/, consumer/ and all of
+"""mypy over every package (pyproject's [tool.mypy]: grouplab/protocol/, coordinator/, consumer/ and all of
 grouplab/, the CLI and the Spark pipeline included). A wrong event field, a missing case of an
 output union or a None that slipped through fails here, in the suite `scripts/test` runs."""
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from grouplab.ui.model import DashboardModel, subscribed_topics
 from grouplab.ui.timeline import Names, Timeline, describe
-from protocol import events as E
-from protocol.consumer_protocol import encode_assignment, encode_subscription
-from protocol.effects import LogEvent
-from protocol.events import FreeFormEvent
-from protocol.states import GroupState, MemberState, RebalanceCause, RemovalReason
-from protocol.types import Assignment, Subscription, TopicPartition
+from grouplab.protocol import events as E
+from grouplab.protocol.consumer_protocol import encode_assignment, encode_subscription
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.events import FreeFormEvent
+from grouplab.protocol.states import GroupState, MemberState, RebalanceCause, RemovalReason
+from grouplab.protocol.types import Assignment, Subscription, TopicPartition
 
 G = "g"
 A = "consumer-1-0f3a9c2e-1111-4222-8333-444455556666"

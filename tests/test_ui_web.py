@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator
 import httpx
 import pytest
 
-from coordinator.config import BrokerConfig
+from grouplab.coordinator.config import BrokerConfig
 from grouplab.cluster import LocalCluster
 from grouplab.ui.controls import Controls, cluster_info
 from grouplab.ui.hub import Hub

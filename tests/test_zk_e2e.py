@@ -17,7 +17,7 @@ import pytest
 
 from grouplab.zk.kazoo_backend import KazooBackend
 from grouplab.zk.run import ZkCluster
-from protocol.registry import GetChildren, GetData, Layout
+from grouplab.protocol.registry import GetChildren, GetData, Layout
 from tests.zk_server import ZooKeeperServer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -136,8 +136,8 @@ def test_members_and_added_partitions_become_the_simulators_changes() -> None:
 
 
 def test_built_in_files_live_apart_from_the_coordinator_scenarios() -> None:
-    assert builtin_zk_dir() == ROOT / "scenarios" / "zk"
-    assert not (ROOT / "scenarios" / "herd.toml").exists()
+    assert builtin_zk_dir() == ROOT / "grouplab" / "scenarios" / "zk"
+    assert not (ROOT / "grouplab" / "scenarios" / "herd.toml").exists()
 
 
 def test_zombie_window_the_cut_off_consumer_fetches_until_its_new_sessions_rebalance() -> None:

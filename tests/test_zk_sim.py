@@ -10,8 +10,8 @@ import json
 import pytest
 
 from grouplab.zk.sim import Change, Violation, ZkScenario, ZkSimulation
-from protocol.effects import LogEvent
-from protocol.registry import Layout
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.registry import Layout
 
 BASE = [
     Change(0, "join", "c1", {"t0": 2, "t1": 1}),
@@ -141,8 +141,8 @@ def test_auto_offset_reset_starts_a_partition_without_a_committed_offset(policy:
 
 
 def test_an_unknown_auto_offset_reset_is_refused_with_kafka_0_8s_names() -> None:
-    from consumer.config import ConsumerConfigError
-    from consumer.legacy.config import LegacyConfig
+    from grouplab.consumer.config import ConsumerConfigError
+    from grouplab.consumer.legacy.config import LegacyConfig
 
     with pytest.raises(ConsumerConfigError, match="smallest or largest"):
         LegacyConfig("g", "c").with_overrides(["auto.offset.reset=earliest"])

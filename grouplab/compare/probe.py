@@ -18,7 +18,7 @@ from typing import Any
 
 from grouplab.compare.script import Figures
 from grouplab.costs import CONSUMED, CostTracker
-from protocol.effects import LogEvent
+from grouplab.protocol.effects import LogEvent
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Callable
 from grouplab.compare.probe import CoordinatorProbe
 from grouplab.compare.script import CompareError, Figures, Script
 from grouplab.compare.simulate import zk_figures
-from protocol.effects import wall_clock_ms
+from grouplab.protocol.effects import wall_clock_ms
 
 Say = Callable[[str], None]
 

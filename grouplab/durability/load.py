@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumer.coordinator import Send
-from consumer.producer import Acked, ProduceFailed, ProducerConfig, ProducerFenced, ProducerMachine, ProducerReady
+from grouplab.consumer.coordinator import Send
+from grouplab.consumer.producer import Acked, ProduceFailed, ProducerConfig, ProducerFenced, ProducerMachine, ProducerReady
 from grouplab.admin import AdminClient, AdminError
-from protocol import schema
-from protocol.effects import ArmTimer, CancelTimer, wall_clock_ms
-from protocol.framing import FrameReader, encode_request, read_response
-from protocol.messages import API, Record, RequestHeader
-from protocol.types import TopicPartition
+from grouplab.protocol import schema
+from grouplab.protocol.effects import ArmTimer, CancelTimer, wall_clock_ms
+from grouplab.protocol.framing import FrameReader, encode_request, read_response
+from grouplab.protocol.messages import API, Record, RequestHeader
+from grouplab.protocol.types import TopicPartition
 
 CommitKey = tuple[str, str, int]  # (group, topic, partition)
 _CLIENT_ERRORS = (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, EOFError)

@@ -26,7 +26,7 @@ from typing import Sequence
 from grouplab.admin import AdminClient
 from grouplab.durability.load import Ledger, Losses, ProducerClient, commit_loop, verify
 from grouplab.durability.powercut import CutReport, SyncTracker
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"

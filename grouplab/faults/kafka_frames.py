@@ -11,10 +11,10 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from coordinator.kafka_wire.apis import APIS
-from coordinator.kafka_wire.codec import api_versions_response, encode_response
-from coordinator.kafka_wire.translate import View, to_kafka
-from protocol.errors import ErrorCode
+from grouplab.coordinator.kafka_wire.apis import APIS
+from grouplab.coordinator.kafka_wire.codec import api_versions_response, encode_response
+from grouplab.coordinator.kafka_wire.translate import View, to_kafka
+from grouplab.protocol.errors import ErrorCode
 
 _PREFIX = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Union
 
-from consumer.app import SimulatedConsumerApp
-from consumer.client import GroupMemberClient
+from grouplab.consumer.app import SimulatedConsumerApp
+from grouplab.consumer.client import GroupMemberClient
 
 Member = Union[SimulatedConsumerApp, GroupMemberClient]
 

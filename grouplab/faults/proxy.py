@@ -31,11 +31,11 @@ from typing import Any, Callable, Iterable
 
 from grouplab.faults.rules import (Envelope, Fate, FaultSpecError, LinkId, Rule, RuleSet, delay_range, error_code_of,
                                    error_response, link_matches, parse_spec)
-from protocol.effects import LogEvent, wall_clock_ms
-from protocol.events import FreeFormEvent
-from protocol.errors import FrameTooLarge, ProtocolError
+from grouplab.protocol.effects import LogEvent, wall_clock_ms
+from grouplab.protocol.events import FreeFormEvent
+from grouplab.protocol.errors import FrameTooLarge, ProtocolError
 from grouplab.faults.kafka_frames import error_frame, request_meta, response_correlation_id, rewrite_advertised
-from protocol.framing import FrameReader, encode_response, read_response, unpack
+from grouplab.protocol.framing import FrameReader, encode_response, read_response, unpack
 
 # Larger than any endpoint's limit (the server's socket.request.max.bytes, the client's 64 MiB), so
 # the endpoints, not the proxy, decide about big frames. A declared length beyond it switches that

@@ -46,8 +46,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from protocol.errors import ErrorCode
-from protocol.messages import API
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import API
 
 ACTIONS = ("drop", "delay", "duplicate", "hold", "error", "reorder")
 # Kafka's APIs that only the Kafka-wire listener serves (it answers them itself, docs/kafka-wire.md

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator
 
-from consumer.delivery import (AppOutput, Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, OutputLedger,
+from grouplab.consumer.delivery import (AppOutput, Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, OutputLedger,
                                Processed, input_value)
-from protocol import events
-from protocol.messages import (ProducePartitionData, ProduceRequest, ProduceResponse, ProduceTopicData, Record,
+from grouplab.protocol import events
+from grouplab.protocol.messages import (ProducePartitionData, ProduceRequest, ProduceResponse, ProduceTopicData, Record,
                                RecordBatch)
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 
 if TYPE_CHECKING:
     from grouplab.sim.scenario import DeliverySpec

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from grouplab.faults.rules import Decision, Envelope, Fate, LinkId, Rule, RuleSet, error_response
 from grouplab.sim.scenario import FaultRule
-from protocol import events
-from protocol.messages import RESPONSE_API
+from grouplab.protocol import events
+from grouplab.protocol.messages import RESPONSE_API
 
 if TYPE_CHECKING:
     from grouplab.sim.host import SimHost

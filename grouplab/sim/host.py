@@ -13,14 +13,14 @@ from collections import deque
 from random import Random
 from typing import Any, Callable, Concatenate, Protocol
 
-from coordinator.broker import Broker
-from coordinator.group import Group
+from grouplab.coordinator.broker import Broker
+from grouplab.coordinator.group import Group
 from grouplab.sim.member import SimMember
 from grouplab.sim.scenario import Scenario
 from grouplab.sim.stats import SimStats
-from protocol import events
-from protocol.effects import LogEvent
-from protocol.types import TopicPartition
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.types import TopicPartition
 
 
 class InvariantsHook(Protocol):

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from consumer.coordinator import MemberState
-from coordinator.group import GroupState
+from grouplab.consumer.coordinator import MemberState
+from grouplab.coordinator.group import GroupState
 from grouplab.rebalances import Rebalance, RebalanceTracker
-from protocol import events
-from protocol.effects import LogEvent
-from protocol.types import TopicPartition
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.types import TopicPartition
 
 if TYPE_CHECKING:
     from grouplab.sim.host import SimHost

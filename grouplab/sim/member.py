@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from consumer.config import ConsumerConfig
-from consumer.coordinator import ConsumerCoordinator
-from consumer.delivery import DeliveryApp
-from consumer.driver import MemberDriver, MemberListener, MemberTransport
-from protocol.kernel import Clock, EventSink, Schedule
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import ConsumerCoordinator
+from grouplab.consumer.delivery import DeliveryApp
+from grouplab.consumer.driver import MemberDriver, MemberListener, MemberTransport
+from grouplab.protocol.kernel import Clock, EventSink, Schedule
 
 SimMachine = ConsumerCoordinator | DeliveryApp
 

@@ -7,12 +7,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from coordinator.trace import TraceSink
+from grouplab.coordinator.trace import TraceSink
 from grouplab.eventlog import EventLog, run_dir_log
 from grouplab.tracefile import TraceFile, trace_path
 from grouplab.sim.scenario import Scenario
 from grouplab.sim.world import Simulation, SimResult
-from protocol.effects import LogEvent
+from grouplab.protocol.effects import LogEvent
 
 
 def parse_seeds(text: str) -> list[int]:

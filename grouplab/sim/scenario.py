@@ -133,7 +133,7 @@ class FaultRule:
 
 @dataclass
 class DeliverySpec:
-    """Members run a delivery-semantics application (consumer/delivery.py) instead of a plain
+    """Members run a delivery-semantics application (grouplab/consumer/delivery.py) instead of a plain
     consumer: they read `input_topic`, write every record to `output_topic`, and commit in `mode`."""
 
     mode: str = "at-least-once"
@@ -186,7 +186,7 @@ class Scenario:
     def session_timeout_ms(self) -> int | None:
         """The members' `session.timeout.ms`, if they all have the same one (for sentences that
         name it); None when member specs differ."""
-        from consumer.config import ConsumerConfig
+        from grouplab.consumer.config import ConsumerConfig
 
         values = {ConsumerConfig(group_id=self.group_id, topics=list(self.topics)).with_overrides(
             f"{k}={_kafka_value(v)}" for k, v in {**self.consumer, **m.config}.items()).session_timeout_ms
@@ -279,10 +279,8 @@ def scenario_from_text(text: str, source: str = "<scenario>", default_name: str 
 
 
 def builtin_scenarios_dir() -> Path:
-    """The repository's scenarios/ folder, next to the grouplab package (an editable install)."""
-    import grouplab
-
-    return Path(grouplab.__file__).resolve().parents[1] / "scenarios"
+    """grouplab/scenarios/: the built-in scenarios, shipped inside the package."""
+    return Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def builtin_scenario_names() -> list[str]:
@@ -291,7 +289,7 @@ def builtin_scenario_names() -> list[str]:
 
 
 def resolve_scenario(name_or_path: str | Path) -> Path:
-    """An existing file wins; else a built-in name (`crash-storm` -> scenarios/crash-storm.toml), so
+    """An existing file wins; else a built-in name (`crash-storm` -> grouplab/scenarios/crash-storm.toml), so
     `--scenario crash-storm` works from any directory."""
     path = Path(name_or_path)
     if path.is_file():
@@ -307,9 +305,9 @@ def resolve_scenario(name_or_path: str | Path) -> Path:
 
 
 def _validate(s: Scenario, source: str) -> None:
-    from consumer.assignors import get_assignor
-    from consumer.config import ConsumerConfig
-    from coordinator.config import BrokerConfig
+    from grouplab.consumer.assignors import get_assignor
+    from grouplab.consumer.config import ConsumerConfig
+    from grouplab.coordinator.config import BrokerConfig
 
     if not s.topics or any(not isinstance(n, int) or n < 1 for n in s.topics.values()):
         raise ScenarioError(f"{source}: topics must map names to partition counts >= 1")

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from grouplab.costs import CostTracker, StallReport, describe_partition_time, describe_stall
-from protocol import events
-from protocol.effects import LogEvent
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent
 
 
 @dataclass

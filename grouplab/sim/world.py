@@ -31,26 +31,26 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Concatenate
 
-from consumer.config import ConsumerConfig
-from consumer.coordinator import JOIN_GRACE_MS, ConsumerCoordinator, MemberState, Send
-from consumer.delivery import AppOutput
-from coordinator.broker import Broker, RequestContext, SequentialMemberIds
-from coordinator.config import BrokerConfig
-from coordinator.driver import CoordinatorDriver
-from coordinator.group import GroupState
-from coordinator.partition_log import LogStore, MemoryLogStore
-from coordinator.trace import TraceRecorder, TraceSink
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import JOIN_GRACE_MS, ConsumerCoordinator, MemberState, Send
+from grouplab.consumer.delivery import AppOutput
+from grouplab.coordinator.broker import Broker, RequestContext, SequentialMemberIds
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.driver import CoordinatorDriver
+from grouplab.coordinator.group import GroupState
+from grouplab.coordinator.partition_log import LogStore, MemoryLogStore
+from grouplab.coordinator.trace import TraceRecorder, TraceSink
 from grouplab.sim.delivery import DeliveryWorld
 from grouplab.sim.fault_rules import SimFaultRules
 from grouplab.sim.invariants import Invariants, Violation, format_step
 from grouplab.sim.member import SimMember
 from grouplab.sim.scenario import RANDOM_KINDS, Scenario, ScheduledFault, _kafka_value
 from grouplab.sim.stats import SimStats
-from protocol import events
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
-from protocol.kernel import UnhandledOutput
-from protocol.messages import CreatePartitionsRequest, CreatePartitionsTopic
-from protocol.types import TopicPartition
+from grouplab.protocol import events
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
+from grouplab.protocol.kernel import UnhandledOutput
+from grouplab.protocol.messages import CreatePartitionsRequest, CreatePartitionsTopic
+from grouplab.protocol.types import TopicPartition
 
 POLL_KEY = ("poll",)
 

@@ -15,7 +15,7 @@ from grouplab.runlog import parse_line
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.narrate import COORDINATOR, Narrated, Narrator
 from grouplab.teach.world import BEFORE, World, world_lines
-from protocol import events
+from grouplab.protocol import events
 
 
 @dataclass

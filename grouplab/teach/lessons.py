@@ -1,4 +1,4 @@
-"""The built-in lessons: small scenarios (scenarios/lessons/*.toml), each with a `[lesson]` table
+"""The built-in lessons: small scenarios (grouplab/scenarios/lessons/*.toml), each with a `[lesson]` table
 and a title and introduction in every message catalogue, told by `grouplab explain <lesson>`.
 
 A lesson is a scenario like any other, so `grouplab simulate` runs it too; what makes it a lesson
@@ -25,8 +25,8 @@ from grouplab.sim.scenario import (LessonSpec, Scenario, ScenarioError, builtin_
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.explain import Filter, Story, markdown, narrate_run, select
 from grouplab.teach.narrate import Narrated
-from protocol import events
-from protocol.types import TopicPartition
+from grouplab.protocol import events
+from grouplab.protocol.types import TopicPartition
 
 
 def lessons_dir() -> Path:

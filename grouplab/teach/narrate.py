@@ -13,18 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.broker import Broker
-from coordinator.trace import from_json, request_body
+from grouplab.coordinator.broker import Broker
+from grouplab.coordinator.trace import from_json, request_body
 from grouplab.replay import Step
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.notes import Notes
 from grouplab.teach.notes import compact as _compact
-from protocol import events
-from protocol.consumer_protocol import decode_assignment
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import API
-from protocol.schema import decode
-from protocol.types import TopicPartition
+from grouplab.protocol import events
+from grouplab.protocol.consumer_protocol import decode_assignment
+from grouplab.protocol.errors import ErrorCode, ProtocolError
+from grouplab.protocol.messages import API
+from grouplab.protocol.schema import decode
+from grouplab.protocol.types import TopicPartition
 
 COORDINATOR = "coordinator"
 
@@ -415,7 +415,7 @@ class Narrator:
         return _compact(parts) or self.c.t("none")
 
     def _subscription(self, metadata: bytes) -> str:
-        from protocol.consumer_protocol import decode_subscription
+        from grouplab.protocol.consumer_protocol import decode_subscription
 
         try:
             sub = decode_subscription(metadata)

@@ -14,16 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from coordinator.trace import from_json
+from grouplab.coordinator.trace import from_json
 from grouplab.replay import Step
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.reasons import OWN_REASONS
-from protocol import events
-from protocol.consumer_protocol import decode_assignment, decode_subscription
-from protocol.errors import ProtocolError
-from protocol.messages import API
-from protocol.schema import decode
-from protocol.types import TopicPartition
+from grouplab.protocol import events
+from grouplab.protocol.consumer_protocol import decode_assignment, decode_subscription
+from grouplab.protocol.errors import ProtocolError
+from grouplab.protocol.messages import API
+from grouplab.protocol.schema import decode
+from grouplab.protocol.types import TopicPartition
 
 COOPERATIVE_FOLLOWUP = "why.member.cooperative_followup"
 

@@ -11,9 +11,9 @@ import asyncio
 import math
 from typing import Any
 
-from consumer.assignors import UnknownAssignor, assignor_names
+from grouplab.consumer.assignors import UnknownAssignor, assignor_names
 from grouplab.cluster import ClusterError, LocalCluster
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 
 DEFAULT_PARTITION_S = 15.0
 
@@ -95,7 +95,7 @@ class Controls:
         async with self._lock:
             try:
                 if assignors is not None:
-                    from consumer.assignors import get_assignor
+                    from grouplab.consumer.assignors import get_assignor
 
                     for a in assignors:
                         get_assignor(a)

@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator, Callable
 
 from grouplab.ui.model import DashboardModel
 from grouplab.ui.timeline import Narrate, Timeline, describe
-from protocol.effects import LogEvent, wall_clock_ms
+from grouplab.protocol.effects import LogEvent, wall_clock_ms
 
 PUSH_INTERVAL_S = 0.5
 BACKLOG = 1000  # timeline entries a page gets when it opens

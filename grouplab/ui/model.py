@@ -28,10 +28,10 @@ from typing import Any
 
 from grouplab.costs import ASSIGNED_NOT_CONSUMED, CONSUMED, CostTracker, Segment, Stall
 from grouplab.rebalances import Rebalance
-from protocol.consumer_protocol import decode_subscription
-from protocol.effects import LogEvent
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.types import TopicPartition
+from grouplab.protocol.consumer_protocol import decode_subscription
+from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.errors import ErrorCode, ProtocolError
+from grouplab.protocol.types import TopicPartition
 
 TP = TopicPartition
 

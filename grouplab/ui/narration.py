@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
-from coordinator.broker import Broker
+from grouplab.coordinator.broker import Broker
 from grouplab.replay import Step
 from grouplab.teach.narrate import Narrated, Narrator
-from protocol.effects import LogEvent
+from grouplab.protocol.effects import LogEvent
 
 INPUTS = frozenset({"request", "timer"})
 

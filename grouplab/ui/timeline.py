@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grouplab.teach.catalog import Catalog, placeholders
-from protocol.consumer_protocol import decode_assignment
-from protocol.errors import ProtocolError
-from protocol.types import TopicPartition, format_partitions
+from grouplab.protocol.consumer_protocol import decode_assignment
+from grouplab.protocol.errors import ProtocolError
+from grouplab.protocol.types import TopicPartition, format_partitions
 
 from grouplab.ui.model import error_name
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from consumer.legacy.driver import LegacyDriver
-from protocol.types import TopicPartition
+from grouplab.consumer.legacy.driver import LegacyDriver
+from grouplab.protocol.types import TopicPartition
 
 
 class Fetching:

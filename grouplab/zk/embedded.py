@@ -17,10 +17,10 @@ import functools
 from collections import deque
 from typing import Any, Callable
 
-from coordinator.registry import Notify, Registry, RegistryOutput, SessionExpiredNotice
-from protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
-from protocol.kernel import CancellableSchedule, Clock, EventSink, TimerTable, UnhandledOutput, no_event_log
-from protocol.registry import (
+from grouplab.coordinator.registry import Notify, Registry, RegistryOutput, SessionExpiredNotice
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
+from grouplab.protocol.kernel import CancellableSchedule, Clock, EventSink, TimerTable, UnhandledOutput, no_event_log
+from grouplab.protocol.registry import (
     Delete,
     RegistryCallback,
     RegistryError,

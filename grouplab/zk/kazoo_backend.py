@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from protocol.registry import (
+from grouplab.protocol.registry import (
     Create,
     Delete,
     Exists,

@@ -11,16 +11,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from consumer.legacy.config import LegacyConfig
-from consumer.legacy.connector import LegacyConsumer, Phase
-from consumer.legacy.driver import LegacyDriver
+from grouplab.consumer.legacy.config import LegacyConfig
+from grouplab.consumer.legacy.connector import LegacyConsumer, Phase
+from grouplab.consumer.legacy.driver import LegacyDriver
 from grouplab.zk.account import Counters, Fetching
 from grouplab.zk.embedded import RegistryServer, loop_post
 from grouplab.zk.forwarder import CuttableForwarder
-from protocol.effects import wall_clock_ms
-from protocol.effects import TimerKey
-from protocol.kernel import EventSink, TimerTable, Timers
-from protocol.registry import (
+from grouplab.protocol.effects import wall_clock_ms
+from grouplab.protocol.effects import TimerKey
+from grouplab.protocol.kernel import EventSink, TimerTable, Timers
+from grouplab.protocol.registry import (
     Create,
     Layout,
     RegistryBackend,
@@ -30,7 +30,7 @@ from protocol.registry import (
     encode_topic,
     topic_path,
 )
-from protocol.types import TopicPartition
+from grouplab.protocol.types import TopicPartition
 
 
 class ZkRunError(Exception):

@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from consumer.config import ConsumerConfigError
-from consumer.legacy.config import LegacyConfig
+from grouplab.consumer.config import ConsumerConfigError
+from grouplab.consumer.legacy.config import LegacyConfig
 from grouplab.sim.scenario import ScenarioError, _build, _kafka_value, _range, builtin_scenarios_dir
 from grouplab.zk.sim import KINDS, Change, ZkScenario
 
@@ -197,7 +197,7 @@ def builtin_zk_names() -> list[str]:
 
 
 def load_zk_scenario(name_or_path: str | Path) -> ZkScenario:
-    """An existing file, or a built-in name (`herd` -> scenarios/zk/herd.toml)."""
+    """An existing file, or a built-in name (`herd` -> grouplab/scenarios/zk/herd.toml)."""
     path = Path(name_or_path)
     if not path.is_file():
         text = str(name_or_path)

@@ -35,16 +35,16 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from consumer.legacy.config import LegacyConfig
-from consumer.legacy.connector import LegacyConsumer, Phase
-from consumer.legacy.driver import LegacyDriver
+from grouplab.consumer.legacy.config import LegacyConfig
+from grouplab.consumer.legacy.connector import LegacyConsumer, Phase
+from grouplab.consumer.legacy.driver import LegacyDriver
 from grouplab.zk.embedded import EmbeddedClient, RegistryServer
 from grouplab.zk.account import Counters, Fetching, ZkChange
-from protocol import events
-from protocol.effects import LogEvent, TimerKey
-from protocol.kernel import Timers, TimerTable
-from protocol.registry import Layout, Registration, encode_topic, topic_path
-from protocol.types import TopicPartition
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent, TimerKey
+from grouplab.protocol.kernel import Timers, TimerTable
+from grouplab.protocol.registry import Layout, Registration, encode_topic, topic_path
+from grouplab.protocol.types import TopicPartition
 
 
 @dataclass(frozen=True)
@@ -340,7 +340,7 @@ class ZkSimulation:
         registry, path = self.server.registry, topic_path(topic)
         sid, outs = registry.open_session(6000, self.now)
         self.server.apply(outs)
-        from protocol.registry import Create, SetData
+        from grouplab.protocol.registry import Create, SetData
         op = SetData(path, encode_topic(count)) if path in registry.nodes else Create(path, encode_topic(count), makepath=True)
         self.server.apply(registry.call((_Admin(), lambda r: None), sid, op, self.now))
         self.server.apply(registry.close_session(sid, self.now))

@@ -13,7 +13,7 @@ from rich.table import Table
 from grouplab.sim.runner import RunDirEvents
 from grouplab.sim.timeline import Timeline
 from grouplab.zk.sim import Violation, ZkResult, ZkScenario, ZkSimulation
-from protocol.effects import LogEvent
+from grouplab.protocol.effects import LogEvent
 
 
 def _pairs(partitions: list[list[object]]) -> str:

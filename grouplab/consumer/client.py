@@ -1,0 +1,246 @@
+"""The asyncio shell around the pure ConsumerCoordinator: one TCP connection to the coordinator,
+frames in and out, timers, reconnects, and the rebalance listener's callbacks.
+
+Everything the member decides is decided by ConsumerCoordinator; this file only carries it out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable, Protocol
+
+from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.coordinator import ConsumerCoordinator, MemberState, Send
+from grouplab.consumer.delivery import AppOutput, DeliveryApp
+from grouplab.consumer.driver import MemberDriver
+from grouplab.protocol import events
+from grouplab.protocol.effects import LogEvent, TimerKey, wall_clock_ms
+from grouplab.protocol.errors import ProtocolError
+from grouplab.protocol import schema
+from grouplab.protocol.framing import FrameReader, encode_request, read_response
+from grouplab.protocol.kernel import TimerTable, loop_schedule
+from grouplab.protocol.messages import API, RequestHeader
+from grouplab.protocol.types import TopicPartition
+
+_log = logging.getLogger("grouplab.consumer")
+
+
+class RebalanceListener(Protocol):
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None: ...
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None: ...
+
+
+class _Wire(asyncio.Protocol):
+    def __init__(self, client: "GroupMemberClient") -> None:
+        self.client = client
+        self.reader = FrameReader(64 * 1024 * 1024)
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        for frame in self.reader.feed(data):
+            self.client._on_frame(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.client._on_connection_lost(self)
+
+
+class GroupMemberClient:
+    """A group member over a real socket. `start()` joins; `close()` leaves; `poll()` says the
+    application is alive (max.poll.interval.ms)."""
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        host: str = "127.0.0.1",
+        port: int = 9192,
+        listener: RebalanceListener | None = None,
+        events: Any = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        machine: ConsumerCoordinator | DeliveryApp | None = None,
+    ) -> None:
+        self.config = config
+        self.host = host
+        self.port = port
+        self.listener = listener
+        self.events = events
+        self.clock = clock
+        # The member's machine: a ConsumerCoordinator, or anything with its inputs and outputs
+        # (consumer/delivery.py's DeliveryApp wraps one, and its own outputs go to the listener's
+        # on_output, if it has one).
+        self.machine = machine if machine is not None else ConsumerCoordinator(config)
+        self._wire: _Wire | None = None
+        self._pending_api: dict[int, str] = {}
+        self._timers: TimerTable | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing = False
+        self._connecting: asyncio.Task | None = None
+        self._state_changed = asyncio.Event()
+        shell = _ClientShell(self)
+        self.driver: MemberDriver[ConsumerCoordinator | DeliveryApp] = MemberDriver(
+            config.group_id, clock, self._schedule, shell, shell, self._emit)  # reads self.events when called
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def state(self) -> MemberState:
+        return self.machine.state
+
+    @property
+    def member_id(self) -> str:
+        return self.machine.member_id
+
+    @property
+    def generation_id(self) -> int:
+        return self.machine.generation_id
+
+    @property
+    def assignment(self) -> list[TopicPartition]:
+        return list(self.machine.owned)
+
+    @property
+    def reconnects(self) -> int:
+        return self.driver.reconnects
+
+    async def start(self) -> "GroupMemberClient":
+        self._loop = asyncio.get_running_loop()
+        self._timers = TimerTable(loop_schedule(self._loop), self.clock, self._fire)
+        await self._open()
+        self.driver.boot(self.machine, self._timers, connected=True)
+        self.driver.start()
+        return self
+
+    def poll(self) -> None:
+        self.driver.poll()
+
+    async def close(self, leave: bool = True) -> None:
+        """Leave the group (LeaveGroup) and close the socket. `leave=False` is a crash: no goodbye."""
+        self._closing = True
+        if leave:
+            self.driver.close()
+        self.driver.stop()
+        if self._connecting is not None:
+            self._connecting.cancel()
+        wire, self._wire = self._wire, None
+        if wire is not None and wire.transport is not None:
+            transport = wire.transport
+            if leave:
+                # Give the LeaveGroup a moment to reach the socket buffer of the peer.
+                await asyncio.sleep(0)
+            transport.close() if leave else transport.abort()
+
+    async def wait_for(self, predicate: Callable[["GroupMemberClient"], bool], timeout_s: float) -> None:
+        """Wait until predicate(self) holds, re-checked after every state change."""
+        async def loop() -> None:
+            while not predicate(self):
+                self._state_changed.clear()
+                await self._state_changed.wait()
+        await asyncio.wait_for(loop(), timeout_s)
+
+    # ------------------------------------------------------------------ connection
+
+    async def _open(self) -> None:
+        assert self._loop is not None
+        _, wire = await self._loop.create_connection(lambda: _Wire(self), self.host, self.port)
+        self._wire = wire
+
+    def _schedule(self, delay_ms: int, action: Callable[[], None]) -> asyncio.TimerHandle:
+        assert self._loop is not None
+        return self._loop.call_later(delay_ms / 1000, action)
+
+    def _on_connection_lost(self, wire: _Wire) -> None:
+        if wire is not self._wire or self._closing:
+            return
+        self._wire = None
+        self._pending_api.clear()
+        self.driver.connection_lost()
+
+    # ------------------------------------------------------------------ frames
+
+    def _on_frame(self, frame: bytes) -> None:
+        try:
+            cid, raw_body = read_response(frame)
+            api = self._pending_api.pop(cid, None)
+            if api is None:
+                self._emit(LogEvent(self.clock(), events.UnexpectedResponse(
+                    self.config.group_id, self.machine.member_id, correlation_id=cid, body=repr(raw_body)[:200])))
+                return
+            body: Any = schema.decode(API[api].response, raw_body, "body")
+        except ProtocolError as exc:
+            self._emit(LogEvent(self.clock(), events.BadResponse(self.config.group_id, self.machine.member_id,
+                                                                 error=exc.message)))
+            return
+        self.driver.on_response(cid, body)
+
+    def _ids(self) -> dict[str, Any]:
+        return {"group_id": self.config.group_id, "member_id": self.machine.member_id}
+
+    def _fire(self, key: TimerKey) -> None:
+        self.driver.on_timer(key)
+
+    def _emit(self, ev: LogEvent) -> None:
+        if self.events is not None:
+            self.events.emit(ev)
+
+
+class _ClientShell:
+    """What the client's MemberDriver is given as transport and listener: the socket, and the
+    application's rebalance listener (plus its on_output, for a DeliveryApp's outputs)."""
+
+    def __init__(self, client: GroupMemberClient) -> None:
+        self.client = client
+
+    def send(self, epoch: int, request: Send) -> None:
+        client = self.client
+        wire = client._wire
+        assert wire is not None and wire.transport is not None, "the driver sends only while connected"
+        client._pending_api[request.correlation_id] = request.api
+        header = RequestHeader(request.api, API[request.api].max_version, request.correlation_id, client.config.client_id)
+        wire.transport.write(encode_request(header, request.body))
+
+    def disconnect(self) -> None:
+        client = self.client
+        wire, client._wire = client._wire, None
+        client._pending_api.clear()
+        if wire is not None and wire.transport is not None:
+            wire.transport.abort()
+
+    def connect(self, done: Callable[[bool], None]) -> None:
+        client = self.client
+        if client._closing or (client._connecting is not None and not client._connecting.done()):
+            return
+
+        async def attempt() -> None:
+            try:
+                await client._open()
+            except OSError:
+                done(False)
+                return
+            done(True)
+
+        client._connecting = asyncio.ensure_future(attempt())
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        if self.client.listener is not None:
+            self.client.listener.on_partitions_revoked(partitions)
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+        if self.client.listener is not None:
+            self.client.listener.on_partitions_assigned(partitions)
+
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
+        if self.client.listener is not None:
+            self.client.listener.on_partitions_lost(partitions)
+
+    def on_app_output(self, out: AppOutput) -> None:
+        on_output = getattr(self.client.listener, "on_output", None)
+        if on_output is not None:
+            on_output(out)
+
+    def on_step(self) -> None:
+        self.client._state_changed.set()

@@ -1,0 +1,273 @@
+"""The member-side driver: one member machine (a ConsumerCoordinator, or a DeliveryApp around one),
+its timers and its connection to the coordinator.
+
+The asyncio client (consumer/client.py), the simulator (grouplab/sim/world.py) and the tests'
+virtual-time harness (tests/pair.py) each run their members through one of these and differ only
+in what they inject: the clock, a scheduler, the transport (a socket, a simulated link), the
+listener that hears of partitions and of the application's outputs, and the event log.
+
+The connection, as every shell models it: requests go out on the open connection, numbered by
+`epoch` (a shell drops whatever arrives for an older one); a request made while there is none is
+lost, and the machine hears of it (on_disconnect) once reconnected, so that it asks again; a
+closed connection is reopened after the reconnect back-off.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Generic, Protocol, TypeVar, get_args
+
+from grouplab.consumer.coordinator import (
+    MemberOutput,
+    PartitionsAssigned,
+    PartitionsLost,
+    PartitionsRevoked,
+    Reconnect,
+    Send,
+)
+from grouplab.consumer.delivery import AppOutput
+from grouplab.protocol import events
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, TimerKey
+from grouplab.protocol.kernel import Clock, EventSink, Schedule, Timers, UnhandledOutput, no_event_log
+from grouplab.protocol.types import TopicPartition
+
+RECONNECT_BACKOFF_MS = 50
+RECONNECT_BACKOFF_MAX_MS = 1000
+
+DriverOutput = MemberOutput | AppOutput
+"""Every output a MemberDriver carries out: a closed union."""
+
+
+class ReconnectBackoff:
+    """Kafka's reconnect.backoff.ms and reconnect.backoff.max.ms, without the jitter: wait 50 ms
+    before reconnecting, twice as long after each attempt that finds the coordinator unreachable,
+    at most 1 s, and 50 ms again once connected."""
+
+    __slots__ = ("initial_ms", "max_ms", "delay_ms")
+
+    def __init__(self, initial_ms: int = RECONNECT_BACKOFF_MS, max_ms: int = RECONNECT_BACKOFF_MAX_MS) -> None:
+        self.initial_ms = initial_ms
+        self.max_ms = max_ms
+        self.delay_ms = initial_ms
+
+    def failed(self) -> None:
+        self.delay_ms = min(self.delay_ms * 2, self.max_ms)
+
+    def reset(self) -> None:
+        self.delay_ms = self.initial_ms
+
+
+class MemberMachine(Protocol):
+    """A ConsumerCoordinator's inputs and outputs (a DeliveryApp has the same)."""
+
+    @property
+    def member_id(self) -> str: ...
+
+    def start(self, now_ms: int) -> list[DriverOutput]: ...
+
+    def poll(self, now_ms: int) -> list[DriverOutput]: ...
+
+    def close(self, now_ms: int) -> list[DriverOutput]: ...
+
+    def on_disconnect(self, now_ms: int) -> list[DriverOutput]: ...
+
+    def on_timer(self, key: TimerKey, now_ms: int) -> list[DriverOutput]: ...
+
+    def on_response(self, correlation_id: int, body: Any, now_ms: int) -> list[DriverOutput]: ...
+
+
+M = TypeVar("M", bound=MemberMachine)
+
+
+class MemberTransport(Protocol):
+    """The member's end of its connection to the coordinator."""
+
+    def send(self, epoch: int, request: Send) -> None:
+        """Put `request` on the open connection number `epoch`."""
+
+    def disconnect(self) -> None:
+        """Drop the open connection (the machine asked to Reconnect); what is in flight is lost."""
+
+    def connect(self, done: Callable[[bool], None]) -> None:
+        """Try to open a connection; call `done(opened)` when known (at once in virtual time). May
+        do nothing while an earlier attempt is still under way: that one reports."""
+
+
+class MemberListener(Protocol):
+    """The member's owner: the application's rebalance listener and whatever watches the member."""
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None: ...
+
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None: ...
+
+    def on_app_output(self, out: AppOutput) -> None:
+        """A DeliveryApp's report (Processed, Committed) or its request to crash (CrashNow)."""
+
+    def on_step(self) -> None:
+        """The outputs of one step were carried out."""
+
+
+class MemberDriver(Generic[M]):
+    """Runs one member's machine: each input is a step at `clock()`, and every output of the step
+    is carried out (DriverOutput, exhaustively: anything else raises UnhandledOutput).
+
+    A shell keeps one driver per member; each process of the member is `boot`ed on it with its
+    machine and its timers (the simulator restarts crashed processes), and `stop` ends it: its
+    timers, pending reconnects and the rest of the step it ended in are dropped. `epoch` counts
+    connections across processes, so nothing addressed to an old one is ever taken for new."""
+
+    def __init__(self, group_id: str, clock: Clock, schedule: Schedule, transport: MemberTransport,
+                 listener: MemberListener, events: EventSink | None,
+                 backoff: ReconnectBackoff | None = None) -> None:
+        self.group_id = group_id
+        self.clock = clock
+        self.schedule = schedule
+        self.transport = transport
+        self.listener = listener
+        self.events = events
+        self.backoff = backoff if backoff is not None else ReconnectBackoff()
+        self.machine: M | None = None  # None while no process runs
+        self.timers: Timers | None = None
+        self.incarnation = 0  # processes booted
+        self.epoch = 0  # connections opened (and closed)
+        self.connected = False
+        self.dropped_sends = False  # a request found no connection: tell the machine once reconnected
+        self.reconnects = 0
+        self._on_step = listener.on_step
+        app_output = listener.on_app_output
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Send: self._send,
+            LogEvent: events if events is not None else no_event_log,
+            PartitionsAssigned: lambda out: listener.on_partitions_assigned(out.partitions),
+            PartitionsRevoked: lambda out: listener.on_partitions_revoked(out.partitions),
+            PartitionsLost: lambda out: listener.on_partitions_lost(out.partitions),
+            Reconnect: self._reconnect,
+            **{kind: app_output for kind in get_args(AppOutput)},
+        }
+
+    # ------------------------------------------------------------------ a process
+
+    def boot(self, machine: M, timers: Timers, connected: bool) -> None:
+        """A new process: its machine, its timers, and a connection (open, or to be opened by
+        `start`)."""
+        self.incarnation += 1
+        self.machine = machine
+        self.timers = timers
+        self._handlers[ArmTimer] = self._handlers[CancelTimer] = timers.apply
+        self.epoch += 1
+        self.connected = connected
+        self.dropped_sends = False
+        self.backoff.reset()
+
+    def stop(self) -> None:
+        """The process is gone (crashed, exited or closed): nothing of it runs any more."""
+        if self.timers is not None:
+            self.timers.cancel_all()
+        self.machine = None
+        self.connected = False
+        self.epoch += 1
+
+    # ------------------------------------------------------------------ inputs (dropped while no process runs)
+
+    def start(self) -> None:
+        machine = self.machine
+        if machine is None:
+            return
+        self._log_connected(machine)
+        self.apply(machine.start(self.clock()))
+        if not self.connected:
+            self.reconnect_later()
+
+    def poll(self) -> None:
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.poll(self.clock()))
+
+    def close(self) -> None:
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.close(self.clock()))
+
+    def on_timer(self, key: TimerKey) -> None:
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.on_timer(key, self.clock()))
+
+    def on_response(self, correlation_id: int, body: Any) -> None:
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.on_response(correlation_id, body, self.clock()))
+
+    def tell_disconnected(self) -> None:
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.on_disconnect(self.clock()))
+
+    def connection_lost(self) -> None:
+        """The connection closed under the member: it hears of it, and reconnects."""
+        self.lose_connection()
+        self.tell_disconnected()
+        self.reconnect_later()
+
+    def lose_connection(self) -> None:
+        self.connected = False
+        self.epoch += 1
+
+    # ------------------------------------------------------------------ reconnecting
+
+    def reconnect_later(self) -> None:
+        incarnation = self.incarnation
+        self.schedule(self.backoff.delay_ms, lambda: self._try_reconnect(incarnation))
+
+    def _try_reconnect(self, incarnation: int) -> None:
+        if self.machine is None or self.incarnation != incarnation or self.connected:
+            return
+        self.transport.connect(lambda opened: self._reconnected(incarnation, opened))
+
+    def _reconnected(self, incarnation: int, opened: bool) -> None:
+        machine = self.machine
+        if machine is None or self.incarnation != incarnation or self.connected:
+            return
+        if not opened:
+            self.backoff.failed()
+            self.reconnect_later()
+            return
+        self.connected = True
+        self.epoch += 1
+        self.backoff.reset()
+        self.reconnects += 1
+        self._log_connected(machine)
+        if self.dropped_sends:
+            self.dropped_sends = False
+            self.tell_disconnected()
+
+    def _log_connected(self, machine: MemberMachine) -> None:
+        if self.events is not None:
+            self.events(LogEvent(self.clock(), events.CoordinatorConnected(self.group_id, machine.member_id)))
+
+    # ------------------------------------------------------------------ outputs
+
+    def apply(self, outputs: list[DriverOutput]) -> None:
+        machine = self.machine
+        handlers = self._handlers
+        for out in outputs:
+            try:
+                handler = handlers[type(out)]
+            except KeyError:
+                raise UnhandledOutput("the member driver", out) from None
+            handler(out)
+            if self.machine is not machine:
+                break  # the process ended on this output (a crash it asked for): the rest never happened
+        self._on_step()
+
+    def _send(self, out: Send) -> None:
+        if self.connected:
+            self.transport.send(self.epoch, out)
+        else:
+            self.dropped_sends = True
+
+    def _reconnect(self, out: Reconnect) -> None:
+        self.lose_connection()
+        self.transport.disconnect()
+        self.reconnect_later()

@@ -1,0 +1,466 @@
+"""The producer, pure: the idempotent producer's sequence numbers and retries (KIP-98), and the
+transactional producer's calls (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn).
+
+One batch in flight per partition (max.in.flight.requests.per.connection = 1), so batches reach a
+partition in order. A batch that gets no answer within `request.timeout.ms` is sent again with the
+same producer id, epoch and sequence: if the first copy was written, the broker acknowledges the
+retry with the original offset instead of writing it twice. That is the whole point of
+idempotence, and what a lost acknowledgement tests.
+
+Inputs carry `now_ms`; outputs are `Send` (from consumer.coordinator), timers, log events, and the
+reports below.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Concatenate
+
+from grouplab.consumer.coordinator import Send
+from grouplab.protocol import events
+from grouplab.protocol.effects import ArmTimer, CancelTimer, StepOutputs
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopic,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicData,
+    Record,
+    RecordBatch,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
+from grouplab.protocol.states import ProducerState
+from grouplab.protocol.types import TopicPartition
+
+
+@dataclass(slots=True)
+class Acked:
+    """A batch is durable at `base_offset` (`retried`: it took more than one attempt; if an
+    earlier attempt had been written, the broker answered with that attempt's offset)."""
+
+    tp: TopicPartition
+    batch_id: int
+    base_offset: int
+    count: int
+    retried: bool = False
+
+
+@dataclass(slots=True)
+class ProduceFailed:
+    tp: TopicPartition
+    batch_id: int
+    error: ErrorCode
+
+
+@dataclass(slots=True)
+class ProducerReady:
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(slots=True)
+class TxnDone:
+    committed: bool
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(slots=True)
+class ProducerFenced:
+    error: ErrorCode
+
+
+@dataclass
+class ProducerConfig:
+    client_id: str = "producer"
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
+    request_timeout_ms: int = 30_000
+    retry_backoff_ms: int = 100
+
+
+@dataclass
+class _Batch:
+    batch_id: int
+    tp: TopicPartition
+    records: list[Record]
+    sequence: int = -1
+    attempts: int = 0
+
+
+_RETRIABLE = {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+              ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS,
+              ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.KAFKA_STORAGE_ERROR}
+_FENCED = {ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH}
+# The coordinator no longer knows this transaction as ours (e.g. it aborted it at a restart):
+# nothing to retry; like a fencing, the application starts over with a new producer.
+_FATAL_TXN = _FENCED | {ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+
+
+@dataclass
+class ProducerMachine(StepOutputs):
+    config: ProducerConfig
+    state: ProducerState = ProducerState.INIT
+    producer_id: int = -1
+    producer_epoch: int = -1
+    log_events: bool = True
+
+    def __post_init__(self) -> None:
+        self._cid = 0
+        self._batch_ids = 0
+        self._inflight: dict[int, tuple[str, Any]] = {}  # correlation id -> (purpose, detail)
+        self._queues: dict[TopicPartition, deque[_Batch]] = {}
+        self._sending: dict[TopicPartition, _Batch] = {}  # the one batch in flight per partition
+        self._next_seq: dict[TopicPartition, int] = {}
+        self._txn_partitions: set[TopicPartition] = set()
+        self._pending_add: set[TopicPartition] = set()
+        self._txn_offsets: list[tuple[dict[TopicPartition, int], str, int, str]] = []
+        self._end_requested: bool | None = None
+        self._retry_after: dict[tuple, tuple[str, Any]] = {}  # retry timer key -> what to retry
+        self._retry_seq = 0
+        self._out: list[Any] = []
+        self._now = 0
+
+    @property
+    def transactional(self) -> bool:
+        return self.config.transactional_id is not None
+
+    @property
+    def _txn_id(self) -> str:
+        """The transactional id, for the requests only a transactional producer sends."""
+        txn_id = self.config.transactional_id
+        assert txn_id is not None, "a transaction API on an idempotent producer"
+        return txn_id
+
+    # ------------------------------------------------------------------ inputs
+
+    def start(self, now_ms: int) -> list[Any]:
+        self._begin(now_ms)
+        self._init_producer_id()
+        return self._end()
+
+    def send(self, tp: TopicPartition, records: list[Record], now_ms: int) -> tuple[int, list[Any]]:
+        """Queue a batch; returns its id (reported back in Acked/ProduceFailed) and the outputs."""
+        self._begin(now_ms)
+        assert self.state in (ProducerState.READY, ProducerState.IN_TXN, ProducerState.INIT), self.state
+        if self.transactional and self.state is not ProducerState.IN_TXN:
+            raise RuntimeError("a transactional producer sends inside begin_transaction()")
+        self._batch_ids += 1
+        batch = _Batch(self._batch_ids, tp, records)
+        self._queues.setdefault(tp, deque()).append(batch)
+        if self.transactional and tp not in self._txn_partitions:
+            self._add_partition(tp)
+        self._pump(tp)
+        return batch.batch_id, self._end()
+
+    def begin_transaction(self) -> None:
+        assert self.transactional and self.state is ProducerState.READY, self.state
+        self.state = ProducerState.IN_TXN
+        self._txn_partitions = set()
+        self._txn_offsets = []
+
+    def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int], group_id: str, generation_id: int,
+                                    member_id: str, now_ms: int) -> list[Any]:
+        """KIP-447: the consumer's group metadata travels with the offsets, so a stale
+        generation's commit is refused."""
+        self._begin(now_ms)
+        assert self.state is ProducerState.IN_TXN
+        self._txn_offsets.append((dict(offsets), group_id, generation_id, member_id))
+        self._send(AddOffsetsToTxnRequest(self._txn_id, self.producer_id, self.producer_epoch, group_id),
+                   "AddOffsetsToTxn", ("add_offsets", len(self._txn_offsets) - 1))
+        return self._end()
+
+    def commit_transaction(self, now_ms: int) -> list[Any]:
+        return self._request_end(True, now_ms)
+
+    def abort_transaction(self, now_ms: int) -> list[Any]:
+        return self._request_end(False, now_ms)
+
+    def idle(self) -> bool:
+        """Nothing queued or in flight (for a transaction: nothing left before EndTxn)."""
+        return not self._sending and not any(self._queues.values()) and not self._pending_add and not self._inflight
+
+    def on_disconnect(self, now_ms: int) -> list[Any]:
+        """In-flight requests are lost with the connection: resend what needs resending."""
+        self._begin(now_ms)
+        lost = list(self._inflight.values())
+        self._inflight.clear()
+        for purpose, detail in lost:
+            self._retry(purpose, detail)
+        return self._end()
+
+    def on_timer(self, key: tuple, now_ms: int) -> list[Any]:
+        self._begin(now_ms)
+        if key[0] == "request" and key[1] in self._inflight:
+            purpose, detail = self._inflight.pop(key[1])
+            self._log(events.ProducerRequestTimedOut, purpose=purpose)
+            self._retry(purpose, detail)
+        elif key[0] == "retry" and key in self._retry_after:
+            purpose, detail = self._retry_after.pop(key)
+            self._retry(purpose, detail)
+        return self._end()
+
+    def on_response(self, correlation_id: int, body: Any, now_ms: int) -> list[Any]:
+        self._begin(now_ms)
+        entry = self._inflight.pop(correlation_id, None)
+        if entry is None or self.state is ProducerState.FENCED:
+            return self._end()
+        self._out.append(CancelTimer(("request", correlation_id)))
+        purpose, detail = entry
+        if isinstance(body, InitProducerIdResponse) and purpose == "init":
+            self._on_init(body)
+        elif isinstance(body, ProduceResponse) and purpose == "produce":
+            self._on_produce(detail, body)
+        elif isinstance(body, AddPartitionsToTxnResponse) and purpose == "add_partitions":
+            self._on_add_partitions(detail, body)
+        elif isinstance(body, AddOffsetsToTxnResponse) and purpose == "add_offsets":
+            self._on_add_offsets(detail, body)
+        elif isinstance(body, TxnOffsetCommitResponse) and purpose == "txn_offsets":
+            self._on_txn_offsets(detail, body)
+        elif isinstance(body, EndTxnResponse) and purpose == "end_txn":
+            self._on_end_txn(detail, body)
+        return self._end()
+
+    # ------------------------------------------------------------------ producing
+
+    def _pump(self, tp: TopicPartition) -> None:
+        if self.state in (ProducerState.INIT, ProducerState.FENCED) or tp in self._sending:
+            return
+        if self.transactional and tp not in self._txn_partitions:
+            return  # AddPartitionsToTxn first
+        queue = self._queues.get(tp)
+        if not queue:
+            return
+        batch = queue.popleft()
+        batch.sequence = self._next_seq.get(tp, 0)
+        self._next_seq[tp] = batch.sequence + len(batch.records)
+        self._sending[tp] = batch
+        self._send_batch(batch)
+
+    def _send_batch(self, batch: _Batch) -> None:
+        batch.attempts += 1
+        rb = RecordBatch(records=batch.records, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                         base_sequence=batch.sequence, is_transactional=self.transactional)
+        req = ProduceRequest(topic_data=[ProduceTopicData(batch.tp.topic, [ProducePartitionData(batch.tp.partition, rb)])],
+                             acks=-1, timeout_ms=self.config.request_timeout_ms,
+                             transactional_id=self.config.transactional_id)
+        self._send(req, "Produce", ("produce", batch))
+
+    def _on_produce(self, batch: _Batch, resp: ProduceResponse) -> None:
+        if self._sending.get(batch.tp) is not batch:
+            return  # an answer for a batch given up on (its transaction aborted)
+        part = resp.responses[0].partition_responses[0] if resp.responses and resp.responses[0].partition_responses else None
+        code = ErrorCode.from_code(part.error_code if part is not None else resp.error_code)
+        if code is ErrorCode.NONE and part is not None:
+            del self._sending[batch.tp]
+            self._out.append(Acked(batch.tp, batch.batch_id, part.base_offset, len(batch.records), batch.attempts > 1))
+            self._log(events.BatchAcked, partitions=[[batch.tp.topic, batch.tp.partition]], base_offset=part.base_offset,
+                      count=len(batch.records), sequence=batch.sequence, attempts=batch.attempts)
+            self._pump(batch.tp)
+            self._maybe_end()
+        elif code in _FENCED:
+            self._fenced(code)
+        elif code in _RETRIABLE:
+            self._arm_retry("produce", batch)
+        else:
+            del self._sending[batch.tp]
+            self._out.append(ProduceFailed(batch.tp, batch.batch_id, code))
+            self._log(events.BatchFailed, partitions=[[batch.tp.topic, batch.tp.partition]], error=code.name)
+            if self.transactional and self.state is ProducerState.IN_TXN:
+                self._end_requested = False  # a transaction with a failed write can only abort
+            self._pump(batch.tp)
+            self._maybe_end()
+
+    # ------------------------------------------------------------------ transactions
+
+    def _init_producer_id(self) -> None:
+        self._send(InitProducerIdRequest(self.config.transactional_id, self.config.transaction_timeout_ms), "InitProducerId", ("init", None))
+
+    def _on_init(self, resp: InitProducerIdResponse) -> None:
+        code = ErrorCode.from_code(resp.error_code)
+        if code is not ErrorCode.NONE:
+            self._arm_retry("init", None) if code in _RETRIABLE else self._fenced(code)
+            return
+        self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+        self.state = ProducerState.READY
+        self._next_seq.clear()  # a new epoch starts every partition at sequence 0
+        self._out.append(ProducerReady(self.producer_id, self.producer_epoch))
+        self._log(events.ProducerReady)
+        for tp in list(self._queues):
+            self._pump(tp)
+
+    def _add_partition(self, tp: TopicPartition) -> None:
+        if tp in self._pending_add:
+            return
+        self._pending_add.add(tp)
+        req = AddPartitionsToTxnRequest(self._txn_id, self.producer_id, self.producer_epoch,
+                                        [AddPartitionsToTxnTopic(tp.topic, [tp.partition])])
+        self._send(req, "AddPartitionsToTxn", ("add_partitions", tp))
+
+    def _on_add_partitions(self, tp: TopicPartition, resp: AddPartitionsToTxnResponse) -> None:
+        codes = [r.error_code for t in resp.results for r in t.results] or [resp.error_code]
+        code = ErrorCode.from_code(max(codes, key=lambda c: c != 0))
+        if code is ErrorCode.NONE:
+            self._pending_add.discard(tp)
+            self._txn_partitions.add(tp)
+            self._pump(tp)
+            self._maybe_end()
+        elif code in _FATAL_TXN:
+            self._fenced(code)
+        else:
+            self._arm_retry("add_partitions", tp)
+
+    def _on_add_offsets(self, index: int, resp: AddOffsetsToTxnResponse) -> None:
+        if self.state is not ProducerState.IN_TXN or index >= len(self._txn_offsets):
+            return  # an answer from a transaction that already ended
+        code = ErrorCode.from_code(resp.error_code)
+        if code is ErrorCode.NONE:
+            offsets, group_id, generation, member_id = self._txn_offsets[index]
+            topics: dict[str, list[OffsetCommitRequestPartition]] = {}
+            for tp, offset in sorted(offsets.items()):
+                topics.setdefault(tp.topic, []).append(OffsetCommitRequestPartition(tp.partition, offset))
+            req = TxnOffsetCommitRequest(self._txn_id, group_id, self.producer_id, self.producer_epoch,
+                                         [OffsetCommitRequestTopic(t, ps) for t, ps in topics.items()],
+                                         generation_id=generation, member_id=member_id)
+            self._send(req, "TxnOffsetCommit", ("txn_offsets", index))
+        elif code in _FATAL_TXN:
+            self._fenced(code)
+        else:
+            self._arm_retry("add_offsets", index)
+
+    def _on_txn_offsets(self, index: int, resp: TxnOffsetCommitResponse) -> None:
+        if self.state is not ProducerState.IN_TXN or index >= len(self._txn_offsets):
+            return
+        codes = [p.error_code for t in resp.topics for p in t.partitions] or [resp.error_code]
+        code = ErrorCode.from_code(max(codes, key=lambda c: c != 0))
+        if code is ErrorCode.NONE:
+            self._txn_offsets[index] = ({}, "", -1, "")  # done
+            self._maybe_end()
+        elif code in _FENCED:
+            self._fenced(code)
+        elif code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID,
+                      ErrorCode.REBALANCE_IN_PROGRESS):
+            # KIP-447: the group moved on; this transaction must abort.
+            self._log(events.TxnOffsetsRefused, error=code.name)
+            self._txn_offsets[index] = ({}, "", -1, "")
+            self._end_requested = False
+            self._maybe_end(force_abort=True)
+        else:
+            self._arm_retry("add_offsets", index)
+
+    def _request_end(self, commit: bool, now_ms: int) -> list[Any]:
+        self._begin(now_ms)
+        assert self.state is ProducerState.IN_TXN, self.state
+        self._end_requested = commit if self._end_requested is None else (self._end_requested and commit)
+        self._maybe_end()
+        return self._end()
+
+    def _maybe_end(self, force_abort: bool = False) -> None:
+        if self._end_requested is None or self.state is not ProducerState.IN_TXN:
+            return
+        commit = self._end_requested and not force_abort
+        busy = self._sending or any(self._queues.values()) or self._pending_add or any(
+            o for o, *_ in self._txn_offsets)
+        if commit and busy:
+            return  # EndTxn(commit) only once every batch and offset commit is acknowledged
+        if not self._txn_partitions and not self._txn_offsets:
+            self.state = ProducerState.READY  # nothing was written: nothing to end (Kafka does the same)
+            self._end_requested = None
+            self._out.append(TxnDone(commit))
+            return
+        self.state = ProducerState.COMMITTING if commit else ProducerState.ABORTING
+        if not commit:
+            self._queues.clear()  # unsent batches of an aborted transaction are dropped
+        self._send(EndTxnRequest(self._txn_id, self.producer_id, self.producer_epoch, commit),
+                   "EndTxn", ("end_txn", commit))
+
+    def _on_end_txn(self, commit: bool, resp: EndTxnResponse) -> None:
+        code = ErrorCode.from_code(resp.error_code)
+        if code is ErrorCode.NONE:
+            self.state = ProducerState.READY
+            self._end_requested = None
+            self._sending.clear()
+            self._txn_partitions = set()
+            self._txn_offsets = []
+            self._log(events.TransactionEnded, committed=commit)
+            if not commit:
+                # KIP-360: batches of the aborted transaction may have been refused or never sent,
+                # leaving holes in the sequence numbers; a new epoch starts every partition at 0.
+                self.state = ProducerState.INIT
+                self._next_seq.clear()
+                self._init_producer_id()
+            self._out.append(TxnDone(commit))
+        elif code in _FATAL_TXN:
+            self._fenced(code)
+        else:
+            self._arm_retry("end_txn", commit)
+
+    def _fenced(self, code: ErrorCode) -> None:
+        self.state = ProducerState.FENCED
+        self._queues.clear()
+        self._sending.clear()
+        self._out.append(ProducerFenced(code))
+        self._log(events.ProducerFenced, error=code.name)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _retry(self, purpose: str, detail: Any) -> None:
+        if self.state is ProducerState.FENCED:
+            return
+        if purpose == "produce":
+            batch = self._sending.get(detail.tp)
+            if batch is not None and batch is detail:
+                self._send_batch(batch)  # same sequence: the broker recognises a duplicate
+            # else: the batch belonged to a transaction that has ended (aborted): never resend it
+        elif purpose == "init":
+            self._init_producer_id()
+        elif purpose == "add_partitions":
+            self._pending_add.discard(detail)
+            if self.state is ProducerState.IN_TXN:
+                self._add_partition(detail)
+        elif purpose == "add_offsets":
+            if self.state is not ProducerState.IN_TXN or detail >= len(self._txn_offsets):
+                return
+            offsets, group_id, _, _ = self._txn_offsets[detail]
+            if offsets:
+                self._send(AddOffsetsToTxnRequest(self._txn_id, self.producer_id, self.producer_epoch,
+                                                  group_id), "AddOffsetsToTxn", ("add_offsets", detail))
+        elif purpose == "txn_offsets":
+            self._on_add_offsets(detail, AddOffsetsToTxnResponse())
+        elif purpose == "end_txn":
+            if self.state not in (ProducerState.COMMITTING, ProducerState.ABORTING):
+                return
+            self._send(EndTxnRequest(self._txn_id, self.producer_id, self.producer_epoch, detail),
+                       "EndTxn", ("end_txn", detail))
+
+    def _arm_retry(self, purpose: str, detail: Any) -> None:
+        self._retry_seq += 1
+        key = ("retry", self._retry_seq)
+        self._retry_after[key] = (purpose, detail)
+        self._out.append(ArmTimer(key, self._now + self.config.retry_backoff_ms))
+
+    def _send(self, body: Any, api: str, entry: tuple[str, Any]) -> None:
+        self._cid += 1
+        self._inflight[self._cid] = entry
+        self._out.append(Send(self._cid, api, body))
+        self._out.append(ArmTimer(("request", self._cid), self._now + self.config.request_timeout_ms))
+
+    def _log(self, event: Callable[Concatenate[str, str | None, int, int, ProducerState, events.Fields], events.ProducerEvent],
+             /, *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
+        """Log `event` with the producer's P fields first (docs/events.md §4.5a)."""
+        if self.log_events:
+            self._emit_log(event(self.config.client_id, self.config.transactional_id, self.producer_id,
+                                 self.producer_epoch, self.state, *args, **fields))

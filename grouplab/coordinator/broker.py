@@ -1,0 +1,461 @@
+"""The emulated broker, pure: routes each decoded request to the topic store or to its group's
+state machine and returns the outputs. One place that knows which API touches which state.
+
+The asyncio server (coordinator/server.py) and the simulator both drive this class; `group_key`
+tells a shell which requests must be serialized on which group's queue.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group import Group, GroupState
+from grouplab.coordinator.transactions import TransactionCoordinator
+from grouplab.coordinator.group_log import GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, TxnRecord, live
+from grouplab.coordinator.data_plane import (
+    handle_fetch,
+    handle_init_producer_id,
+    handle_list_offsets,
+    handle_produce,
+)
+from grouplab.coordinator.partition_log import LogStore, MemoryLogStore
+from grouplab.protocol import events
+from grouplab.protocol.effects import ArmTimer, LogEvent, Output, Reply, TimerKey
+from grouplab.coordinator.topics import TopicStore
+from grouplab.protocol.errors import AnswerTooLarge, ErrorCode
+from grouplab.protocol.types import TopicPartition
+from grouplab.protocol.messages import (
+    API,
+    ApiVersionsResponse,
+    ApiVersionsResponseKey,
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    DescribedGroupMember,
+    ErrorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeaveGroupResponseMember,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+    SyncGroupResponse,
+    TxnOffsetCommitRequest,
+)
+from grouplab.protocol.schema import floor_bytes
+
+GROUP_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
+# Also serialized on their group's queue (a commit is a heartbeat; a fetch sees earlier commits),
+# but an empty group_id is valid for them, as in Kafka.
+OFFSET_APIS = frozenset({"OffsetCommit", "OffsetFetch"})
+# The broker's own timer: the retention check (offsets.retention.check.interval.ms).
+EXPIRY_TIMER: TimerKey = ("offsets_expiry",)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Who sent a request and how to answer it: `reply_to` is the shell's opaque token."""
+
+    reply_to: Any
+    client_id: str = ""
+    client_host: str = ""
+
+
+def uuid_member_ids(client_id: str) -> str:
+    """Kafka's form of a member id: `client.id-UUID`."""
+    return f"{client_id}-{uuid.uuid4()}"
+
+
+class SequentialMemberIds:
+    """Deterministic member ids for virtual-time drivers: `client.id-N`, a counter shared by all
+    clients instead of a UUID, zero-padded to `digits` (the simulator's `client-000001`; the
+    tests' `c0-1`)."""
+
+    __slots__ = ("digits", "n")
+
+    def __init__(self, digits: int = 0) -> None:
+        self.digits = digits
+        self.n = 0
+
+    def __call__(self, client_id: str) -> str:
+        self.n += 1
+        return f"{client_id}-{self.n:0{self.digits}d}"
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig | None = None,
+        new_member_id: Callable[[str], str] = uuid_member_ids,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        logs: LogStore | None = None,
+    ) -> None:
+        self.config = config or BrokerConfig()
+        self.new_member_id = new_member_id
+        self.topics = TopicStore(self.config, host, port)
+        # The partition logs (coordinator/partition_log.py): in memory unless the shell hands in a
+        # FileLogStore (CoordinatorServer with a data_dir).
+        self.logs: LogStore = logs if logs is not None else MemoryLogStore(self.config)
+        self.groups: dict[str, Group] = {}
+        # Groups that were Empty, with no pending member id, after their last step, in that order
+        # (a dict: deterministic), the only ones the retention check looks at; it is armed while
+        # there is one.
+        self._empty: dict[str, None] = {}
+        self._expiry_armed = False
+        self.txn = TransactionCoordinator(
+            allocate_producer_id=lambda: self.logs.allocate_producer_id(),  # the store the shell set, read per call
+            # The coordinator's markers are authoritative: they end the transaction on the
+            # partition whatever epoch it last saw for the producer (coordinator/transactions.py).
+            write_marker=lambda tp, pid, epoch, commit, now: self.logs.log(tp.topic, tp.partition).append_marker(
+                pid, epoch, commit, now, authoritative=True),
+            complete_offsets=self._complete_txn_offsets,
+            partition_exists=lambda tp: 0 <= tp.partition < self.topics.partitions.get(tp.topic, 0),
+            persist=Persist,
+            max_timeout_ms=self.config.transaction_max_timeout_ms,
+            txn_open=self._txn_open,
+        )
+        self._handlers: dict[str, Callable[[Any, RequestContext, int], list[Output]]] = {
+            api: getattr(self, f"_on_{api}") for api in API}
+
+    @staticmethod
+    def group_key(api: str, body: Any) -> str | None:
+        """The group whose queue must serialize this request, or None for cluster-wide requests."""
+        return body.group_id if api in GROUP_APIS or api in OFFSET_APIS else None
+
+    @staticmethod
+    def timer_key_queue(key: TimerKey) -> str | None:
+        """The queue a fired timer goes through (its group's, or its transactional id's), or None
+        for the broker's own (the retention check), which runs at once."""
+        return key[1] if len(key) > 1 else None  # type: ignore[return-value]
+
+    def group(self, group_id: str) -> Group:
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = Group(group_id, self.config, self.new_member_id)
+        return g
+
+    def handle(self, api: str, body: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        if api in GROUP_APIS and not body.group_id:
+            response = API[api].response(error_code=ErrorCode.INVALID_GROUP_ID, error_message="group_id must not be empty")
+            return [Reply(ctx.reply_to, response)]
+        out = self._handlers[api](body, ctx, now_ms)
+        if api in GROUP_APIS or api in OFFSET_APIS or api == "TxnOffsetCommit":
+            self._watch(body.group_id, out, now_ms)
+        return out
+
+    def restore(self, records: list[Record], now_ms: int) -> list[Output]:
+        """Rebuild topics and groups from a replayed log (only the latest record of each counts).
+        Call it on a new Broker before it handles anything; the outputs arm the restored members'
+        session timers and log `group_loaded` per group."""
+        out: list[Output] = []
+        offsets: dict[str, list[OffsetCommitRecord]] = {}  # by group, in log order
+        for record in live(records):
+            if isinstance(record, TopicRecord):
+                self.topics.partitions[record.name] = record.partition_count
+            elif isinstance(record, GroupMetadataRecord):
+                group = self.groups[record.group_id] = Group(record.group_id, self.config, self.new_member_id)
+                out += group.restore(record, now_ms)
+            elif isinstance(record, OffsetCommitRecord):
+                offsets.setdefault(record.group_id, []).append(record)
+            elif isinstance(record, TxnRecord):
+                out += self.txn.restore(record, now_ms)
+        for group_id, group_offsets in offsets.items():  # after the groups, into them (or a simple consumer's, Empty)
+            out += self.group(group_id).restore_offsets(group_offsets, now_ms)
+        for group_id in self.groups:
+            self._watch(group_id, out, now_ms)
+        out += self.txn.end_dangling(
+            ((TopicPartition(t, p), pid) for (t, p), log in sorted(self.logs.logs().items()) for pid in log.open_txns),
+            now_ms)
+        return out
+
+    def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
+        if key == EXPIRY_TIMER:
+            return self._check_expiry(now_ms)
+        if key[0] == "txn":
+            return self.txn.on_timer(key, now_ms)
+        group = self.groups.get(key[1])
+        if group is None:
+            return []
+        out = group.on_timer(key, now_ms)
+        self._watch(key[1], out, now_ms)
+        return out
+
+    # ------------------------------------------------------------------ expiry (docs/protocol.md §4.15)
+
+    def _watch(self, group_id: str, out: list[Output], now_ms: int) -> None:
+        """After a step of `group_id`: an Empty group is one the retention check must look at;
+        arm the check (appended to `out`) if it is not armed. Not while a member id is pending
+        (the dynamic join's first step: the group may be about to have members); the step that
+        ends the pending id (its expiry, LeaveGroup) comes back here."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is not GroupState.EMPTY or group.pending_members:
+            self._empty.pop(group_id, None)
+            return
+        self._empty[group_id] = None
+        if not self._expiry_armed:
+            self._expiry_armed = True
+            out.append(ArmTimer(EXPIRY_TIMER, now_ms + self.config.offsets_retention_check_interval_ms))
+
+    def _check_expiry(self, now_ms: int) -> list[Output]:
+        """The retention check: every Empty group expires what is due (Group.expire_offsets), and a
+        group left with nothing is dropped. Armed again while an Empty group remains."""
+        self._expiry_armed = False
+        out: list[Output] = []
+        retention_ms = self.config.offsets_retention_ms
+        for group_id in list(self._empty):
+            group = self.groups.get(group_id)
+            if group is not None and group.state is GroupState.EMPTY:
+                out += group.expire_offsets(now_ms, retention_ms)
+                if group.dead:
+                    del self.groups[group_id]
+            self._watch(group_id, out, now_ms)
+        return out
+
+    # ------------------------------------------------------------------ group APIs
+
+    def _on_JoinGroup(self, req: JoinGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        existed = req.group_id in self.groups
+        refusal = None if existed else self._new_group_refusal(req.group_id)
+        if refusal is not None:
+            code, message = refusal
+            return [Reply(ctx.reply_to, JoinGroupResponse(error_code=code, member_id=req.member_id, error_message=message)),
+                    LogEvent(now_ms, events.JoinRejected(req.group_id, 0, GroupState.DEAD, req.member_id, code.name,
+                                                         message))]
+        group = self.group(req.group_id)
+        out = group.handle_join(req, ctx.reply_to, now_ms, ctx.client_id, ctx.client_host)
+        if not existed and not group.members and not group.pending_members:
+            del self.groups[req.group_id]  # a rejected join leaves no phantom Empty group behind
+        return out
+
+    def _on_SyncGroup(self, req: SyncGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            return [Reply(ctx.reply_to, SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))]
+        return group.handle_sync(req, ctx.reply_to, now_ms)
+
+    def _on_Heartbeat(self, req: HeartbeatRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            return [Reply(ctx.reply_to, HeartbeatResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))]
+        return group.handle_heartbeat(req, ctx.reply_to, now_ms)
+
+    def _on_LeaveGroup(self, req: LeaveGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            members = [LeaveGroupResponseMember(m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID) for m in req.members]
+            return [Reply(ctx.reply_to, LeaveGroupResponse(members=members))]
+        return group.handle_leave(req, ctx.reply_to, now_ms)
+
+    def _on_OffsetCommit(self, req: OffsetCommitRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        group = self._offsets_group(req.group_id)
+        out = group.handle_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions,
+                                         self._commit_refusal(group, req, transactional=False))
+        return self._keep_if_created(group, out)
+
+    def _on_OffsetFetch(self, req: OffsetFetchRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        try:
+            return self._offsets_group(req.group_id).handle_offset_fetch(req, ctx.reply_to, now_ms)
+        except AnswerTooLarge as exc:
+            return self._answer_too_large("OffsetFetch", exc, ctx, now_ms)
+
+    def _offsets_group(self, group_id: str) -> Group:
+        """The group an offset request goes to; for a group that does not exist, a Dead stand-in."""
+        group = self.groups.get(group_id)
+        return group if group is not None else Group.absent(group_id, self.config, self.new_member_id)
+
+    def _new_group_refusal(self, group_id: str) -> tuple[ErrorCode, str] | None:
+        """Why a group may not be made under `group_id` now (docs/protocol.md §4.12), or None: an
+        id longer than grouplab.max.id.length (INVALID_GROUP_ID), or grouplab.max.groups reached
+        (GROUP_MAX_SIZE_REACHED: not retriable, so a client stops and says so, where
+        COORDINATOR_NOT_AVAILABLE would have it retry for ever)."""
+        cfg = self.config
+        if len(group_id) > cfg.max_id_length:
+            return ErrorCode.INVALID_GROUP_ID, (f"group id of {len(group_id)} characters exceeds "
+                                                f"grouplab.max.id.length={cfg.max_id_length}")
+        if len(self.groups) >= cfg.max_groups:
+            return ErrorCode.GROUP_MAX_SIZE_REACHED, (
+                f"the coordinator holds grouplab.max.groups={cfg.max_groups} groups; delete some (DeleteGroups) "
+                f"or let them expire (offsets.retention.minutes)")
+        return None
+
+    def _commit_refusal(self, group: Group, req: OffsetCommitRequest | TxnOffsetCommitRequest,
+                        transactional: bool) -> ErrorCode | None:
+        """A commit that would make a new group (a stand-in it would accept) is refused as a
+        JoinGroup would be (`_new_group_refusal`)."""
+        if group.state is not GroupState.DEAD:
+            return None
+        if group.validate_commit(req.member_id, req.group_instance_id, req.generation_id, transactional) is not None:
+            return None  # refused anyway, with the group's own error
+        refusal = self._new_group_refusal(group.group_id)
+        return refusal[0] if refusal is not None else None
+
+    def _keep_if_created(self, group: Group, out: list[Output]) -> list[Output]:
+        """Keep a stand-in the step made a group (a simple consumer stored offsets)."""
+        if group.state is not GroupState.DEAD:
+            self.groups.setdefault(group.group_id, group)
+        return out
+
+    # ------------------------------------------------------------------ data plane (coordinator/data_plane.py)
+
+    def _on_Produce(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return handle_produce(self, req, ctx.reply_to, now_ms)
+
+    def _on_Fetch(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return handle_fetch(self, req, ctx.reply_to, now_ms)
+
+    def _on_ListOffsets(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return handle_list_offsets(self, req, ctx.reply_to, now_ms)
+
+    def _on_InitProducerId(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        if req.transactional_id is not None:
+            return self.init_transactional_producer_id(req, ctx, now_ms)
+        return handle_init_producer_id(self, req, ctx.reply_to, now_ms)
+
+    def init_transactional_producer_id(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """InitProducerId with a transactional_id: the transaction coordinator's producer id,
+        epoch bump and fencing (coordinator/transactions.py)."""
+        return self.txn.init_producer_id(req, ctx.reply_to, now_ms)
+
+    # ------------------------------------------------------------------ transactions (coordinator/transactions.py)
+
+    def _on_AddPartitionsToTxn(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return self.txn.add_partitions(req, ctx.reply_to, now_ms)
+
+    def _on_AddOffsetsToTxn(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return self.txn.add_offsets(req, ctx.reply_to, now_ms)
+
+    def _on_EndTxn(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        return self.txn.end_txn(req, ctx.reply_to, now_ms)
+
+    def _on_TxnOffsetCommit(self, req: TxnOffsetCommitRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """Offsets inside a transaction: the producer must be the current instance of an Ongoing
+        transaction that added this group (AddOffsetsToTxn); the member checks are KIP-447's."""
+        precheck = self.txn.check_producer(req.transactional_id, req.producer_id, req.producer_epoch)
+        txn = self.txn.txns.get(req.transactional_id)
+        if precheck is None and txn is not None and req.group_id not in txn.groups:
+            precheck = ErrorCode.INVALID_TXN_STATE
+        group = self._offsets_group(req.group_id)
+        precheck = precheck or self._commit_refusal(group, req, transactional=True)
+        out = group.handle_txn_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions, precheck)
+        return self._keep_if_created(group, out)
+
+    def _txn_open(self, tp: TopicPartition, producer_id: int) -> bool:
+        """Does the partition's log hold an open transaction of `producer_id` (one its marker
+        has not ended)? The restart sweep writes only those markers."""
+        log = self.logs.existing(tp.topic, tp.partition)
+        return log is not None and producer_id in log.open_txns
+
+    def _complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool, now_ms: int) -> list[Output]:
+        group = self.groups.get(group_id)
+        return group.on_txn_completed(producer_id, commit, now_ms) if group is not None else []
+
+    def _on_DescribeGroups(self, req: DescribeGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        ids = list(dict.fromkeys(req.groups))  # each id once, first-seen order (Kafka de-duplicates)
+        found = [self.groups.get(gid) for gid in ids]
+        members = sum(len(g.members) for g in found if g is not None)
+        floor = len(ids) * floor_bytes(DescribedGroup) + members * floor_bytes(DescribedGroupMember)
+        if floor > self.config.response_max_bytes:
+            return self._answer_too_large("DescribeGroups", AnswerTooLarge(floor, self.config.response_max_bytes, exact=False),
+                                          ctx, now_ms)
+        described = [group.describe() if group is not None else DescribedGroup(group_id=gid, group_state=GroupState.DEAD.value)
+                     for gid, group in zip(ids, found)]
+        return [Reply(ctx.reply_to, DescribeGroupsResponse(groups=described))]
+
+    def _on_DeleteGroups(self, req: DeleteGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """Kafka's DeleteGroups: each distinct group, in first-seen order, is deleted if Empty
+        (NONE; tombstones for its offsets and itself are persisted before the answer), else
+        NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND if there is none, INVALID_GROUP_ID if its id is longer
+        than any group's may be. `""` is a valid id here, as in Kafka (a simple consumer's group)."""
+        persisted: list[Output] = []
+        rest: list[Output] = []  # the events and cancelled timers, after the answer
+        results = []
+        for gid in dict.fromkeys(req.groups_names):
+            group = self.groups.get(gid)
+            if len(gid) > self.config.max_id_length:
+                code = ErrorCode.INVALID_GROUP_ID
+            elif group is None:
+                code = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.state is not GroupState.EMPTY:
+                code = ErrorCode.NON_EMPTY_GROUP
+            else:
+                code = ErrorCode.NONE
+                for o in group.delete(now_ms):
+                    (persisted if isinstance(o, Persist) else rest).append(o)
+                del self.groups[gid]
+                self._empty.pop(gid, None)
+            results.append(DeletableGroupResult(gid, code))
+        return [*persisted, Reply(ctx.reply_to, DeleteGroupsResponse(results=results)), *rest]
+
+    def _on_ListGroups(self, req: ListGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        wanted = {s.lower() for s in req.states_filter}
+        matching = [g for g in self.groups.values() if not wanted or g.state.value.lower() in wanted]
+        floor = len(matching) * floor_bytes(ListedGroup)
+        if floor > self.config.response_max_bytes:
+            return self._answer_too_large("ListGroups", AnswerTooLarge(floor, self.config.response_max_bytes, exact=False),
+                                          ctx, now_ms)
+        listed = [ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value)
+                  for g in matching]
+        return [Reply(ctx.reply_to, ListGroupsResponse(groups=listed))]
+
+    def _answer_too_large(self, api: str, exc: AnswerTooLarge, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """Refuse a request whose answer cannot fit in grouplab.response.max.bytes, before building
+        it (and before changing anything): INVALID_REQUEST saying so, as the shell answers one that
+        turns out too large when encoded (docs/protocol.md §1)."""
+        return [Reply(ctx.reply_to, ErrorResponse(error_code=exc.code, error_message=exc.message_for(api))),
+                LogEvent(now_ms, events.ResponseTooLarge(api, ctx.client_id, exc.size, exc.limit, exc.exact))]
+
+    # ------------------------------------------------------------------ cluster APIs
+
+    def _on_ApiVersions(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        keys = [ApiVersionsResponseKey(name, spec.min_version, spec.max_version) for name, spec in API.items()]
+        return [Reply(ctx.reply_to, ApiVersionsResponse(api_keys=keys))]
+
+    def _on_Metadata(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        try:
+            response, created = self.topics.metadata(req, self.config.response_max_bytes)
+        except AnswerTooLarge as exc:
+            return self._answer_too_large("Metadata", exc, ctx, now_ms)
+        out: list[Output] = [self._persist_topic(t, now_ms) for t in created]
+        out.append(Reply(ctx.reply_to, response))
+        out += [LogEvent(now_ms, events.TopicCreated(t, self.topics.partitions[t], auto=True)) for t in created]
+        return out
+
+    def _on_CreateTopics(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        response = self.topics.create_topics(req)
+        out: list[Output] = []
+        if not req.validate_only:
+            out += [self._persist_topic(r.name, now_ms) for r in response.topics if r.error_code == 0]
+        out.append(Reply(ctx.reply_to, response))
+        if not req.validate_only:
+            out += [LogEvent(now_ms, events.TopicCreated(r.name, r.num_partitions, auto=False))
+                    for r in response.topics if r.error_code == 0]
+        return out
+
+    def _on_CreatePartitions(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        response = self.topics.create_partitions(req)
+        out: list[Output] = []
+        if not req.validate_only:
+            out += [self._persist_topic(r.name, now_ms) for r in response.results if r.error_code == 0]
+        out.append(Reply(ctx.reply_to, response))
+        if not req.validate_only:
+            out += [LogEvent(now_ms, events.PartitionsCreated(r.name, self.topics.partitions[r.name]))
+                    for r in response.results if r.error_code == 0]
+        return out
+
+    def _persist_topic(self, name: str, now_ms: int) -> Persist:
+        """Topic metadata is durable before the request that changed it is answered."""
+        return Persist(TopicRecord(name, self.topics.partitions[name], now_ms))

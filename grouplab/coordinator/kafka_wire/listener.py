@@ -1,0 +1,300 @@
+"""The Kafka-wire listener: an asyncio shell that lets real Kafka clients (kafka-python, aiokafka,
+librdkafka, Java) talk to the same Broker as grouplab's msgpack port (docs/kafka-wire.md).
+
+Per connection, as Kafka does: one request at a time, in order (the connection stops reading while
+a request is in flight, so JoinGroup parked by a rebalance holds back what follows it); a frame
+over `socket.request.max.bytes`, an unknown API key, a version outside the advertised range or a
+body that does not decode closes the connection; nothing reaches the Broker before it decoded.
+
+ApiVersions and FindCoordinator are answered here (they read no state; FindCoordinator names this
+listener for every key). Everything else is translated (coordinator/kafka_wire/translate.py) and
+handed to the host's `submit`, the same path as the msgpack port, so the event log, the message
+trace and replay see it. A Fetch that would find nothing waits here (long_poll.py) until a step
+makes data visible or max_wait_ms passes, and only then goes to the Broker. What each Kafka
+client holds, as its JoinGroup, SyncGroup answer and LeaveGroup show it (holdings.py), is written
+in that client's own node of the event log, as grouplab's consumers write it about themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+from grouplab.coordinator.broker import RequestContext
+from grouplab.coordinator.data_plane import DataPlaneHost
+from grouplab.coordinator.kafka_wire.codec import (
+    CloseConnection,
+    KafkaRequest,
+    UnsupportedApiVersions,
+    api_versions_response,
+    decode_request,
+    encode_response,
+    frame_response,
+    header_v1,
+)
+from grouplab.coordinator.kafka_wire.holdings import WireHoldings
+from grouplab.coordinator.kafka_wire.long_poll import fetch_ready
+from grouplab.coordinator.kafka_wire.translate import Refused, View, reuse_key, to_grouplab, to_kafka
+from grouplab.protocol.errors import ErrorCode, FrameTooLarge
+from grouplab.protocol.framing import FrameReader
+from grouplab.protocol import events
+from grouplab.protocol.messages import (FetchRequest, JoinGroupRequest, LeaveGroupRequest, ProduceRequest, SyncGroupRequest,
+                               SyncGroupResponse)
+
+_log = logging.getLogger("grouplab.kafka_wire")
+
+# Encoded bodies of the answers a running group repeats (translate.reuse_key): built once through
+# kafka-python, then framed with each request's correlation id. Bounded: emptied when full.
+_ENCODED_BODIES: dict[tuple, tuple[bytes, bool]] = {}
+_ENCODED_BODIES_MAX = 4096
+
+
+class KafkaHost(Protocol):
+    """What the listener needs of the coordinator server (coordinator/server.py)."""
+
+    @property
+    def broker(self) -> DataPlaneHost: ...
+
+    def submit(self, api: str, body: Any, ctx: RequestContext) -> None: ...
+
+    def note_bad_frame(self, conn: Any, message: str) -> None: ...
+
+    def note_client_event(self, client_id: str, payload: events.Event) -> None: ...
+
+
+class KafkaReplyTo:
+    """The reply token of one Kafka request: the Broker hands it back in Reply; the connection
+    encodes the answer at the request's API and version."""
+
+    __slots__ = ("conn", "correlation_id", "request", "view", "api", "client_id", "body")
+
+    def __init__(self, conn: "KafkaConnection", request: KafkaRequest, view: View) -> None:
+        self.conn = conn
+        self.correlation_id = request.correlation_id
+        self.request = request
+        self.view = view
+        self.api = request.api.name  # what the server's reply path names in its events
+        self.client_id = request.client_id
+        self.body: Any = None  # grouplab's request, once translated
+
+
+class _ParkedFetch:
+    __slots__ = ("body", "ctx", "timer")
+
+    def __init__(self, body: FetchRequest, ctx: RequestContext, timer: asyncio.TimerHandle) -> None:
+        self.body = body
+        self.ctx = ctx
+        self.timer = timer
+
+
+class KafkaListener:
+    """The connections of one Kafka port and their parked Fetches."""
+
+    def __init__(self, host: KafkaHost, max_frame_bytes: int, node_id: int) -> None:
+        self.host = host
+        self.max_frame_bytes = max_frame_bytes
+        self.node_id = node_id
+        self.connections: set[KafkaConnection] = set()
+        self.parked: dict[KafkaConnection, _ParkedFetch] = {}
+        self.holdings = WireHoldings()
+        self._waking = False
+
+    def protocol(self) -> "KafkaConnection":
+        return KafkaConnection(self)
+
+    def close_all(self) -> None:
+        for parked in self.parked.values():
+            parked.timer.cancel()
+        self.parked.clear()
+        for conn in list(self.connections):
+            conn.close()
+
+    def wake(self) -> None:
+        """A step ran: answer every parked Fetch that would now find something. Not re-entered by
+        the steps of the Fetches it releases (a Fetch makes nothing visible to another)."""
+        if self._waking:
+            return
+        self._waking = True
+        try:
+            for conn, parked in list(self.parked.items()):
+                if self.parked.get(conn) is parked and fetch_ready(self.host.broker, parked.body):
+                    self._release(conn)
+        finally:
+            self._waking = False
+
+    def park(self, conn: "KafkaConnection", body: FetchRequest, ctx: RequestContext) -> None:
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(body.max_wait_ms / 1000, self._release, conn)
+        self.parked[conn] = _ParkedFetch(body, ctx, timer)
+
+    def _release(self, conn: "KafkaConnection") -> None:
+        parked = self.parked.pop(conn, None)
+        if parked is None:
+            return
+        parked.timer.cancel()
+        if conn.transport is not None:
+            self.host.submit("Fetch", parked.body, parked.ctx)
+
+    def forget(self, conn: "KafkaConnection") -> None:
+        parked = self.parked.pop(conn, None)
+        if parked is not None:
+            parked.timer.cancel()
+        self.connections.discard(conn)
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, listener: KafkaListener) -> None:
+        self.listener = listener
+        self.reader = FrameReader(listener.max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = ""
+        self.local: tuple[str, int] = ("127.0.0.1", 0)
+        self.pending: list[bytes] = []
+        self.inflight: KafkaReplyTo | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._loop = asyncio.get_running_loop()
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        local = transport.get_extra_info("sockname")
+        if local:
+            self.local = (local[0], local[1])  # advertised to this client: the address it reached
+        self.listener.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.pending.clear()
+        self.listener.forget(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.reader.feed(data)
+        except FrameTooLarge as exc:
+            self.pending += exc.frames
+            self._pump()
+            self._refuse(exc.message)
+            return
+        self.pending += frames
+        self._pump()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def _refuse(self, message: str) -> None:
+        """Kafka's answer to a request it cannot read: the connection closes, nothing changes."""
+        self.listener.host.note_bad_frame(self, f"kafka wire: {message}")
+        self.close()
+
+    # ------------------------------------------------------------------ one request at a time
+
+    def _pump(self) -> None:
+        while self.inflight is None and self.pending and self.transport is not None:
+            self._handle(self.pending.pop(0))
+        if self.transport is not None:
+            if self.inflight is not None and self.pending:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
+
+    def _handle(self, frame: bytes) -> None:
+        try:
+            request = decode_request(frame)
+        except CloseConnection as exc:
+            self._refuse(str(exc))
+            return
+        if isinstance(request, UnsupportedApiVersions):
+            self._write(encode_response(api_versions_response(0, ErrorCode.UNSUPPORTED_VERSION),
+                                        request.correlation_id))
+            return
+        name = request.api.name
+        if name == "ApiVersions":
+            self._write(encode_response(api_versions_response(request.version), request.correlation_id))
+            return
+        view = View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id)
+        if name == "FindCoordinator":
+            self._write(encode_response(self._find_coordinator(request, view), request.correlation_id))
+            return
+        token = KafkaReplyTo(self, request, view)
+        try:
+            body = to_grouplab(request.api, request.version, request.body, view)
+        except Refused as refused:
+            self._write(encode_response(to_kafka(request.api, request.version, refused.body, view),
+                                        request.correlation_id))
+            return
+        except Exception as exc:  # noqa: BLE001 - a value the translation cannot take: refused as unreadable
+            self._refuse(f"{name} v{request.version}: {exc!r}")
+            return
+        ctx = RequestContext(token, request.client_id, self.peer.rsplit(":", 1)[0])
+        token.body = body
+        if isinstance(body, JoinGroupRequest):  # what it no longer lists as owned, it revoked before asking
+            self._note(request.client_id, self.listener.holdings.joining(body))
+        elif isinstance(body, LeaveGroupRequest):
+            self._note(request.client_id, self.listener.holdings.leaving(body))
+        self.inflight = token
+        if name == "Produce" and isinstance(body, ProduceRequest) and body.acks == 0:
+            self.inflight = None  # no answer is coming: the next request may start
+            self.listener.host.submit(name, body, ctx)
+            return
+        if isinstance(body, FetchRequest) and not fetch_ready(self.listener.host.broker, body):
+            self.listener.park(self, body, ctx)
+            return
+        self.listener.host.submit(name, body, ctx)
+
+    def _find_coordinator(self, request: KafkaRequest, view: View) -> Any:
+        cls = request.api.response[request.version]
+        if request.version >= 4:
+            return cls(throttle_time_ms=0, coordinators=[
+                cls.Coordinator(key=k, node_id=view.node_id, host=view.host, port=view.port, error_code=0,
+                                error_message=None) for k in request.body.coordinator_keys or []])
+        return cls(throttle_time_ms=0, error_code=0, error_message=None, node_id=view.node_id, host=view.host,
+                   port=view.port)
+
+    # ------------------------------------------------------------------ answers
+
+    def send(self, correlation_id: int, body: Any, api: str = "", client_id: str = "") -> None:
+        """The Broker's answer (or the server's ErrorResponse) to the request in flight."""
+        token = self.inflight
+        if token is None or token.correlation_id != correlation_id:
+            return  # an answer to nothing in flight (acks=0 Produce's never comes): nothing to send
+        self.inflight = None
+        try:
+            data = self._encode(token, body, correlation_id)
+        except Exception as exc:  # noqa: BLE001 - a defect in translation: the client sees a closed connection
+            _log.exception("encoding a %s response failed", token.request.api.name)
+            self._refuse(f"cannot encode the {token.request.api.name} response: {exc!r}")
+            return
+        self._write(data)
+        if isinstance(body, SyncGroupResponse) and isinstance(token.body, SyncGroupRequest):
+            self._note(token.client_id, self.listener.holdings.synced(token.body, body))
+        if self._loop is not None:
+            self._loop.call_soon(self._pump)  # not inside the Broker step that answered
+
+    def _note(self, client_id: str, lines: list[events.Event]) -> None:
+        for payload in lines:
+            self.listener.host.note_client_event(client_id, payload)
+
+    @staticmethod
+    def _encode(token: KafkaReplyTo, body: Any, correlation_id: int) -> bytes:
+        api, version = token.request.api, token.request.version
+        key = reuse_key(api.name, version, body)
+        if key is None:
+            return encode_response(to_kafka(api, version, body, token.view), correlation_id)
+        encoded = _ENCODED_BODIES.get(key)
+        if encoded is None:
+            response = to_kafka(api, version, body, token.view)
+            encoded = (bytes(response.encode()), header_v1(response))
+            if len(_ENCODED_BODIES) >= _ENCODED_BODIES_MAX:
+                _ENCODED_BODIES.clear()
+            _ENCODED_BODIES[key] = encoded
+        return frame_response(encoded[0], encoded[1], correlation_id)
+
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+

@@ -1,0 +1,397 @@
+"""Kafka requests into grouplab's request dataclasses, grouplab's answers into Kafka responses at
+the version asked. Pure: no I/O, no state; the listener (coordinator/kafka_wire/listener.py) runs
+the translated request through the same CoordinatorDriver and Broker as the msgpack port.
+
+`to_grouplab(api, version, request)` returns the grouplab API name and body, or raises `Refused`
+with a Kafka response to send without touching the Broker (a Fetch naming an incremental fetch
+session, a Produce whose records Kafka would refuse). `to_kafka(api, version, body, view)` builds
+kafka-python's response object; `view` carries what only the listener knows (the port to
+advertise, the batch a Fetch returned per partition).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from grouplab.coordinator.kafka_wire.apis import KafkaApi
+from grouplab.coordinator.kafka_wire.records import BadRecords, decode_batch, encode_records
+from grouplab.protocol import messages as m
+from grouplab.protocol.errors import ErrorCode
+
+INVALID_SESSION_ID = 0  # KIP-227: the answer "no session": the client keeps sending full fetches
+FINAL_EPOCH = -1
+
+
+class Refused(Exception):
+    """The request is answered at the edge with `body` (a grouplab response dataclass)."""
+
+    def __init__(self, body: Any) -> None:
+        super().__init__(type(body).__name__)
+        self.body = body
+
+
+@dataclass
+class View:
+    """What a response needs beyond the grouplab body: the advertised broker and cluster."""
+
+    host: str
+    port: int
+    node_id: int = 0
+    cluster_id: str = "grouplab"
+    # Produce partitions refused at the edge, merged into the Broker's answer: (topic, index) -> response
+    refused_partitions: dict[tuple[str, int], m.ProducePartitionResponse] = field(default_factory=dict)
+
+
+def _s(value: Any, default: str = "") -> str:
+    return default if value is None else str(value)
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+def _join(v: int, r: Any) -> m.JoinGroupRequest:
+    return m.JoinGroupRequest(
+        group_id=_s(r.group_id), session_timeout_ms=r.session_timeout_ms,
+        rebalance_timeout_ms=r.rebalance_timeout_ms if v >= 1 else r.session_timeout_ms,
+        member_id=_s(r.member_id), protocol_type=_s(r.protocol_type),
+        protocols=[m.JoinGroupRequestProtocol(_s(p.name), bytes(p.metadata or b"")) for p in r.protocols or []],
+        group_instance_id=r.group_instance_id if v >= 5 else None, reason=r.reason if v >= 8 else None)
+
+
+def _sync(v: int, r: Any) -> m.SyncGroupRequest:
+    return m.SyncGroupRequest(
+        group_id=_s(r.group_id), generation_id=r.generation_id, member_id=_s(r.member_id),
+        group_instance_id=r.group_instance_id if v >= 3 else None,
+        protocol_type=r.protocol_type if v >= 5 else None, protocol_name=r.protocol_name if v >= 5 else None,
+        assignments=[m.SyncGroupRequestAssignment(_s(a.member_id), bytes(a.assignment or b""))
+                     for a in r.assignments or []])
+
+
+def _heartbeat(v: int, r: Any) -> m.HeartbeatRequest:
+    return m.HeartbeatRequest(group_id=_s(r.group_id), generation_id=r.generation_id, member_id=_s(r.member_id),
+                              group_instance_id=r.group_instance_id if v >= 3 else None)
+
+
+def _leave(v: int, r: Any) -> m.LeaveGroupRequest:
+    if v < 3:
+        members = [m.LeaveGroupRequestMember(_s(r.member_id))]
+    else:
+        members = [m.LeaveGroupRequestMember(_s(x.member_id), x.group_instance_id, x.reason if v >= 5 else None)
+                   for x in r.members or []]
+    return m.LeaveGroupRequest(group_id=_s(r.group_id), members=members)
+
+
+def _offset_commit(v: int, r: Any) -> m.OffsetCommitRequest:
+    topics = [m.OffsetCommitRequestTopic(_s(t.name), [
+        m.OffsetCommitRequestPartition(p.partition_index, p.committed_offset,
+                                       p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
+        for p in t.partitions or []]) for t in r.topics or []]
+    return m.OffsetCommitRequest(group_id=_s(r.group_id), topics=topics,
+                                 generation_id=r.generation_id_or_member_epoch, member_id=_s(r.member_id),
+                                 group_instance_id=r.group_instance_id if v >= 7 else None)
+
+
+def _offset_fetch(v: int, r: Any) -> m.OffsetFetchRequest:
+    topics = None if r.topics is None else [m.OffsetFetchRequestTopic(_s(t.name), list(t.partition_indexes or []))
+                                            for t in r.topics]
+    return m.OffsetFetchRequest(group_id=_s(r.group_id), topics=topics,
+                                require_stable=bool(r.require_stable) if v >= 7 else False)
+
+
+def _metadata(v: int, r: Any) -> m.MetadataRequest:
+    if r.topics is None or (v == 0 and not r.topics):
+        topics = None  # every topic (v0 said so with an empty array)
+    else:
+        topics = [m.MetadataRequestTopic(_s(t.name)) for t in r.topics]
+    return m.MetadataRequest(topics=topics, allow_auto_topic_creation=bool(r.allow_auto_topic_creation) if v >= 4 else True)
+
+
+def _list_offsets(v: int, r: Any) -> m.ListOffsetsRequest:
+    return m.ListOffsetsRequest(
+        topics=[m.ListOffsetsTopic(_s(t.name), [m.ListOffsetsPartition(p.partition_index, p.timestamp)
+                                                for p in t.partitions or []]) for t in r.topics or []],
+        isolation_level=r.isolation_level if v >= 2 else 0)
+
+
+def _fetch(v: int, r: Any) -> m.FetchRequest:
+    if v >= 7 and (r.session_id != INVALID_SESSION_ID or r.session_epoch not in (0, FINAL_EPOCH)):
+        # An incremental fetch names a session this broker never created (it creates none):
+        # Kafka's answer, after which the client sends a full fetch again (KIP-227).
+        raise Refused(m.FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                                      error_message="grouplab keeps no fetch sessions"))
+    return m.FetchRequest(
+        topics=[m.FetchTopic(_s(t.topic), [m.FetchPartition(p.partition, p.fetch_offset, p.partition_max_bytes)
+                                           for p in t.partitions or []]) for t in r.topics or []],
+        max_wait_ms=r.max_wait_ms, min_bytes=r.min_bytes, max_bytes=r.max_bytes, isolation_level=r.isolation_level)
+
+
+def _produce(v: int, r: Any, view: View) -> m.ProduceRequest:
+    topics = []
+    for t in r.topic_data or []:
+        parts = []
+        for p in t.partition_data or []:
+            try:
+                parts.append(m.ProducePartitionData(p.index, decode_batch(p.records)))
+            except BadRecords as exc:
+                view.refused_partitions[(_s(t.name), p.index)] = m.ProducePartitionResponse(
+                    p.index, exc.code, error_message=exc.message)
+        topics.append(m.ProduceTopicData(_s(t.name), parts))
+    return m.ProduceRequest(topic_data=topics, acks=r.acks, timeout_ms=r.timeout_ms,
+                            transactional_id=r.transactional_id)
+
+
+def _describe_groups(v: int, r: Any) -> m.DescribeGroupsRequest:
+    return m.DescribeGroupsRequest(groups=[_s(g) for g in r.groups or []])
+
+
+def _list_groups(v: int, r: Any) -> m.ListGroupsRequest:
+    return m.ListGroupsRequest(states_filter=[_s(s) for s in (r.states_filter or [])] if v >= 4 else [])
+
+
+def _create_topics(v: int, r: Any) -> m.CreateTopicsRequest:
+    return m.CreateTopicsRequest(
+        topics=[m.CreatableTopic(_s(t.name), t.num_partitions, t.replication_factor) for t in r.topics or []],
+        timeout_ms=r.timeout_ms, validate_only=bool(r.validate_only))
+
+
+def _create_partitions(v: int, r: Any) -> m.CreatePartitionsRequest:
+    return m.CreatePartitionsRequest(topics=[m.CreatePartitionsTopic(_s(t.name), t.count) for t in r.topics or []],
+                                     timeout_ms=r.timeout_ms, validate_only=bool(r.validate_only))
+
+
+def _delete_groups(v: int, r: Any) -> Any:
+    return m.API["DeleteGroups"].request(groups_names=[_s(g) for g in r.groups_names or []])
+
+
+def _init_producer_id(v: int, r: Any) -> m.InitProducerIdRequest:
+    return m.InitProducerIdRequest(transactional_id=r.transactional_id, transaction_timeout_ms=r.transaction_timeout_ms,
+                                   producer_id=r.producer_id if v >= 3 else -1,
+                                   producer_epoch=r.producer_epoch if v >= 3 else -1)
+
+
+def _add_partitions(v: int, r: Any) -> m.AddPartitionsToTxnRequest:
+    return m.AddPartitionsToTxnRequest(
+        transactional_id=_s(r.v3_and_below_transactional_id), producer_id=r.v3_and_below_producer_id,
+        producer_epoch=r.v3_and_below_producer_epoch,
+        topics=[m.AddPartitionsToTxnTopic(_s(t.name), list(t.partitions or [])) for t in r.v3_and_below_topics or []])
+
+
+def _add_offsets(v: int, r: Any) -> m.AddOffsetsToTxnRequest:
+    return m.AddOffsetsToTxnRequest(_s(r.transactional_id), r.producer_id, r.producer_epoch, _s(r.group_id))
+
+
+def _end_txn(v: int, r: Any) -> m.EndTxnRequest:
+    return m.EndTxnRequest(_s(r.transactional_id), r.producer_id, r.producer_epoch, bool(r.committed))
+
+
+def _txn_offset_commit(v: int, r: Any) -> m.TxnOffsetCommitRequest:
+    topics = [m.OffsetCommitRequestTopic(_s(t.name), [
+        m.OffsetCommitRequestPartition(p.partition_index, p.committed_offset,
+                                       p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata)
+        for p in t.partitions or []]) for t in r.topics or []]
+    return m.TxnOffsetCommitRequest(
+        transactional_id=_s(r.transactional_id), group_id=_s(r.group_id), producer_id=r.producer_id,
+        producer_epoch=r.producer_epoch, topics=topics, generation_id=r.generation_id if v >= 3 else -1,
+        member_id=_s(r.member_id) if v >= 3 else "", group_instance_id=r.group_instance_id if v >= 3 else None)
+
+
+_REQUESTS: dict[str, Callable[[int, Any], Any]] = {
+    "JoinGroup": _join, "SyncGroup": _sync, "Heartbeat": _heartbeat, "LeaveGroup": _leave,
+    "OffsetCommit": _offset_commit, "OffsetFetch": _offset_fetch, "Metadata": _metadata,
+    "ListOffsets": _list_offsets, "Fetch": _fetch, "DescribeGroups": _describe_groups, "ListGroups": _list_groups,
+    "CreateTopics": _create_topics, "CreatePartitions": _create_partitions, "DeleteGroups": _delete_groups,
+    "InitProducerId": _init_producer_id, "AddPartitionsToTxn": _add_partitions, "AddOffsetsToTxn": _add_offsets,
+    "EndTxn": _end_txn, "TxnOffsetCommit": _txn_offset_commit,
+}
+
+
+def to_grouplab(api: KafkaApi, version: int, request: Any, view: View) -> Any:
+    """The grouplab request body for a decoded Kafka request (its API name is `api.name`)."""
+    if api.name == "Produce":
+        return _produce(version, request, view)
+    return _REQUESTS[api.name](version, request)
+
+
+# ----------------------------------------------------------------------------- responses
+
+
+def _join_resp(v: int, b: m.JoinGroupResponse, c: Any, view: View) -> Any:
+    return c(error_code=b.error_code, generation_id=b.generation_id, protocol_type=b.protocol_type,
+             protocol_name=b.protocol_name if v >= 7 else _s(b.protocol_name), leader=b.leader,
+             skip_assignment=b.skip_assignment, member_id=b.member_id, throttle_time_ms=0,
+             members=[c.JoinGroupResponseMember(member_id=x.member_id, group_instance_id=x.group_instance_id,
+                                                metadata=x.metadata) for x in b.members])
+
+
+def _sync_resp(v: int, b: m.SyncGroupResponse, c: Any, view: View) -> Any:
+    return c(error_code=b.error_code, protocol_type=b.protocol_type, protocol_name=b.protocol_name,
+             assignment=b.assignment or b"", throttle_time_ms=0)
+
+
+def _error_only(v: int, b: Any, c: Any, view: View) -> Any:
+    return c(error_code=b.error_code, throttle_time_ms=0)
+
+
+def _leave_resp(v: int, b: m.LeaveGroupResponse, c: Any, view: View) -> Any:
+    code = b.error_code
+    if v < 3 and not code and b.members:
+        code = b.members[0].error_code  # one member per request before v3: its error is the answer's
+    return c(error_code=code, throttle_time_ms=0, members=[
+        c.MemberResponse(member_id=x.member_id, group_instance_id=x.group_instance_id, error_code=x.error_code)
+        for x in b.members])
+
+
+def _commit_resp(v: int, b: m.OffsetCommitResponse, c: Any, view: View) -> Any:
+    T = c.OffsetCommitResponseTopic
+    return c(throttle_time_ms=0, topics=[T(name=t.name, partitions=[
+        T.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=p.error_code or b.error_code)
+        for p in t.partitions]) for t in b.topics])
+
+
+def _offset_fetch_resp(v: int, b: m.OffsetFetchResponse, c: Any, view: View) -> Any:
+    T = c.OffsetFetchResponseTopic
+    return c(throttle_time_ms=0, error_code=b.error_code, topics=[T(name=t.name, partitions=[
+        T.OffsetFetchResponsePartition(partition_index=p.partition_index, committed_offset=p.committed_offset,
+                                       committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata,
+                                       error_code=p.error_code)
+        for p in t.partitions]) for t in b.topics])
+
+
+def _metadata_resp(v: int, b: m.MetadataResponse, c: Any, view: View) -> Any:
+    T = c.MetadataResponseTopic
+    node = view.node_id
+    return c(
+        throttle_time_ms=0, cluster_id=view.cluster_id, controller_id=node, error_code=b.error_code,
+        brokers=[c.MetadataResponseBroker(node_id=node, host=view.host, port=view.port, rack=None)],
+        topics=[T(error_code=t.error_code, name=t.name, is_internal=False, authorized_operations=None,
+                  partitions=[T.MetadataResponsePartition(
+                      error_code=p.error_code, partition_index=p.partition_index, leader_id=p.leader_id,
+                      leader_epoch=0, replica_nodes=[p.leader_id], isr_nodes=[p.leader_id], offline_replicas=[])
+                      for p in t.partitions]) for t in b.topics])
+
+
+def _list_offsets_resp(v: int, b: m.ListOffsetsResponse, c: Any, view: View) -> Any:
+    T = c.ListOffsetsTopicResponse
+    return c(throttle_time_ms=0, topics=[T(name=t.name, partitions=[
+        T.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=p.error_code or b.error_code,
+                                       timestamp=p.timestamp, offset=p.offset, leader_epoch=0 if p.offset >= 0 else -1)
+        for p in t.partitions]) for t in b.topics])
+
+
+def _fetch_resp(v: int, b: m.FetchResponse, c: Any, view: View) -> Any:
+    T = c.FetchableTopicResponse
+    P = T.PartitionData
+    return c(throttle_time_ms=0, error_code=b.error_code, session_id=INVALID_SESSION_ID, responses=[
+        T(topic=t.topic, partitions=[P(
+            partition_index=p.partition_index, error_code=p.error_code, high_watermark=p.high_watermark,
+            last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
+            aborted_transactions=[],  # read_committed is filtered by the broker: aborted records are not returned
+            preferred_read_replica=-1, records=encode_records(p.records))
+            for p in t.partitions]) for t in b.responses])
+
+
+def _produce_resp(v: int, b: m.ProduceResponse, c: Any, view: View) -> Any:
+    T = c.TopicProduceResponse
+    P = T.PartitionProduceResponse
+    topics: dict[str, list[m.ProducePartitionResponse]] = {t.name: list(t.partition_responses) for t in b.responses}
+    for (name, index), refused in view.refused_partitions.items():
+        topics.setdefault(name, []).append(refused)
+    return c(throttle_time_ms=0, responses=[T(name=name, partition_responses=[P(
+        index=p.index, error_code=p.error_code or b.error_code, base_offset=p.base_offset,
+        log_append_time_ms=p.log_append_time_ms, log_start_offset=p.log_start_offset, record_errors=[],
+        error_message=p.error_message or b.error_message) for p in sorted(parts, key=lambda p: p.index)])
+        for name, parts in topics.items()])
+
+
+def _describe_groups_resp(v: int, b: m.DescribeGroupsResponse, c: Any, view: View) -> Any:
+    G = c.DescribedGroup
+    return c(throttle_time_ms=0, groups=[G(
+        error_code=g.error_code or b.error_code, group_id=g.group_id, group_state=g.group_state,
+        protocol_type=g.protocol_type, protocol_data=g.protocol_data, authorized_operations=-2147483648,
+        members=[G.DescribedGroupMember(member_id=x.member_id, group_instance_id=x.group_instance_id,
+                                        client_id=x.client_id, client_host=x.client_host,
+                                        member_metadata=x.member_metadata, member_assignment=x.member_assignment)
+                 for x in g.members]) for g in b.groups])
+
+
+def _list_groups_resp(v: int, b: m.ListGroupsResponse, c: Any, view: View) -> Any:
+    return c(throttle_time_ms=0, error_code=b.error_code, groups=[
+        c.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state)
+        for g in b.groups])
+
+
+def _create_topics_resp(v: int, b: m.CreateTopicsResponse, c: Any, view: View) -> Any:
+    return c(throttle_time_ms=0, topics=[c.CreatableTopicResult(
+        name=t.name, error_code=t.error_code or b.error_code, error_message=t.error_message,
+        num_partitions=t.num_partitions, replication_factor=1 if t.num_partitions > 0 else -1, configs=[])
+        for t in b.topics])
+
+
+def _create_partitions_resp(v: int, b: m.CreatePartitionsResponse, c: Any, view: View) -> Any:
+    return c(throttle_time_ms=0, results=[c.CreatePartitionsTopicResult(
+        name=t.name, error_code=t.error_code or b.error_code, error_message=t.error_message) for t in b.results])
+
+
+def _delete_groups_resp(v: int, b: Any, c: Any, view: View) -> Any:
+    return c(throttle_time_ms=0, results=[c.DeletableGroupResult(group_id=r.group_id, error_code=r.error_code or b.error_code)
+                                          for r in b.results])
+
+
+def _init_producer_id_resp(v: int, b: m.InitProducerIdResponse, c: Any, view: View) -> Any:
+    return c(throttle_time_ms=0, error_code=b.error_code, producer_id=b.producer_id, producer_epoch=b.producer_epoch)
+
+
+def _add_partitions_resp(v: int, b: m.AddPartitionsToTxnResponse, c: Any, view: View) -> Any:
+    T = c.AddPartitionsToTxnTopicResult
+    return c(throttle_time_ms=0, results_by_topic_v3_and_below=[T(name=t.name, results_by_partition=[
+        T.AddPartitionsToTxnPartitionResult(partition_index=p.partition_index,
+                                            partition_error_code=p.error_code or b.error_code)
+        for p in t.results]) for t in b.results])
+
+
+def _txn_offset_commit_resp(v: int, b: m.TxnOffsetCommitResponse, c: Any, view: View) -> Any:
+    T = c.TxnOffsetCommitResponseTopic
+    return c(throttle_time_ms=0, topics=[T(name=t.name, partitions=[
+        T.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=p.error_code or b.error_code)
+        for p in t.partitions]) for t in b.topics])
+
+
+_RESPONSES: dict[str, Callable[[int, Any, Any, View], Any]] = {
+    "JoinGroup": _join_resp, "SyncGroup": _sync_resp, "Heartbeat": _error_only, "LeaveGroup": _leave_resp,
+    "OffsetCommit": _commit_resp, "OffsetFetch": _offset_fetch_resp, "Metadata": _metadata_resp,
+    "ListOffsets": _list_offsets_resp, "Fetch": _fetch_resp, "Produce": _produce_resp,
+    "DescribeGroups": _describe_groups_resp, "ListGroups": _list_groups_resp, "CreateTopics": _create_topics_resp,
+    "CreatePartitions": _create_partitions_resp, "DeleteGroups": _delete_groups_resp,
+    "InitProducerId": _init_producer_id_resp, "AddPartitionsToTxn": _add_partitions_resp,
+    "AddOffsetsToTxn": _error_only, "EndTxn": _error_only, "TxnOffsetCommit": _txn_offset_commit_resp,
+}
+
+
+def reuse_key(name: str, version: int, body: Any) -> tuple | None:
+    """For an answer whose encoding depends on nothing but these values (Heartbeat, OffsetCommit:
+    the answers a running group sends most), a key under which its encoded body can be kept and
+    sent again; None for any other answer."""
+    kind = type(body)
+    if kind is m.HeartbeatResponse:
+        return (name, version, body.error_code)
+    if kind is m.OffsetCommitResponse:
+        code = body.error_code
+        return (name, version, tuple((t.name, tuple((p.partition_index, p.error_code or code) for p in t.partitions))
+                                     for t in body.topics))
+    return None
+
+
+def to_kafka(api: KafkaApi, version: int, body: Any, view: View) -> Any:
+    """kafka-python's response object for grouplab's answer `body`. An ErrorResponse (the server's
+    answer to a step that failed) becomes the API's response with that error where it has a
+    top-level or per-item error code."""
+    cls = api.response[version]
+    if isinstance(body, m.ErrorResponse):
+        body = _error_body(api.name, body)
+    return _RESPONSES[api.name](version, body, cls, view)
+
+
+def _error_body(name: str, err: m.ErrorResponse) -> Any:
+    response_type = m.API[name].response
+    return response_type(error_code=err.error_code, error_message=err.error_message)

@@ -1,0 +1,138 @@
+"""The emulated cluster's topic metadata: names and partition counts. Pure; one broker (node 0)
+leads every partition, since grouplab emulates coordination, not replication."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from itertools import repeat
+
+from grouplab.coordinator.config import BrokerConfig
+from grouplab.protocol.errors import AnswerTooLarge, ErrorCode
+from grouplab.protocol.messages import (
+    CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from grouplab.protocol.schema import floor_bytes
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+MAX_PARTITIONS_PER_TOPIC = 1_000_000  # a bound, so one request cannot exhaust memory
+# What one partition costs in a Metadata answer, rounded up (43 bytes measured with a 1-character
+# topic name and small ids): a topic is never made bigger than grouplab.response.max.bytes can
+# describe, or every client that asked for its metadata would be refused (docs/protocol.md §4.12).
+METADATA_BYTES_PER_PARTITION = 64
+
+
+def max_partitions_per_topic(config: object) -> int:
+    limit = getattr(config, "response_max_bytes", 4 * 1024 * 1024)
+    return max(1, min(MAX_PARTITIONS_PER_TOPIC, limit // METADATA_BYTES_PER_PARTITION))
+# Topics one Metadata request may auto-create: more are answered UNKNOWN_TOPIC_OR_PARTITION (retriable:
+# the next request creates the next ones), so no request holds the coordinator long (issue 11).
+MAX_AUTO_CREATED_TOPICS = 1000
+
+
+def topic_name_error(name: str) -> str | None:
+    """Kafka's rule: 1-249 characters of [a-zA-Z0-9._-], and not '.' or '..'."""
+    if name in (".", "..") or not _LEGAL_TOPIC.match(name):
+        return f"topic name {name!r} is illegal: use 1-249 characters of a-z, A-Z, 0-9, '.', '_', '-'"
+    return None
+
+
+@dataclass
+class TopicStore:
+    config: BrokerConfig
+    host: str = "127.0.0.1"
+    port: int = 0
+    partitions: dict[str, int] = field(default_factory=dict)
+
+    def metadata(self, req: MetadataRequest, max_answer_bytes: int | None = None) -> tuple[MetadataResponse, list[str]]:
+        """The response, and the names of topics it auto-created (for the event log): at most
+        MAX_AUTO_CREATED_TOPICS, the first ones named. Raises AnswerTooLarge, having created
+        nothing, when the answer (the topics it would create counted) cannot fit in
+        `max_answer_bytes`: every topic and partition takes at least its floor on the wire."""
+        if req.topics is None:
+            names = sorted(self.partitions)
+        else:
+            names = list(dict.fromkeys(t.name for t in req.topics))  # a set, as in Kafka: each topic once
+        # Every topic in the store has a legal name (each way in checks it), so only the others are.
+        illegal = {name for name in names if name not in self.partitions and topic_name_error(name) is not None}
+        created: list[str] = []
+        if req.topics is not None and req.allow_auto_topic_creation and self.config.auto_create_topics_enable:
+            for name in names:
+                if len(created) == MAX_AUTO_CREATED_TOPICS:
+                    break
+                if name not in self.partitions and name not in illegal:
+                    created.append(name)
+        if max_answer_bytes is not None:
+            partitions = sum(map(self.partitions.get, names, repeat(0))) + len(created) * self.config.num_partitions
+            floor = len(names) * floor_bytes(MetadataResponseTopic) + partitions * floor_bytes(MetadataResponsePartition)
+            if floor > max_answer_bytes:
+                raise AnswerTooLarge(floor, max_answer_bytes, exact=False)
+        for name in created:
+            self.partitions[name] = self.config.num_partitions
+        topics = [self._describe(name, name in illegal) for name in names]
+        broker = MetadataResponseBroker(node_id=self.config.broker_id, host=self.host, port=self.port)
+        return MetadataResponse(brokers=[broker], controller_id=self.config.broker_id, topics=topics), created
+
+    def _describe(self, name: str, illegal: bool) -> MetadataResponseTopic:
+        if illegal:
+            return MetadataResponseTopic(name=name, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
+        count = self.partitions.get(name)
+        if count is None:
+            return MetadataResponseTopic(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        leader = self.config.broker_id
+        return MetadataResponseTopic(
+            name=name, partitions=[MetadataResponsePartition(partition_index=p, leader_id=leader) for p in range(count)]
+        )
+
+    def create_topics(self, req: CreateTopicsRequest) -> CreateTopicsResponse:
+        results = []
+        counts: dict[str, int] = {}
+        for t in req.topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        for t in req.topics:
+            count = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+            code, message = ErrorCode.NONE, None
+            if (err := topic_name_error(t.name)) is not None:
+                code, message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
+            elif counts[t.name] > 1:
+                code, message = ErrorCode.INVALID_REQUEST, f"topic {t.name!r} appears more than once in the request"
+            elif t.name in self.partitions:
+                code, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
+            elif not 1 <= count <= max_partitions_per_topic(self.config):
+                code, message = ErrorCode.INVALID_PARTITIONS, (
+                    f"number of partitions must be 1..{max_partitions_per_topic(self.config)} "
+                    f"(what grouplab.response.max.bytes can describe), got {count}")
+            elif t.replication_factor not in (-1, 1):
+                code, message = ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be 1 (grouplab runs one broker)"
+            if code is ErrorCode.NONE and not req.validate_only:
+                self.partitions[t.name] = count
+            results.append(CreatableTopicResult(name=t.name, error_code=code, error_message=message,
+                                                num_partitions=count if code is ErrorCode.NONE else -1))
+        return CreateTopicsResponse(topics=results)
+
+    def create_partitions(self, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        results = []
+        for t in req.topics:
+            current = self.partitions.get(t.name)
+            code, message = ErrorCode.NONE, None
+            if current is None:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {t.name!r} does not exist"
+            elif t.count <= current:
+                code, message = ErrorCode.INVALID_PARTITIONS, f"topic {t.name!r} has {current} partitions; the new count must be larger, got {t.count}"
+            elif t.count > (most := max_partitions_per_topic(self.config)):
+                code, message = ErrorCode.INVALID_PARTITIONS, (
+                    f"at most {most} partitions per topic (what grouplab.response.max.bytes can describe)")
+            if code is ErrorCode.NONE and not req.validate_only:
+                self.partitions[t.name] = t.count
+            results.append(CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
+        return CreatePartitionsResponse(results=results)

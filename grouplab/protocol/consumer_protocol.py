@@ -1,0 +1,141 @@
+"""The consumer protocol: what consumers put inside JoinGroup metadata and SyncGroup assignments.
+The coordinator treats both as opaque bytes, as Kafka's does; only the members (and the event log,
+`describe` and `explain`, which read them) decode them.
+
+grouplab's consumers write Kafka's own binary ConsumerProtocol (docs/protocol.md §5.2-5.3: Subscription
+v3 — topics, user_data, owned_partitions (KIP-429), generation_id, rack (KIP-881); Assignment v3 —
+partitions, user_data), so a group can mix grouplab's consumers with real Kafka clients
+(kafka-python, aiokafka, librdkafka, Java) and whichever member leads reads everyone's metadata
+(docs/kafka-wire.md §4). The encoding is kafka-python's, generated from Kafka's schemas.
+
+Readers also take the msgpack maps grouplab consumers wrote before (traces of older runs):
+  subscription: {"version": 0, "topics": [str], "user_data": bytes|nil,
+                 "owned_partitions": [{"topic": str, "partitions": [int]}],
+                 "generation_id": int, "rack": str|nil}
+  assignment:   {"version": 0, "partitions": [{"topic": str, "partitions": [int]}], "user_data": bytes|nil}
+The two cannot be confused: Kafka's start with the int16 version (first byte 0x00), a msgpack map
+with a fixmap/map16/map32 byte (0x80-0x8f, 0xde, 0xdf).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment as _KafkaAssignment
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as _KafkaSubscription
+
+from grouplab.protocol import schema
+from grouplab.protocol.errors import ErrorCode, ProtocolError
+from grouplab.protocol.types import Assignment, Subscription, TopicPartition, group_by_topic
+
+PROTOCOL_TYPE = "consumer"
+VERSION = 3  # the Subscription and Assignment version written (Kafka's newest: rack_id)
+
+
+@dataclass
+class _TopicPartitions:
+    topic: str
+    partitions: list[int]
+
+
+@dataclass
+class _WireSubscription:
+    topics: list[str]
+    version: int = 0
+    user_data: bytes | None = None
+    owned_partitions: list[_TopicPartitions] = field(default_factory=list)
+    generation_id: int = -1
+    rack: str | None = None
+
+
+@dataclass
+class _WireAssignment:
+    partitions: list[_TopicPartitions]
+    version: int = 0
+    user_data: bytes | None = None
+
+
+def _from_wire(items: list[_TopicPartitions]) -> list[TopicPartition]:
+    return [TopicPartition(i.topic, p) for i in items for p in i.partitions]
+
+
+def is_msgpack(data: bytes) -> bool:
+    """grouplab's older msgpack encoding (a map), not Kafka's binary one (an int16 version first)."""
+    return bool(data) and (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF))
+
+
+def _unpack(data: bytes, what: str) -> object:
+    try:
+        return msgpack.unpackb(data, raw=False)
+    except Exception as exc:
+        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"{what} is not valid msgpack: {exc}") from None
+
+
+def _kafka_decode(cls: Any, data: bytes, what: str) -> Any:
+    """Kafka's reader: any version from 0 on; a newer one's known prefix (Kafka readers do the same)."""
+    try:
+        return cls.decode(bytes(data))
+    except Exception as exc:
+        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                            f"{what} is not Kafka's ConsumerProtocol encoding: {exc!r}") from None
+
+
+def encode_subscription(sub: Subscription) -> bytes:
+    owned = [_KafkaSubscription.TopicPartition(topic=t, partitions=ps)
+             for t, ps in group_by_topic(sub.owned_partitions).items()]
+    wire = _KafkaSubscription(topics=sorted(sub.topics), user_data=sub.user_data, owned_partitions=owned,
+                              generation_id=sub.generation_id, rack_id=sub.rack, version=VERSION)
+    return bytes(wire.encode())
+
+
+def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Subscription:
+    if is_msgpack(data):
+        try:
+            old = schema.decode(_WireSubscription, _unpack(data, "subscription"), "subscription")
+        except ProtocolError as exc:
+            raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, exc.message) from None
+        return Subscription(topics=list(old.topics), user_data=old.user_data,
+                            owned_partitions=_from_wire(old.owned_partitions), generation_id=old.generation_id,
+                            rack=old.rack, group_instance_id=group_instance_id)
+    wire = _kafka_decode(_KafkaSubscription, data, "subscription")
+    version = wire.version or 0
+    return Subscription(
+        topics=list(wire.topics or []),
+        user_data=_bytes_or_none(wire.user_data),
+        owned_partitions=[TopicPartition(tp.topic, p) for tp in (wire.owned_partitions or []) for p in tp.partitions]
+        if version >= 1 else [],
+        generation_id=wire.generation_id if version >= 2 else -1,
+        rack=wire.rack_id if version >= 3 else None,
+        group_instance_id=group_instance_id,
+    )
+
+
+def encode_assignment(assignment: Assignment) -> bytes:
+    parts = [_KafkaAssignment.TopicPartition(topic=t, partitions=ps)
+             for t, ps in group_by_topic(assignment.partitions).items()]
+    return bytes(_KafkaAssignment(assigned_partitions=parts, user_data=assignment.user_data, version=VERSION).encode())
+
+
+def decode_assignment(data: bytes) -> Assignment:
+    if not data:
+        return Assignment(partitions=[])  # Kafka: an empty assignment buffer means no partitions
+    if is_msgpack(data):
+        try:
+            old = schema.decode(_WireAssignment, _unpack(data, "assignment"), "assignment")
+        except ProtocolError as exc:
+            raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, exc.message) from None
+        return Assignment(partitions=_from_wire(old.partitions), user_data=old.user_data)
+    wire = _kafka_decode(_KafkaAssignment, data, "assignment")
+    return Assignment(partitions=[TopicPartition(tp.topic, p) for tp in (wire.assigned_partitions or [])
+                                  for p in tp.partitions],
+                      user_data=_bytes_or_none(wire.user_data))
+
+
+def _bytes_or_none(value: object) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"user_data is {type(value).__name__}, not bytes")
