@@ -135,6 +135,21 @@ def test_a_group_its_offsets_lag_and_rebalances_as_a_test_sees_them(cluster: Clu
     assert cluster.group("nobody").state == "Dead"
 
 
+def test_a_removed_member_is_named_by_its_client_id(cluster: Cluster, consumers) -> None:
+    """A rebalance's `clients` are its own generation's; the members it removed are named through
+    `removed_clients` (and in the report), not by their member ids alone."""
+    consumers("app-1")
+    leaving = consumers("app-2")
+    group = cluster.wait_stable("app", members=2, timeout=30)
+    member_id = group.member("app-2").member_id
+    leaving.stop(leave=True)
+    cluster.wait_stable("app", members=1, timeout=30, after_generation=group.generation)
+    last = cluster.rebalances("app")[-1]
+    assert [r.member_id for r in last.removed] == [member_id] and member_id not in last.clients
+    assert last.removed_clients == [("app-2", "left")] and last.client_of(member_id) == "app-2"
+    assert "removed app-2 (left)" in cluster.report("app")
+
+
 def test_a_wait_that_times_out_shows_the_group_and_its_history(cluster: Cluster, consumers) -> None:
     consumers("app-1")
     cluster.wait_stable("app", members=1, timeout=30)

@@ -281,7 +281,9 @@ class AsyncCluster:
 
     def rebalances(self, group_id: str) -> list[RebalanceView]:
         """Every rebalance of the group completed so far, oldest first."""
-        return [rebalance_view(r, self._cost_of.get((r.group_id, r.generation), 0))
+        history = self.costs.rebalances.groups.get(group_id)
+        known = history.clients if history is not None else {}
+        return [rebalance_view(r, self._cost_of.get((r.group_id, r.generation), 0), known)
                 for r in self.costs.completed if r.group_id == group_id]
 
     def partition_time(self, group_id: str | None = None) -> PartitionTime:

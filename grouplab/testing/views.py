@@ -157,6 +157,8 @@ class RebalanceView:
     moved: tuple[Move, ...]
     removed: tuple[Removal, ...]
     assigned_not_consumed_ms: int = 0
+    # member id -> client id of the removed members, which `clients` (this generation's) lacks
+    removed_client_ids: dict[str, str] = field(default_factory=dict)
 
     @property
     def duration_ms(self) -> int | None:
@@ -166,21 +168,35 @@ class RebalanceView:
     def partitions_moved(self) -> int:
         return len(self.moved)
 
+    def client_of(self, member_id: str) -> str:
+        """The client id of a member of this generation or of one it removed (the member id if
+        the coordinator never saw that member stable)."""
+        return self.clients.get(member_id) or self.removed_client_ids.get(member_id) or member_id
+
+    @property
+    def removed_clients(self) -> list[tuple[str, str]]:
+        """(client id, reason) of each member removed, in order: `[("app-2", "session_timeout")]`."""
+        return [(self.client_of(r.member_id), r.reason) for r in self.removed]
+
     def describe(self) -> str:
         took = f"{self.duration_ms / 1000:.2f} s" if self.duration_ms is not None else "?"
         line = f"generation {self.generation}: {took}, {self.partitions_moved} moved"
         if self.assigned_not_consumed_ms:
             line += f", {self.assigned_not_consumed_ms / 1000:.1f} partition-s assigned but not consumed"
         if self.removed:
-            line += "; removed " + ", ".join(f"{self.clients.get(r.member_id, r.member_id)} ({r.reason})"
-                                             for r in self.removed)
+            line += "; removed " + ", ".join(f"{client} ({reason})" for client, reason in self.removed_clients)
         return line + (f"; trigger: {self.trigger}" if self.trigger else "")
 
 
-def rebalance_view(r: Rebalance, assigned_not_consumed_ms: int = 0) -> RebalanceView:
+def rebalance_view(r: Rebalance, assigned_not_consumed_ms: int = 0,
+                   known_clients: dict[str, str] | None = None) -> RebalanceView:
+    """`known_clients`: member id -> client id of every member the group has had stable (the
+    rebalance tracker's), for the members this rebalance removed."""
+    known = known_clients or {}
+    removed_clients = {x.member_id: known[x.member_id] for x in r.removed if x.member_id in known}
     return RebalanceView(r.group_id, r.generation, r.trigger, r.cause, r.started_ms, r.ended_ms, r.protocol, r.leader,
                          r.members, dict(r.clients), {m: list(ps) for m, ps in r.assignments.items()}, r.moved,
-                         r.removed, assigned_not_consumed_ms)
+                         r.removed, assigned_not_consumed_ms, removed_clients)
 
 
 def describe_history(rebalances: Iterable[RebalanceView], last: int = 5) -> str:
