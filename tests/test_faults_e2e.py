@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import struct
 from collections import defaultdict
 from pathlib import Path
@@ -644,3 +645,24 @@ def test_grouplab_run_with_faults(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "fault proxy" in out and "Heartbeat:drop:0.2" in out
     proxy_log = (tmp_path / "proxy.jsonl").read_text()
     assert '"rule_added"' in proxy_log and '"link_opened"' in proxy_log
+
+
+def test_grouplab_run_with_a_disconnect_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command line takes the action: consumer-2's first heartbeat resets its connection once,
+    it reconnects through the proxy, and the run's script (stop one, add one) completes."""
+    from grouplab.cli import main
+
+    spec = "Heartbeat:disconnect:link=consumer-2:limit=1"
+    rc = main(["run", "--consumers", "2", "--topics", "t0:2", "--hold", "0.5", "--timeout", "20",
+               "--config", "group.initial.rebalance.delay.ms=0", "--config", "group.min.session.timeout.ms=100",
+               "--consumer-config", "heartbeat.interval.ms=100", "--consumer-config", "session.timeout.ms=2000",
+               "--faults", spec, "--run-dir", str(tmp_path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 0, out
+    assert f"{spec} ×1" in out
+    lines = [json.loads(line) for line in (tmp_path / "proxy.jsonl").read_text().splitlines()]
+    [fired] = [line for line in lines if line["event"] == "fault_injected"]
+    assert (fired["action"], fired["link"], fired["rule"]) == ("disconnect", "consumer-2#1", spec)
+    assert [line["why"] for line in lines if line["event"] == "link_closed" and line["link"] == "consumer-2#1"] == [
+        f"reset by fault rule {spec}"]
+    assert any(line["event"] == "link_opened" and line["link"] == "consumer-2#2" for line in lines)
