@@ -571,7 +571,7 @@ async def test_disconnect_on_resets_the_link_a_selected_frame_came_on_and_nothin
 async def test_isolate_refuses_a_client_until_heal_and_bad_globs_change_nothing(env: FaultEnv) -> None:
     await env.start(proxy=True, trace=True)
     proxy = env.proxy
-    for bad in ("", [], ["raw", ""]):
+    for bad in ("", [], ["raw", ""], None, 7, ["raw", 7]):
         with pytest.raises(FaultSpecError, match="isolate needs client id globs"):
             proxy.isolate(bad)
     assert not env.events("client_isolated") and not proxy.is_isolated("raw")

@@ -657,7 +657,10 @@ class FaultProxy:
         names its client id, before anything is forwarded, until `heal`. Globs over the client id
         or the link name, as `partition` takes; returns how many open links were reset. Raises
         FaultSpecError (a ValueError), isolating nobody, for no glob or an empty one."""
-        globs = _globs(links)
+        try:
+            globs = _globs(links)
+        except TypeError:  # not a glob, nor an iterable of them
+            globs = []
         if not globs or not all(isinstance(g, str) and g for g in globs):
             raise FaultSpecError(f"isolate needs client id globs such as 'consumer-2' (* for every client), "
                                  f"got {links!r}")
