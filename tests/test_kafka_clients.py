@@ -393,6 +393,24 @@ async def test_a_disconnect_rule_resets_a_kafka_clients_connection_once_and_it_h
     assert any(l.client_id == "kp" and l.name != link for l in proxy.links)  # a new connection, through the proxy
 
 
+async def test_a_client_joins_when_its_first_api_versions_and_find_coordinator_reset_the_connection(
+        env: Env, recorder: EventRecorder) -> None:
+    """`disconnect` needs no answer body, so it is allowed on the two APIs the Kafka listener
+    answers itself: kafka-python's first ApiVersions and its first FindCoordinator each reset their
+    connection; it connects again, asks again and joins the group."""
+    await env.start_server()
+    proxy = await through_kafka_proxy(env, recorder)
+    versions = proxy.add_spec("ApiVersions:disconnect:limit=1")
+    lookup = proxy.add_spec("FindCoordinator:disconnect:limit=1")
+    client = await env.worker("kafka-python", client_id="kp", session_ms=6000)
+    await env.wait_until(lambda: env.converged([client]), "the client to own the topic through the resets")
+    assert (versions.fired, lookup.fired) == (1, 1)
+    assert proxy.forwarded[("FindCoordinator", "response")] >= 1 and proxy.forwarded[("ApiVersions", "response")] >= 1
+    whys = [e.fields["why"] for e in recorder.events("link_closed", node="kafka-proxy")]
+    assert sorted(why for why in whys if why.startswith("reset")) == ["reset by fault rule ApiVersions:disconnect:limit=1",
+                            "reset by fault rule FindCoordinator:disconnect:limit=1"]
+
+
 async def test_an_isolated_kafka_client_is_removed_refused_and_rejoins_after_heal(env: Env, recorder: EventRecorder) -> None:
     """isolate("kp"): kafka-python's connections are reset and every reconnect is reset on its first
     frame, so the coordinator removes it after its session timeout (a crash, no LeaveGroup) and
