@@ -31,7 +31,7 @@ from grouplab.testing.views import WaitTimeout
 try:
     import pytest_asyncio
 except ImportError:  # pragma: no cover - grouplab_async_cluster then says what to install
-    pytest_asyncio = None
+    pytest_asyncio = None  # type: ignore[assignment]
 
 _MARKER_ARGS = ("config", "topics", "data_dir", "faults", "fault_seed")
 _CLUSTERS = pytest.StashKey[list[Any]]()
@@ -55,7 +55,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     # A failed wait's own message is the report already; any other failure gets it as a section.
     if report.failed and report.when in ("call", "setup") and not (
             call.excinfo is not None and call.excinfo.errisinstance(WaitTimeout)):
-        clusters = list(item.stash.get(_CLUSTERS, []))
+        stashed: list[Any] = item.stash.get(_CLUSTERS, [])
+        clusters = list(stashed)
         shared = getattr(item, "funcargs", {}).get("grouplab_session_cluster")
         if shared is not None:
             clusters.append(shared)
