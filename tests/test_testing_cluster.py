@@ -270,6 +270,10 @@ async def test_the_async_cluster_in_the_tests_own_loop_with_aiokafka(tmp_path: P
                 for tp, recs in (await consumer.getmany(timeout_ms=200)).items():
                     batch.setdefault(tp, []).extend(recs)
             await consumer.commit()
+
+            async def caught_up() -> bool:  # a wait may await what the cluster reads over its admin client
+                return not any((await cluster.lag("app")).values())
+            await cluster.wait_for(caught_up, timeout=30, what="the group's lag at 0")
             group = await cluster.wait_stable("app", members=1, timeout=30)
             assert group.partitions_of("aio-1") == orders()
             assert (await cluster.committed("app"))[TopicPartition("orders", 2)] == 2
@@ -279,6 +283,9 @@ async def test_the_async_cluster_in_the_tests_own_loop_with_aiokafka(tmp_path: P
             assert rule.fired == 1 and again.generation > group.generation
             with pytest.raises(WaitTimeout, match="group 'app' Stable with 3 members did not hold within 0.3 s"):
                 await cluster.wait_stable("app", members=3, timeout=0.3)
+            await cluster.produce("orders", ["z"], partition=0)  # nobody consumes it
+            with pytest.raises(WaitTimeout, match="the group's lag at 0 did not hold within 0.3 s"):
+                await cluster.wait_for(caught_up, timeout=0.3, what="the group's lag at 0")
             assert [r.generation for r in cluster.rebalances("app")][-1] == again.generation
         finally:
             await consumer.stop()

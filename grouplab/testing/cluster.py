@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 import io
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 from rich.console import Console
 
@@ -337,15 +338,21 @@ class AsyncCluster:
 
     # ------------------------------------------------------------------ waiting
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0,
+    async def wait_for(self, predicate: Callable[[], bool | Awaitable[bool]], timeout: float = 30.0,
                        describe: Callable[[], str] | None = None, what: str = "condition") -> None:
         """Until `predicate()` holds, checked after every event the cluster logs (and every
         100 ms); WaitTimeout with `describe()`'s text (default: the cluster's report) if it does
-        not within `timeout` seconds."""
+        not within `timeout` seconds. The predicate may be a coroutine function, so that it can
+        await what the cluster reads over its admin client (`committed`, `lag`)."""
         self._running()
         assert self._changed is not None
+
+        async def holds() -> bool:
+            result = predicate()
+            return bool(await result) if inspect.isawaitable(result) else bool(result)
+
         deadline = asyncio.get_running_loop().time() + timeout
-        while not predicate():
+        while not await holds():
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
                 raise WaitTimeout(f"{what} did not hold within {timeout:g} s\n" + (describe or self.report)())
