@@ -11,8 +11,8 @@ from kafka import KafkaConsumer
 
 
 class PollingConsumer:
-    """`KafkaConsumer(topics, **config)` polled every 100 ms until `stop()`; `records` keeps
-    (topic, partition, offset, value); `assigned` is its latest assignment."""
+    """`KafkaConsumer(topics, **config)` polled (up to 1 s per poll) until `stop()`; `records`
+    keeps (topic, partition, offset, value); `assigned` is its latest assignment."""
 
     def __init__(self, bootstrap: str, topics: list[str], group_id: str, client_id: str, commit: bool = True,
                  **config: Any) -> None:
@@ -37,7 +37,10 @@ class PollingConsumer:
                 self._stop.wait(0.05)
                 continue
             try:
-                batch = self.consumer.poll(timeout_ms=100)
+                # Not shorter: kafka-python 3.0.12 whose poll() returns while its join is in flight
+                # can lose that join and its heartbeats (docs/kafka-wire.md §9); at 100 ms a loaded
+                # machine hit it once in a few runs (the member removed at its session timeout).
+                batch = self.consumer.poll(timeout_ms=1000)
                 for tp, recs in batch.items():
                     self.records.extend((tp.topic, tp.partition, r.offset, r.value) for r in recs)
                 if batch and self.commit:
