@@ -129,12 +129,16 @@ async def test_a_consumer_stuck_past_max_poll_interval_leaves_and_rejoins(
     await wait_all_committed(cluster)  # orders-1 took the stuck batch over from the last commit
     assert store.processed_by("orders-1") == [o.order_id for o in stuck]
 
+    # aiokafka's coordination task tells the application at once, while its batch is still stuck.
+    await cluster.wait_for(lambda: slow.assigned == [], timeout=30, what="orders-2's partition revoked")
+
     slow.misbehaviour.release()
     back = await cluster.wait_stable(GROUP, members=2, timeout=30, after_generation=alone.generation)
     assert back.clients == {"orders-1": [P0], "orders-2": [P1]}
-    # orders-2 finished its batch after it had left: the commit was refused, the work done twice.
+    # orders-2 finished its batch after it had left: the work was done twice, and the front end
+    # did not even try to commit a partition it no longer owned.
     assert store.processed_by("orders-2") == [o.order_id for o in stuck]
-    assert slow.commit_failures and "CommitFailedError" in slow.commit_failures[0]
+    assert slow.commit_failures == []
     assert store.totals() == totals_of(stuck)
     await wait_all_committed(cluster)
 

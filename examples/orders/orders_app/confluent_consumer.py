@@ -108,7 +108,7 @@ class ConfluentOrdersConsumer:
         """Commit what was processed since the last commit; a refused commit is retried after the
         next batch (and forgotten if the partition is revoked meanwhile)."""
         assert self.consumer is not None
-        offsets = self.processor.to_commit()
+        offsets = self.processor.to_commit(self.assigned)
         if not offsets:
             return
         try:

@@ -101,7 +101,7 @@ class KafkaPythonOrdersConsumer:
         """Commit what was processed since the last commit; a refused commit is retried after the
         next batch (and forgotten if the partition is revoked meanwhile)."""
         assert self.consumer is not None
-        offsets = self.processor.to_commit()
+        offsets = self.processor.to_commit(self.assigned)
         if not offsets:
             return
         try:
@@ -125,7 +125,7 @@ class _Listener(ConsumerRebalanceListener):
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         app = self.app
-        offsets = app.processor.to_commit()
+        offsets = app.processor.to_commit(app.assigned)
         if offsets and app.consumer is not None:
             app.consumer.commit_async({TopicPartition(*tp): OffsetAndMetadata(n, "", -1) for tp, n in offsets.items()},
                                       callback=self._committed)

@@ -9,7 +9,7 @@ No client library here: a front end turns its library's records into `(RecordRef
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Collection, Iterable
 
 from orders_app.misbehaviour import Misbehaviour
 from orders_app.orders import parse_order
@@ -45,9 +45,11 @@ class OrderProcessor:
             self._next[ref.tp] = ref.offset + 1
             self.misbehaviour.after_record()
 
-    def to_commit(self) -> dict[Partition, int]:
-        """Per partition, the offset to commit now (the next one to process), where it is ahead
-        of the last commit."""
+    def to_commit(self, owned: Collection[Partition]) -> dict[Partition, int]:
+        """Per partition this consumer owns, the offset to commit now (the next one to process),
+        where it is ahead of the last commit. A partition processed but no longer owned (revoked
+        while its batch was being processed) is forgotten: its new owner commits it."""
+        self.forget([tp for tp in self._next if tp not in owned])
         return {tp: n for tp, n in self._next.items() if self._committed.get(tp) != n}
 
     def committed(self, offsets: dict[Partition, int]) -> None:
