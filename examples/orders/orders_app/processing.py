@@ -21,7 +21,9 @@ log = logging.getLogger("orders_app")
 
 class OrderProcessor:
     """Processes records in order, one at a time, and remembers per partition the next offset to
-    process (what a commit should say) and the last offset committed."""
+    process (what a commit should say) and the last offset committed. Not locked: it is used by
+    one thing at a time, the consumer's loop or its client's rebalance callbacks, which run while
+    that loop waits in a poll (in asyncio: at one of the loop's awaits)."""
 
     def __init__(self, store: TotalsStore, consumer: str, misbehaviour: Misbehaviour) -> None:
         self.store = store
