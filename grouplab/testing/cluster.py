@@ -39,6 +39,7 @@ from grouplab.protocol.effects import LogEvent, wall_clock_ms
 from grouplab.protocol.events import FreeFormEvent
 from grouplab.protocol.types import TopicPartition
 from grouplab.readable import CoordinatorView
+from grouplab.testing.settings import config_pairs
 from grouplab.testing.views import GroupView, RebalanceView, WaitTimeout, describe_history, group_view, rebalance_view
 from grouplab.tracefile import TraceFile, trace_path
 
@@ -55,18 +56,6 @@ STORY_LINES = 400  # lines of the coordinator's narration kept for failure messa
 class ClusterError(RuntimeError):
     """An operation the cluster cannot do as asked (not started, an unknown topic, a refused
     CreateTopics); the message says why in one line."""
-
-
-def config_pairs(config: Mapping[str, object] | Iterable[str] | None) -> list[str]:
-    """Broker settings by Kafka's names, as a mapping (`{"group.max.size": 3}`) or NAME=VALUE
-    strings (grouplab's `--config`), as NAME=VALUE strings."""
-    if config is None:
-        return []
-    if isinstance(config, Mapping):
-        return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in config.items()]
-    if isinstance(config, str):
-        raise TypeError("config is a mapping or a list of NAME=VALUE strings, not one string")
-    return list(config)
 
 
 class AsyncCluster:

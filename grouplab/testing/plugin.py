@@ -20,18 +20,21 @@ message trace: `grouplab explain RUN_DIR`), kept under pytest's temporary direct
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Callable, Iterator
+import sys
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 
 import pytest
 
-from grouplab.testing.cluster import AsyncCluster
-from grouplab.testing.sync import Cluster
-from grouplab.testing.views import WaitTimeout
+from grouplab.testing.settings import config_pairs
+
+if TYPE_CHECKING:
+    from grouplab.testing.cluster import AsyncCluster
+    from grouplab.testing.sync import Cluster
 
 try:
     import pytest_asyncio
 except ImportError:  # pragma: no cover - grouplab_async_cluster then says what to install
-    pytest_asyncio = None
+    pytest_asyncio = None  # type: ignore[assignment]
 
 _MARKER_ARGS = ("config", "topics", "data_dir", "faults", "fault_seed")
 _CLUSTERS = pytest.StashKey[list[Any]]()
@@ -53,9 +56,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     # A failed wait's own message is the report already; any other failure gets it as a section.
-    if report.failed and report.when in ("call", "setup") and not (
-            call.excinfo is not None and call.excinfo.errisinstance(WaitTimeout)):
-        clusters = list(item.stash.get(_CLUSTERS, []))
+    views = sys.modules.get("grouplab.testing.views")  # not loaded: no cluster was used
+    if views is not None and report.failed and report.when in ("call", "setup") and not (
+            call.excinfo is not None and call.excinfo.errisinstance(views.WaitTimeout)):
+        registered: list[Any] = item.stash.get(_CLUSTERS, [])
+        clusters = list(registered)
         shared = getattr(item, "funcargs", {}).get("grouplab_session_cluster")
         if shared is not None:
             clusters.append(shared)
@@ -82,8 +87,6 @@ def _settings(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 def _merged_config(config: pytest.Config, given: Any) -> list[str]:
-    from grouplab.testing.cluster import config_pairs
-
     return [*config.getini("grouplab_config"), *config_pairs(given)]
 
 
@@ -94,6 +97,8 @@ def _register(request: pytest.FixtureRequest, cluster: Any) -> None:
 @pytest.fixture
 def grouplab_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A started grouplab Cluster for this test (settings: the `grouplab` marker)."""
+    from grouplab.testing.sync import Cluster
+
     cluster = Cluster(run_dir=tmp_path_factory.mktemp("grouplab-run"), **_settings(request)).start()
     _register(request, cluster)
     try:
@@ -107,6 +112,8 @@ def grouplab_cluster_factory(request: pytest.FixtureRequest,
                              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Cluster]]:
     """`make(config=..., topics=..., ...)`: a started Cluster with Cluster's arguments (over the
     ini's `grouplab_config`), closed when the test ends."""
+    from grouplab.testing.sync import Cluster
+
     made: list[Cluster] = []
 
     def make(**kwargs: Any) -> Cluster:
@@ -129,6 +136,8 @@ def grouplab_session_cluster(request: pytest.FixtureRequest,
                              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One Cluster for the whole session (settings: the ini's `grouplab_config`). Tests share it:
     give each test its own group ids and topics."""
+    from grouplab.testing.sync import Cluster
+
     cluster = Cluster(config=_merged_config(request.config, None),
                       run_dir=tmp_path_factory.mktemp("grouplab-session-run")).start()
     try:
@@ -142,6 +151,8 @@ if pytest_asyncio is not None:
     async def grouplab_async_cluster(request: pytest.FixtureRequest,
                                      tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[AsyncCluster]:
         """A started AsyncCluster in this test's event loop (settings: the `grouplab` marker)."""
+        from grouplab.testing.cluster import AsyncCluster
+
         cluster = AsyncCluster(run_dir=tmp_path_factory.mktemp("grouplab-run"), **_settings(request))
         await cluster.start()
         _register(request, cluster)
