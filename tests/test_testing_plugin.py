@@ -85,8 +85,11 @@ def test_asserts(grouplab_cluster):
     consumer.close()
     assert grouplab_cluster.group("app").state == "Stable"
 ''')
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--grouplab-artifacts", "ci-artifacts")
     result.assert_outcomes(failed=1)
+    kept = pytester.path / "ci-artifacts" / "test_any_other_failure_gets_the_cluster_in_a_report_section.py__test_asserts"
+    assert (kept / "coordinator.jsonl").exists() and (kept / "trace" / "coordinator.jsonl").exists()
+    assert "member_removed" in (kept / "coordinator.jsonl").read_text()
     result.stdout.fnmatch_lines(["*AssertionError*", "*- grouplab -*", "group 'app': Empty, generation *",
                                  "last rebalances:", "*generation 1: *", "run directory: *"])
 

@@ -15,12 +15,15 @@ Fixtures:
 
 When a test using one of them fails, its report gets a section "grouplab" with each group's state,
 its last rebalances, what the coordinator did recently and the run directory (event log and
-message trace: `grouplab explain RUN_DIR`), kept under pytest's temporary directory.
+message trace: `grouplab explain RUN_DIR`), kept under pytest's temporary directory; with
+`--grouplab-artifacts DIR` it is also copied to DIR/<test id>/ for CI to keep.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 
 import pytest
@@ -41,6 +44,10 @@ _CLUSTERS = pytest.StashKey[list[Any]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("grouplab").addoption(
+        "--grouplab-artifacts", metavar="DIR", default=None,
+        help="copy the run directory (event log, message trace) of each failing test's grouplab clusters into "
+             "DIR/<test id>/, for CI to keep; `grouplab explain` reads it")
     parser.addini("grouplab_config", type="linelist", default=[],
                   help="broker settings for every grouplab cluster (NAME=VALUE lines, Kafka's config names)")
 
@@ -70,6 +77,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             except Exception as exc:  # a cluster that cannot report says so instead of hiding the failure
                 text = f"(grouplab could not describe the cluster: {exc})"
             report.sections.append(("grouplab", text))
+    artifacts = item.config.getoption("--grouplab-artifacts", None)
+    if artifacts and report.failed and report.when in ("call", "setup"):
+        _keep_run_dirs(item, Path(artifacts))
+
+
+def _keep_run_dirs(item: pytest.Item, artifacts: Path) -> None:
+    """Copy each cluster's run directory, as it is now, to ARTIFACTS/<test id>/[<n>]."""
+    registered: list[Any] = item.stash.get(_CLUSTERS, [])
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in item.nodeid)
+    for n, cluster in enumerate(registered):
+        run_dir = cluster.run_dir
+        if run_dir is not None and Path(run_dir).is_dir():
+            target = artifacts / safe / (str(n) if n else "")
+            shutil.copytree(run_dir, target, dirs_exist_ok=True)
 
 
 def _settings(request: pytest.FixtureRequest) -> dict[str, Any]:
