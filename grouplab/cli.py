@@ -1562,10 +1562,12 @@ fault SPEC (--faults, repeatable): API:ACTION[:ARG][:OPTION=VALUE...]
            duplicate          forward it twice
            error:CODE         answer it with this Kafka error code (number or name) instead
            reorder[:WAIT_MS]  send it after the next frame on the same connection
+           disconnect         never forward it and reset its connection; the client reconnects
   OPTION   p=P  dir=request|response|both (default request)  link=CLIENT-ID-GLOB  limit=N
 examples:
   --faults Heartbeat:drop:0.2   --faults JoinGroup:delay:200-500   --faults SyncGroup:duplicate
   --faults '*:delay:50'         --faults Heartbeat:error:27        --faults Heartbeat:error:27:link=consumer-2:limit=1
+  --faults Heartbeat:disconnect:link=consumer-2:limit=1
 """
 
 

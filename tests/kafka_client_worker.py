@@ -7,7 +7,8 @@ on grouplab's Kafka-wire listener.
 It prints JSON lines on stdout: {"assigned": [[topic, partition], ...]} whenever its assignment
 changes, {"records": [[topic, partition, offset, value], ...]} for what each poll returned (then
 committed synchronously), {"revoked": [...]} when librdkafka's rebalance callback takes partitions
-away, {"closed": true} when it left. A line "stop" on stdin makes it close
+away, {"closed": true} when it left, {"error": "..."} when kafka-python's poll() raised a retriable
+error (it then polls again). A line "stop" on stdin makes it close
 cleanly (LeaveGroup, except a static member); SIGKILL is a crash without leaving. "options" are passed to the client's constructor as they are
 (its own config names).
 """
@@ -52,6 +53,7 @@ def run_kafka_python(o: dict[str, Any]) -> None:
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    from kafka.errors import RetriableError
 
     assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
                  "sticky": StickyPartitionAssignor, "cooperative-sticky": CooperativeStickyAssignor}
@@ -65,7 +67,15 @@ def run_kafka_python(o: dict[str, Any]) -> None:
         # Not shorter: kafka-python 3.0.12 can lose its join when poll() times out while its
         # SyncGroup is in flight ("timeout in ensure_active_group; returning early"): the answer
         # arrives, heartbeats stay disabled and the member is removed at its session timeout.
-        batch = c.poll(1000)
+        try:
+            batch = c.poll(1000)
+        except RetriableError as exc:
+            # kafka-python 3.0.12's poll() raises when it can reach no broker to find its
+            # coordinator: the lookup fails and so does the metadata refresh it then awaits
+            # (ensure_coordinator_ready_async catches only a timeout there). The error is
+            # retriable; an application polls again, as Kafka's Java client retries by itself.
+            emit(error=repr(exc))
+            continue
         t.update([(tp.topic, tp.partition) for tp in c.assignment()])
         recs = [[r.topic, r.partition, r.offset, r.value.decode()] for rs in batch.values() for r in rs]
         if recs:

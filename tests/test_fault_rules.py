@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grouplab.faults.rules import DELIVER, Decision, Envelope, Fate, LinkId, Rule, RuleSet, error_response, parse_spec
+from grouplab.faults.rules import (DELIVER, Decision, Envelope, Fate, FaultSpecError, LinkId, Rule, RuleSet, error_response,
+                                   parse_spec)
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import API, HeartbeatResponse, SyncGroupResponse
 
@@ -135,12 +136,42 @@ def test_delays_and_duplicates_compose_and_a_fate_ends_the_evaluation() -> None:
 
 def test_each_fate_and_its_rule() -> None:
     for spec, fate in [("Heartbeat:drop", Fate.DROP), ("Heartbeat:hold", Fate.HOLD), ("Heartbeat:error:27", Fate.ERROR),
-                       ("Heartbeat:reorder:300", Fate.REORDER)]:
+                       ("Heartbeat:reorder:300", Fate.REORDER), ("Heartbeat:disconnect", Fate.DISCONNECT)]:
         rule = parse_spec(spec, allow_hold=True)
         d = decide([rule])
         assert d.fate is fate and d.rule is rule and d.fired == (rule,)
     assert decide([parse_spec("Heartbeat:reorder:300")]).rule.wait_ms == 300
     assert decide([parse_spec("Heartbeat:error:27")]).rule.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_disconnect_decides_the_fate_after_the_delays_and_copies_before_it() -> None:
+    """The caller resets the link when it sees the message: the delay and copies the rules before
+    it added are reported (so they are counted) but have nothing left to act on."""
+    delay, dup, disconnect, never = Rule("delay", delay_ms=50), Rule("duplicate"), Rule("disconnect"), Rule("drop")
+    d = decide([delay, dup, disconnect, never])
+    assert (d.fate, d.rule, d.fired) == (Fate.DISCONNECT, disconnect, (delay, dup, disconnect))
+    assert never.matched == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32), p=st.floats(0.0, 1.0), limit=st.none() | st.integers(1, 5),
+       directions=st.lists(st.sampled_from(["request", "response"]), max_size=30))
+def test_disconnect_fires_at_most_limit_times_on_the_direction_it_selects(seed: int, p: float, limit: int | None,
+                                                                          directions: list[str]) -> None:
+    rule = Rule("disconnect", api="Heartbeat", direction="response", p=p, limit=limit)
+    rng = random.Random(seed)
+    fates = [RuleSet([rule]).decide(Envelope("Heartbeat", d), LINK, rng).fate for d in directions]
+    resets = [d for d, fate in zip(directions, fates) if fate is Fate.DISCONNECT]
+    assert set(resets) <= {"response"} and len(resets) == rule.fired <= (limit if limit is not None else len(directions))
+    assert all(fate in (Fate.DELIVER, Fate.DISCONNECT) for fate in fates)
+
+
+def test_disconnect_with_p_one_draws_nothing() -> None:
+    rng = random.Random(3)
+    before = state(rng)
+    assert decide([Rule("disconnect", link="consumer-*")]).fate is Fate.DISCONNECT
+    assert RuleSet([Rule("disconnect")]).decide(REQUEST, LINK, rng).fate is Fate.DISCONNECT
+    assert state(rng) == before
 
 
 def test_reorder_does_not_fire_on_the_message_a_kept_one_waits_for() -> None:
@@ -194,7 +225,10 @@ def test_find_coordinator_is_a_rule_name_with_every_action_but_error() -> None:
     for spec in ("FindCoordinator:delay:300", "FindCoordinator:duplicate", "FindCoordinator:reorder"):
         assert parse_spec(spec).kafka_wire_only
     assert not any(parse_spec(spec).kafka_wire_only for spec in ("*:drop", "JoinGroup:drop", "ApiVersions:drop"))
-    with pytest.raises(ValueError, match=r"FindCoordinator takes drop, delay, duplicate or reorder \(and hold, from a test\), not error"):
+    disconnect = parse_spec("FindCoordinator:disconnect:dir=response:limit=1")  # needs no answer body
+    assert disconnect.kafka_wire_only and decide([disconnect], Envelope("FindCoordinator", "response")).fate is Fate.DISCONNECT
+    with pytest.raises(ValueError, match=r"FindCoordinator takes drop, delay, duplicate, reorder or disconnect \(and hold, "
+                                         r"from a test\), not error"):
         parse_spec("FindCoordinator:error:COORDINATOR_NOT_AVAILABLE")
 
 
@@ -236,3 +270,69 @@ def test_an_api_versions_error_on_the_kafka_wire_is_the_listeners_own_answer_wit
         assert frame is not None
         resp = ApiVersionsResponse.decode(frame[4:], version=version, header=True)  # read as v0 on an error
         assert (resp.header.correlation_id, resp.error_code) == (7, 35) and resp.api_keys
+
+
+# ----------------------------------------------------------------------------- the SPEC text form
+
+
+RULE_APIS = st.sampled_from(["*", "Heartbeat", "JoinGroup", "SyncGroup", "ApiVersions", "FindCoordinator"])
+
+
+@st.composite
+def rules(draw: st.DrawFn) -> Rule:
+    """Any valid rule: every action, with its argument and any options."""
+    action = draw(st.sampled_from(["drop", "delay", "duplicate", "hold", "error", "reorder", "disconnect"]))
+    api = draw(RULE_APIS)
+    if action == "error" and api == "FindCoordinator":
+        api = "Heartbeat"
+    kw: dict = {"action": action, "api": api, "direction": draw(st.sampled_from(["request", "response", "both"])),
+                "link": draw(st.sampled_from(["*", "consumer-2", "consumer-*", "c1#2", "leader"])),
+                "p": draw(st.sampled_from([1.0, 0.5, 0.25, 0.0, 0.125])), "limit": draw(st.none() | st.integers(1, 99))}
+    if action == "delay":
+        lo = draw(st.integers(0, 500))
+        kw["delay_ms"] = (lo, lo + draw(st.integers(0 if lo else 1, 500)))
+    elif action == "error":
+        kw["error_code"] = draw(st.sampled_from([15, 16, 25, 27]))
+    elif action == "reorder":
+        kw["wait_ms"] = draw(st.integers(0, 5000))
+    return Rule(**kw)
+
+
+def _fields(rule: Rule) -> tuple:
+    return (rule.action, rule.api, rule.direction, rule.link, rule.p, rule.delay_ms, rule.error_code, rule.limit,
+            rule.wait_ms)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rule=rules())
+def test_every_rule_prints_as_a_spec_that_parses_back_to_it(rule: Rule) -> None:
+    back = parse_spec(rule.spec(), allow_hold=True)
+    assert _fields(back) == _fields(rule) and back.spec() == rule.spec()
+
+
+def test_disconnect_specs_parse_with_every_option() -> None:
+    rule = parse_spec("Heartbeat:disconnect:link=consumer-2:limit=1")
+    assert (rule.action, rule.api, rule.link, rule.limit, rule.p, rule.direction) == (
+        "disconnect", "Heartbeat", "consumer-2", 1, 1.0, "request")
+    assert rule.spec() == "Heartbeat:disconnect:link=consumer-2:limit=1"
+    rule = parse_spec("*:disconnect:p=0.25:dir=both")
+    assert (rule.api, rule.p, rule.direction) == ("*", 0.25, "both") and rule.spec() == "*:disconnect:p=0.25:dir=both"
+    assert parse_spec("SyncGroup:DISCONNECT:dir=response").spec() == "SyncGroup:disconnect:dir=response"
+
+
+@pytest.mark.parametrize("bad,why", [
+    ("Heartbeat:disconnect:0.5", "disconnect takes no argument, got '0.5'"),
+    ("Heartbeat:disconnect:p=2", "probability must be within 0..1, got 2"),
+    ("Heartbeat:disconnect:dir=sideways", "unknown direction 'sideways'"),
+    ("Heartbeat:disconnect:limit=0", "limit must be at least 1, got 0"),
+    ("Heartbeat:disconnect:limit=x", "limit needs a whole number"),
+    ("Heartbeat:disconnect:link=", "link glob must not be empty"),
+    ("Heartbeat:disconnect:limit=1:limit=2", "option limit given twice"),
+    ("Heartbeat:disconect", "unknown action 'disconect'; known: drop, delay, duplicate, error, reorder, disconnect"),
+    ("Hearbeat:disconnect", "unknown API 'Hearbeat'"),
+])
+def test_a_bad_disconnect_spec_is_refused_in_one_line_that_says_why(bad: str, why: str) -> None:
+    with pytest.raises(FaultSpecError) as exc:
+        parse_spec(bad)
+    message = str(exc.value)
+    assert "\n" not in message and message.startswith(f"bad fault spec {bad!r}: {why}")

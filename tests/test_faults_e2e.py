@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import struct
 from collections import defaultdict
 from pathlib import Path
@@ -64,12 +65,14 @@ class FaultEnv:
         self.proxy: FaultProxy | None = None
         self.apps: list[SimulatedConsumerApp] = []  # every app ever started, for the invariant
         self.violations: list[str] = []
+        self.trace: list[dict[str, Any]] = []  # the coordinator's message trace, with start(trace=True)
 
-    async def start(self, *overrides: str, proxy: bool = True, seed: int = 0) -> CoordinatorServer:
+    async def start(self, *overrides: str, proxy: bool = True, seed: int = 0, trace: bool = False) -> CoordinatorServer:
         config = BrokerConfig().with_overrides([*BROKER, *overrides])
         log = self.recorder.log("coordinator")
         log.listeners.append(lambda _n, _e: self.check_ownership())
-        self.server = await CoordinatorServer(config, HOST, 0, events=log).start()
+        self.server = await CoordinatorServer(config, HOST, 0, events=log,
+                                              trace=self.trace.append if trace else None).start()
         self.cleanup.push_async_callback(self.server.stop)
         async with AdminClient(HOST, self.server.port) as admin:
             await admin.create_topics(TOPICS)
@@ -116,6 +119,10 @@ class FaultEnv:
 
     def events(self, event: str, node: str | None = None, **fields: Any) -> list:
         return self.recorder.events(event, node=node, **fields)
+
+    def requests_from(self, client_id: str) -> list[dict[str, Any]]:
+        """The requests of `client_id` the coordinator took (start(trace=True))."""
+        return [line for line in self.trace if line["kind"] == "request" and line["client_id"] == client_id]
 
     def check_ownership(self) -> None:
         """No partition owned by two members that are both Stable in the same generation."""
@@ -342,6 +349,85 @@ async def test_holding_the_leaders_sync_keeps_the_followers_parked_until_release
     assert g.generation_id == generation and rule.fired == 1
 
 
+@pytest.mark.parametrize("direction", ["request", "response"])
+async def test_a_disconnect_rule_resets_the_members_connection_once_and_the_group_carries_on(
+        env: FaultEnv, direction: str) -> None:
+    """`Heartbeat:disconnect:link=c1:limit=1`: c1's first heartbeat (or the coordinator's answer to
+    it) resets its link. c1 hears its connection is gone, reconnects with its back-off well within
+    its session and heartbeats on in the same generation: no one is removed, no rebalance."""
+    await env.start(trace=True)
+    apps = await env.consumers(3)
+    g = await env.wait_stable(apps)
+    generation, c1 = g.generation_id, apps[1]
+    member_id = c1.client.member_id
+    spec = "Heartbeat:disconnect" + (":dir=response" if direction == "response" else "") + ":link=c1:limit=1"
+    rule = env.proxy.add_spec(spec)
+
+    await env.recorder.wait_until(lambda: env.events("link_closed", node="proxy", link="c1#1"), what="c1#1 reset")
+    [injected] = env.events("fault_injected", node="proxy")
+    assert (injected.fields["action"], injected.fields["api"], injected.fields["direction"], injected.fields["link"],
+            injected.fields["rule"]) == ("disconnect", "Heartbeat", direction, "c1#1", spec)
+    [closed] = env.events("link_closed", node="proxy", link="c1#1")
+    assert closed.fields["why"] == f"reset by fault rule {spec}"
+    reset_at = injected.ts_ms
+    heartbeats_before = len(env.requests_from("c1"))
+
+    def heartbeating_again() -> bool:
+        member = env.group().members.get(member_id)
+        return (bool(env.proxy.find_links("c1#2")) and member is not None and member.last_heartbeat_ms > reset_at
+                and len(env.requests_from("c1")) > heartbeats_before)
+
+    await env.recorder.wait_until(heartbeating_again, what="c1 to reconnect and heartbeat on")
+    await env.wait_stable(apps)
+    assert rule.fired == 1 and env.group().generation_id == generation and c1.client.member_id == member_id
+    assert env.events("coordinator_disconnected", node="c1", previous_state="stable")
+    assert not env.events("member_removed")
+    assert not [ev for ev in env.events("rebalance_started", node="coordinator") if ev.ts_ms >= reset_at]
+    assert {l.name for l in env.proxy.links} == {"c0#1", "c1#2", "c2#1"}
+    # The heartbeat a request rule caught never reached the coordinator; one a response rule caught
+    # did (its answer was lost). A member's correlation ids are unique across its connections.
+    taken = [line for line in env.requests_from("c1") if line["correlation_id"] == injected.fields["correlation_id"]]
+    assert [line["api"] for line in taken] == (["Heartbeat"] if direction == "response" else [])
+
+
+async def test_an_isolated_member_is_removed_its_reconnects_refused_and_heal_lets_it_rejoin(env: FaultEnv) -> None:
+    """isolate("c1"): to the group a crash without LeaveGroup. Its link is reset, every link it
+    opens again is reset on its first frame, nothing of it reaches the coordinator, and it is
+    removed after its session timeout; after heal it reconnects and joins again."""
+    await env.start(trace=True)
+    apps = await env.consumers(3)
+    g = await env.wait_stable(apps)
+    c1, survivors = apps[1], [apps[0], apps[2]]
+    old_id = c1.client.member_id
+
+    assert env.proxy.isolate("c1") == 1
+    assert env.proxy.is_isolated("c1") and not env.proxy.is_isolated("c0")
+    [isolated] = env.events("client_isolated", node="proxy")
+    assert isolated.fields == {"links": ["c1"], "affected": ["c1#1"]}
+
+    g = await env.wait_stable(survivors, after_generation=g.generation_id)
+    [removed] = env.events("member_removed", node="coordinator", member_id=old_id)
+    assert removed.fields["reason"] == "session_timeout" and not env.events("leave_sent", node="c1")
+    seen = len(env.requests_from("c1"))
+    refused_before = len(env.events("link_opened", node="proxy", client_id="c1", isolated=True))
+    await env.recorder.wait_until(
+        lambda: len(env.events("link_opened", node="proxy", client_id="c1", isolated=True)) >= refused_before + 2,
+        what="c1 to be refused twice more")
+    assert len(env.requests_from("c1")) == seen  # nothing of an isolated client is forwarded
+    for opened in env.events("link_opened", node="proxy", client_id="c1", isolated=True):
+        [closed] = env.events("link_closed", node="proxy", link=opened.fields["link"])
+        assert closed.fields["why"] == "isolated"
+    assert env.stable(survivors) and env.group().generation_id == g.generation_id
+
+    env.proxy.heal("c1")
+    assert not env.proxy.is_isolated("c1")
+    assert [ev.fields for ev in env.events("client_healed", node="proxy")] == [{"links": ["c1"]}]
+    assert not env.events("network_healed", node="proxy")  # no partition was healed
+    await env.wait_stable(apps, after_generation=g.generation_id)
+    assert c1.client.member_id != old_id
+    assert len(env.requests_from("c1")) > seen
+
+
 # ----------------------------------------------------------------------------- proxy mechanics, raw frames
 
 
@@ -449,6 +535,73 @@ async def test_disconnect_pause_and_resume(env: FaultEnv) -> None:
     await env.wait_stable(apps)
 
 
+async def read_closed(reader: asyncio.StreamReader, timeout_s: float = 5.0) -> bytes:
+    """What arrives before the proxy closes the connection (a reset may surface as an error)."""
+    try:
+        return await asyncio.wait_for(reader.read(), timeout_s)
+    except ConnectionResetError:
+        return b""
+
+
+async def test_disconnect_on_resets_the_link_a_selected_frame_came_on_and_nothing_else(env: FaultEnv) -> None:
+    await env.start(proxy=True, trace=True)
+    proxy = env.proxy
+    rule = proxy.disconnect_on("ApiVersions", link="raw", limit=1)
+    assert rule.spec() == "ApiVersions:disconnect:link=raw:limit=1"
+    async with raw_connection(proxy.port) as (reader, writer):
+        writer.write(api_versions(1) + api_versions(2))  # the second frame goes with the reset link
+        assert await read_closed(reader) == b""
+    assert not env.requests_from("raw") and (rule.matched, rule.fired) == (1, 1)
+    async with raw_connection(proxy.port) as (reader, writer):  # limit=1: the reconnect goes through
+        writer.write(api_versions(3))
+        assert (await read_frame(reader))[0] == 3
+    await env.recorder.wait_until(lambda: len(env.events("link_closed", node="proxy")) == 2, what="both links closed")
+    assert [ev.fields["why"] for ev in env.events("link_closed", node="proxy", link="raw#1")] == [
+        "reset by fault rule ApiVersions:disconnect:link=raw:limit=1"]
+    assert [ev.fields["correlation_id"] for ev in env.events("fault_injected", node="proxy", action="disconnect")] == [1]
+
+    # On a response: the coordinator took the request; its answer is lost with the connection.
+    proxy.disconnect_on("ApiVersions", direction="response", limit=1)
+    async with raw_connection(proxy.port) as (reader, writer):
+        writer.write(api_versions(4, "raw2"))
+        assert await read_closed(reader) == b""
+    assert [line["correlation_id"] for line in env.requests_from("raw2")] == [4]
+
+
+async def test_isolate_refuses_a_client_until_heal_and_bad_globs_change_nothing(env: FaultEnv) -> None:
+    await env.start(proxy=True, trace=True)
+    proxy = env.proxy
+    for bad in ("", [], ["raw", ""], None, 7, ["raw", 7]):
+        with pytest.raises(FaultSpecError, match="isolate needs client id globs"):
+            proxy.isolate(bad)
+    assert not env.events("client_isolated") and not proxy.is_isolated("raw")
+
+    assert proxy.isolate(["raw", "other-*"]) == 0
+    async with raw_connection(proxy.port) as (reader, writer):
+        writer.write(api_versions(1))
+        assert await read_closed(reader) == b""
+    proxy.pause()  # reset at once even while paused: the frame that named it is never forwarded
+    async with raw_connection(proxy.port) as (reader, writer):
+        writer.write(api_versions(2))
+        assert await read_closed(reader) == b""
+    proxy.resume()
+    async with raw_connection(proxy.port) as (reader, writer):  # another client id goes through
+        writer.write(api_versions(3, "bystander"))
+        assert (await read_frame(reader))[0] == 3
+    assert not env.requests_from("raw")
+
+    proxy.heal()  # None: every partition and isolation ends
+    assert [ev.fields for ev in env.events("client_healed", node="proxy")] == [{"links": ["raw", "other-*"]}]
+    async with raw_connection(proxy.port) as (reader, writer):
+        writer.write(api_versions(4))
+        assert (await read_frame(reader))[0] == 4
+    assert [line["correlation_id"] for line in env.requests_from("raw")] == [4]
+    await env.recorder.wait_until(lambda: not proxy.links, what="every link closed")
+    whys = {ev.fields["link"]: ev.fields["why"] for ev in env.events("link_closed", node="proxy")}
+    assert whys["raw#1"] == whys["raw#2"] == "isolated" and whys["raw#3"] != "isolated"
+    assert [ev.fields["isolated"] for ev in env.events("link_opened", node="proxy", client_id="raw")] == [True, True, False]
+
+
 # ----------------------------------------------------------------------------- SPEC
 
 
@@ -492,3 +645,24 @@ def test_grouplab_run_with_faults(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "fault proxy" in out and "Heartbeat:drop:0.2" in out
     proxy_log = (tmp_path / "proxy.jsonl").read_text()
     assert '"rule_added"' in proxy_log and '"link_opened"' in proxy_log
+
+
+def test_grouplab_run_with_a_disconnect_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command line takes the action: consumer-2's first heartbeat resets its connection once,
+    it reconnects through the proxy, and the run's script (stop one, add one) completes."""
+    from grouplab.cli import main
+
+    spec = "Heartbeat:disconnect:link=consumer-2:limit=1"
+    rc = main(["run", "--consumers", "2", "--topics", "t0:2", "--hold", "0.5", "--timeout", "20",
+               "--config", "group.initial.rebalance.delay.ms=0", "--config", "group.min.session.timeout.ms=100",
+               "--consumer-config", "heartbeat.interval.ms=100", "--consumer-config", "session.timeout.ms=2000",
+               "--faults", spec, "--run-dir", str(tmp_path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 0, out
+    assert f"{spec} ×1" in out
+    lines = [json.loads(line) for line in (tmp_path / "proxy.jsonl").read_text().splitlines()]
+    [fired] = [line for line in lines if line["event"] == "fault_injected"]
+    assert (fired["action"], fired["link"], fired["rule"]) == ("disconnect", "consumer-2#1", spec)
+    assert [line["why"] for line in lines if line["event"] == "link_closed" and line["link"] == "consumer-2#1"] == [
+        f"reset by fault rule {spec}"]
+    assert any(line["event"] == "link_opened" and line["link"] == "consumer-2#2" for line in lines)

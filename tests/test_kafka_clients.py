@@ -347,6 +347,98 @@ async def test_a_client_joins_when_its_first_find_coordinator_and_api_versions_a
     assert injected == {"ApiVersions:error:35:limit=1", "FindCoordinator:drop:dir=response:limit=1"}
 
 
+async def through_kafka_proxy(env: Env, recorder: EventRecorder) -> FaultProxy:
+    """A Kafka-wire fault proxy in front of the server's Kafka listener, the clients' bootstrap."""
+    assert env.server is not None and env.server.kafka_port is not None
+    proxy = FaultProxy(HOST, env.server.kafka_port, HOST, 0, seed=1, events=recorder.log("kafka-proxy"), wire="kafka")
+    await proxy.start()
+    env.stack.push_async_callback(proxy.stop)
+    env.bootstrap_port = proxy.port
+    return proxy
+
+
+def member_of(env: Env, client_id: str) -> str | None:
+    group = env.group()
+    return next((m for m, member in group.members.items() if member.client_id == client_id), None) if group else None
+
+
+async def test_a_disconnect_rule_resets_a_kafka_clients_connection_once_and_it_heartbeats_on(
+        env: Env, recorder: EventRecorder) -> None:
+    """`Heartbeat:disconnect:link=kp:limit=1` on the Kafka-wire proxy: kafka-python's next heartbeat
+    resets the connection it came on. The client finds its coordinator again, reconnects and
+    heartbeats on in the same generation, well within its session: no one is removed."""
+    await env.start_server()
+    proxy = await through_kafka_proxy(env, recorder)
+    kp = await env.worker("kafka-python", client_id="kp", session_ms=6000)
+    other = await env.worker("kafka-python", client_id="other", session_ms=6000)
+    await env.wait_until(lambda: env.converged([kp, other]), "the two to share the topic")
+    generation, member_id = env.group().generation_id, member_of(env, "kp")
+    rule = proxy.add_spec("Heartbeat:disconnect:link=kp:limit=1")
+
+    await env.wait_until(lambda: bool(recorder.events("fault_injected", node="kafka-proxy")), "the heartbeat's reset")
+    [injected] = recorder.events("fault_injected", node="kafka-proxy")
+    assert (injected.fields["action"], injected.fields["api"], injected.fields["client_id"]) == ("disconnect", "Heartbeat", "kp")
+    link, reset_at = injected.fields["link"], injected.ts_ms
+    await env.wait_until(lambda: bool(recorder.events("link_closed", node="kafka-proxy", link=link)), "its link closed")
+    [closed] = recorder.events("link_closed", node="kafka-proxy", link=link)
+    assert closed.fields["why"] == "reset by fault rule Heartbeat:disconnect:link=kp:limit=1"
+
+    def heartbeating_again() -> bool:
+        member = env.group().members.get(member_id) if member_id is not None else None
+        return member is not None and member.last_heartbeat_ms > reset_at and env.converged([kp, other])
+
+    await env.wait_until(heartbeating_again, "kp to reconnect and heartbeat on")
+    assert rule.fired == 1 and env.group().generation_id == generation
+    assert not recorder.events("member_removed")
+    assert any(l.client_id == "kp" and l.name != link for l in proxy.links)  # a new connection, through the proxy
+
+
+async def test_a_client_joins_when_its_first_api_versions_and_find_coordinator_reset_the_connection(
+        env: Env, recorder: EventRecorder) -> None:
+    """`disconnect` needs no answer body, so it is allowed on the two APIs the Kafka listener
+    answers itself: kafka-python's first ApiVersions and its first FindCoordinator each reset their
+    connection; it connects again, asks again and joins the group."""
+    await env.start_server()
+    proxy = await through_kafka_proxy(env, recorder)
+    versions = proxy.add_spec("ApiVersions:disconnect:limit=1")
+    lookup = proxy.add_spec("FindCoordinator:disconnect:limit=1")
+    client = await env.worker("kafka-python", client_id="kp", session_ms=6000)
+    await env.wait_until(lambda: env.converged([client]), "the client to own the topic through the resets")
+    assert (versions.fired, lookup.fired) == (1, 1)
+    assert proxy.forwarded[("FindCoordinator", "response")] >= 1 and proxy.forwarded[("ApiVersions", "response")] >= 1
+    whys = [e.fields["why"] for e in recorder.events("link_closed", node="kafka-proxy")]
+    assert sorted(why for why in whys if why.startswith("reset")) == ["reset by fault rule ApiVersions:disconnect:limit=1",
+                            "reset by fault rule FindCoordinator:disconnect:limit=1"]
+
+
+async def test_an_isolated_kafka_client_is_removed_refused_and_rejoins_after_heal(env: Env, recorder: EventRecorder) -> None:
+    """isolate("kp"): kafka-python's connections are reset and every reconnect is reset on its first
+    frame, so the coordinator removes it after its session timeout (a crash, no LeaveGroup) and
+    the other member takes the topic; after heal it connects again and rejoins."""
+    await env.start_server()
+    proxy = await through_kafka_proxy(env, recorder)
+    kp = await env.worker("kafka-python", client_id="kp", session_ms=3000)
+    other = await env.worker("kafka-python", client_id="other", session_ms=3000)
+    await env.wait_until(lambda: env.converged([kp, other]), "the two to share the topic")
+    old_id = member_of(env, "kp")
+
+    assert proxy.isolate("kp") >= 1
+    await env.wait_until(lambda: bool(recorder.events("member_removed", member_id=old_id)), "kp to be removed")
+    [removed] = recorder.events("member_removed", member_id=old_id)
+    assert removed.fields["reason"] == "session_timeout"
+    await env.wait_until(lambda: env.converged([other]), "the other member to take the topic")
+    refused = len(recorder.events("link_opened", node="kafka-proxy", client_id="kp", isolated=True))
+    await env.wait_until(
+        lambda: len(recorder.events("link_opened", node="kafka-proxy", client_id="kp", isolated=True)) > refused,
+        "kp to try again and be refused")
+    assert member_of(env, "kp") is None
+
+    proxy.heal("kp")
+    await env.wait_until(lambda: env.converged([kp, other]), "kp to rejoin after heal")
+    assert member_of(env, "kp") not in (None, old_id)
+    assert [e.fields for e in recorder.events("client_healed", node="kafka-proxy")] == [{"links": ["kp"]}]
+
+
 async def test_grouplab_run_with_a_kafka_port_takes_real_clients_into_its_group(env: Env, tmp_path: Path,
                                                                                spark: Any) -> None:
     """`grouplab run --kafka-port`: the run's simulated consumers and a real client share one

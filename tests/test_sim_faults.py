@@ -15,7 +15,7 @@ import pytest
 from grouplab.cli import main
 from grouplab.faults.rules import FaultSpecError, parse_spec
 from grouplab.sim.runner import run_seed
-from grouplab.sim.scenario import FaultRule, ScenarioError, load_scenario, scenario_from_text
+from grouplab.sim.scenario import FaultRule, ScenarioError, ScheduledFault, load_scenario, scenario_from_text
 from grouplab.sim.world import SimResult
 from grouplab.protocol.effects import LogEvent
 
@@ -71,6 +71,9 @@ ACTIONS = [
     ('spec = "SyncGroup:error:REBALANCE_IN_PROGRESS:dir=response:limit=2"', "error"),
     ('spec = "*:reorder:100:p=0.2"', "reorder"),
     ('spec = "Metadata:reorder"', "reorder"),
+    ('spec = "Heartbeat:disconnect:p=0.05"', "disconnect"),
+    ('spec = "JoinGroup:disconnect:dir=response:limit=2"', "disconnect"),
+    ('spec = "SyncGroup:disconnect:link=m-1:limit=1"', "disconnect"),
 ]
 
 
@@ -109,6 +112,54 @@ def test_injected_errors_reach_the_member_as_the_coordinators_answer() -> None:
     failed = [ev.fields["error"] for ev in named(events, "heartbeat_failed", "m-2")]
     assert failed[:2] == ["REBALANCE_IN_PROGRESS", "REBALANCE_IN_PROGRESS"]
     assert all(ev.ts_ms >= 15000 for ev in named(events, "fault_injected"))
+
+
+DISCONNECT = 'spec = "Heartbeat:disconnect:link=m-1:limit=1"\nfrom_ms = 20000'
+
+
+def test_a_disconnect_rule_closes_the_members_connection_and_it_reconnects_without_a_rebalance() -> None:
+    """As the scenario's `disconnect` fault: m-1's connection closes once, the heartbeat it sent is
+    lost with it, and m-1 reconnects after its back-off, well within its session, and heartbeats
+    on in the same generation: nobody is removed, nothing rebalances."""
+    for seed in SEEDS:
+        result, events = run(scenario(DISCONNECT), seed)
+        assert result.ok, f"seed {seed}: {result.violation}"
+        [fault] = named(events, "fault_injected", "simulator")
+        assert (fault.fields["fault"], fault.fields["api"], fault.fields["members"]) == ("disconnect", "Heartbeat",
+                                                                                          ["m-1"])
+        assert fault.ts_ms >= 20000 and result.stats.faults == {"disconnect": 1}
+        [lost] = [ev for ev in named(events, "coordinator_disconnected", "m-1") if ev.ts_ms >= fault.ts_ms]
+        assert lost.ts_ms == fault.ts_ms and lost.fields["previous_state"] == "stable"
+        reconnected = [ev for ev in named(events, "coordinator_connected", "m-1") if ev.ts_ms > fault.ts_ms]
+        assert reconnected and reconnected[0].ts_ms - fault.ts_ms < 10_000  # its back-off, not its session
+        assert not named(events, "member_removed")
+        assert not [ev for ev in named(events, "rebalance_started", "coordinator") if ev.ts_ms >= fault.ts_ms]
+
+
+def test_a_disconnect_rule_and_the_disconnect_fault_at_the_same_moment_tell_the_same_story() -> None:
+    """The rule closes the connection through the simulator's own `disconnect` fault: a run with
+    the fault scheduled when the rule fired reconnects m-1 as often and completes as many
+    generations."""
+    for seed in SEEDS:
+        ruled, events = run(scenario(DISCONNECT), seed)
+        [fault] = named(events, "fault_injected", "simulator")
+        sc = scenario()
+        sc.schedule = [ScheduledFault(fault.ts_ms, "disconnect", ["m-1"], 0)]
+        faulted, fault_events = run(sc, seed)
+        assert ruled.ok and faulted.ok
+        assert ruled.stats.generations == faulted.stats.generations
+        assert len(named(fault_events, "coordinator_connected", "m-1")) == len(named(events, "coordinator_connected", "m-1"))
+
+
+def test_a_disconnect_scenario_replays_byte_for_byte(tmp_path: Path) -> None:
+    sc = scenario('spec = "Heartbeat:disconnect:p=0.1:dir=both"', 'spec = "SyncGroup:disconnect:limit=2"')
+    for seed in (2, 5):
+        first, second = run_seed(sc, seed, tmp_path / f"{seed}a"), run_seed(sc, seed, tmp_path / f"{seed}b")
+        assert first.ok and second.ok and first.stats.faults["disconnect"] > 2
+        for path in (tmp_path / f"{seed}a").rglob("*"):
+            if path.is_file():
+                name = path.relative_to(tmp_path / f"{seed}a")
+                assert path.read_bytes() == (tmp_path / f"{seed}b" / name).read_bytes(), name
 
 
 def test_drops_and_duplicates_count_as_lost_and_duplicated_messages() -> None:

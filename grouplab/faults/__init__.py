@@ -1,8 +1,8 @@
 """Fault injection at the edge of the real asyncio server and clients (docs/faults.md).
 
 - `FaultProxy` (proxy.py): a TCP proxy between consumers and coordinator that drops, delays,
-  duplicates, holds, reorders or answers frames per API, direction and link, and partitions,
-  disconnects or pauses links.
+  duplicates, holds, reorders or answers frames, or resets their link, per API, direction and
+  link, and partitions, disconnects, isolates or pauses links.
 - `Rule`, `parse_spec`, `RuleSet` (rules.py): the rules, their text form (`grouplab run --faults
   SPEC`, a scenario's `[[faults]]`) and `RuleSet.decide`, the decision the proxy and the
   simulator's network both take for every message.

@@ -12,7 +12,9 @@ consumers are untouched; no fault is ever a flag inside protocol logic.
     rule = proxy.add_rule("Heartbeat", "drop", p=0.5)          # or proxy.drop("Heartbeat", p=0.5)
     proxy.add_rule("*", "delay", delay_ms=(100, 300))
     proxy.hold("SyncGroup", link="consumer-1"); ...; proxy.release(api="SyncGroup")
+    proxy.disconnect_on("Heartbeat", link="consumer-2", limit=1)   # reset the link a heartbeat came on
     proxy.partition("consumer-2"); ...; proxy.heal()
+    proxy.isolate("consumer-2"); ...; proxy.heal("consumer-2")      # its links reset, reconnects refused
     proxy.remove(rule); proxy.clear()
 
 Per link and direction, frames leave in the order they arrived (a delay is latency, not
@@ -169,7 +171,10 @@ class _Pipe:
 
     def process(self, data: bytes, meta: tuple | None) -> None:
         link, proxy = self.link, self.proxy
-        if link.closed:
+        if link.closed or link.aborted:
+            return
+        if proxy._isolated(link):  # a link not yet identified when its client was isolated
+            link.abort("isolated")
             return
         if proxy._partitioned(link):
             proxy.partition_dropped += 1
@@ -196,6 +201,10 @@ class _Pipe:
         elif fate is Fate.REORDER:
             self.stash = (data, meta)
             self.stash_handle = proxy._loop.call_later(rule.wait_ms / 1000, self._flush_stash)
+        elif fate is Fate.DISCONNECT:
+            # A reset, as a broker or a network does one: this frame and whatever else is still
+            # delayed, stashed or parked on the link are lost; the client reconnects.
+            link.abort(f"reset by fault rule {rule.spec()}")
         # Fate.DROP: never forwarded
 
     def _report(self, rule: Rule, api: str | None, cid: int | None) -> None:
@@ -227,7 +236,7 @@ class _Pipe:
             self.stash_handle.cancel()
             self.stash_handle = None
         stash, self.stash = self.stash, None
-        if stash is not None and not self.link.closed:
+        if stash is not None and not self.link.closed and not self.link.aborted:
             self.send_frame(stash[0], stash[1], delay_s)
 
     # ------------------------------------------------------------------ out
@@ -264,6 +273,8 @@ class _Pipe:
 
     def _write(self, data: bytes) -> None:
         link = self.link
+        if link.aborted:
+            return
         if self.proxy._partitioned(link):
             self.proxy.partition_dropped += 1
             return
@@ -352,6 +363,8 @@ class Link:
         self.versions: dict[int, int] = {}  # Kafka wire: correlation id -> the request's version
         self.lost_gracefully = True
         self.closed = False
+        self.aborted = False  # reset by the proxy: nothing more goes through, either way
+        self.reset_why: str | None = None  # why it was reset, for its link_closed event
 
     @property
     def name(self) -> str:
@@ -389,6 +402,9 @@ class Link:
             self._maybe_closed("upstream", exc)
             return
         self.upstream_pending = False
+        if self.aborted:  # reset while it connected: the coordinator sees a connection reset at once
+            transport.abort()
+            return
         self.upstream = transport
         backlog, self.backlog = self.backlog, []
         for data in backlog:
@@ -397,7 +413,7 @@ class Link:
             self.pipes["request"].finish(self.lost_gracefully)
 
     def side_lost(self, side: str, exc: Exception | None) -> None:
-        graceful = exc is None
+        graceful = exc is None and not self.aborted  # an aborted transport reports no exception
         if side == "client":
             self.client = None
             self.lost_gracefully = graceful
@@ -421,10 +437,17 @@ class Link:
         self.closed = True
         for pipe in self.pipes.values():
             pipe.stop()
-        self.proxy._forget(self, f"{side} closed" + (f" ({type(exc).__name__})" if exc is not None else ""))
+        why = self.reset_why or f"{side} closed" + (f" ({type(exc).__name__})" if exc is not None else "")
+        self.proxy._forget(self, why)
 
-    def abort(self) -> None:
-        """Reset both connections (a crashed network path): nothing queued is delivered."""
+    def abort(self, why: str | None = None) -> None:
+        """Reset both connections (a crashed network path): nothing queued is delivered, and
+        nothing that arrives after is forwarded (bytes already read, a connect in progress).
+        `why` goes into its `link_closed` event."""
+        if why is not None and self.reset_why is None:
+            self.reset_why = why
+        self.aborted = True
+        self.backlog.clear()
         for pipe in self.pipes.values():
             pipe.stop()
         for transport in (self.client, self.upstream):
@@ -465,6 +488,7 @@ class FaultProxy:
         self.forwarded: Counter = Counter()  # (api or "?", direction) -> frames forwarded
         self.partition_dropped = 0
         self._partitions: list[str] = []
+        self._isolations: list[str] = []
         self._accepted = 0
         self._per_client: Counter = Counter()
         self._server: asyncio.base_events.Server | None = None
@@ -560,6 +584,11 @@ class FaultProxy:
     def reorder(self, api: str = "*", **kw: Any) -> Rule:
         return self.add_rule(api, "reorder", **kw)
 
+    def disconnect_on(self, api: str = "*", **kw: Any) -> Rule:
+        """The `disconnect` rule: reset the link a selected frame comes on. Not `disconnect`, which
+        resets links now, whatever they carry."""
+        return self.add_rule(api, "disconnect", **kw)
+
     # ------------------------------------------------------------------ held frames
 
     def held_frames(self, api: str | None = None, link: str = "*", direction: str | None = None) -> list[Held]:
@@ -574,7 +603,7 @@ class FaultProxy:
         self.held = [h for h in self.held if h not in chosen]
         released = 0
         for h in chosen:
-            if h.link.closed:
+            if h.link.closed or h.link.aborted:
                 continue
             h.link.pipes[h.direction].send_frame(h.data, (h.api, h.correlation_id), 0.0)
             released += 1
@@ -588,28 +617,58 @@ class FaultProxy:
         """Blackhole the links whose client id (or link name) matches: frames in both directions
         are dropped, connections stay open. It also covers links the client opens later (its
         reconnects) until `heal`."""
-        globs = [links] if isinstance(links, str) else list(links)
+        globs = _globs(links)
         self._partitions.extend(globs)
         self._event("network_partitioned", links=globs,
                     affected=[l.name for l in self.links if self._partitioned(l)])
 
     def heal(self, links: str | Iterable[str] | None = None) -> None:
-        """End the partitions given (all if None). What was dropped meanwhile stays lost."""
+        """End the partitions and isolations given, by the globs they were made with (all if None).
+        What was dropped meanwhile stays lost; an isolated client's next connection goes through.
+        Writes `network_healed` for the partitions (also when it ends nothing at all, as it always
+        did) and `client_healed` for the isolations."""
         if links is None:
             healed, self._partitions = self._partitions, []
+            unisolated, self._isolations = self._isolations, []
         else:
-            globs = [links] if isinstance(links, str) else list(links)
+            globs = _globs(links)
             healed = [g for g in self._partitions if g in globs]
             self._partitions = [g for g in self._partitions if g not in globs]
-        self._event("network_healed", links=healed)
+            unisolated = [g for g in self._isolations if g in globs]
+            self._isolations = [g for g in self._isolations if g not in globs]
+        if healed or not unisolated:
+            self._event("network_healed", links=healed)
+        if unisolated:
+            self._event("client_healed", links=unisolated)
 
     def disconnect(self, links: str | Iterable[str] = "*") -> int:
-        """Reset the matching connections (both sides); returns how many links were closed."""
-        globs = [links] if isinstance(links, str) else list(links)
+        """Reset the matching connections (both sides) now; returns how many links were closed.
+        (`disconnect_on` resets a link when a frame a rule selects comes on it.)"""
+        globs = _globs(links)
         chosen = [l for l in self.links if any(link_matches(g, l.client_id, l.name) for g in globs)]
         self._event("links_disconnected", links=[l.name for l in chosen])
         for link in chosen:
-            link.abort()
+            link.abort("reset by disconnect()")
+        return len(chosen)
+
+    def isolate(self, links: str | Iterable[str]) -> int:
+        """Cut clients off, to the group a crash without LeaveGroup: their open links are reset
+        (both sides), and every link one of them opens later is reset as soon as its first frame
+        names its client id, before anything is forwarded, until `heal`. Globs over the client id
+        or the link name, as `partition` takes; returns how many open links were reset. Raises
+        FaultSpecError (a ValueError), isolating nobody, for no glob or an empty one."""
+        try:
+            globs = _globs(links)
+        except TypeError:  # not a glob, nor an iterable of them
+            globs = []
+        if not globs or not all(isinstance(g, str) and g for g in globs):
+            raise FaultSpecError(f"isolate needs client id globs such as 'consumer-2' (* for every client), "
+                                 f"got {links!r}")
+        self._isolations.extend(globs)
+        chosen = [l for l in self.links if self._isolated(l) and not l.aborted]
+        self._event("client_isolated", links=globs, affected=[l.name for l in chosen])
+        for link in chosen:
+            link.abort("isolated")
         return len(chosen)
 
     def pause(self) -> None:
@@ -635,6 +694,9 @@ class FaultProxy:
     def is_partitioned(self, client_id: str) -> bool:
         return any(link_matches(g, client_id, "") for g in self._partitions)
 
+    def is_isolated(self, client_id: str) -> bool:
+        return any(link_matches(g, client_id, "") for g in self._isolations)
+
     # ------------------------------------------------------------------ internals
 
     def _accept(self, transport: asyncio.Transport) -> Link:
@@ -652,7 +714,11 @@ class FaultProxy:
         # Each link draws from its own generator, derived from the seed and its name, so the faults
         # a link sees do not depend on how the links' frames interleave.
         link.rng = random.Random(f"{self.seed}/{link.name}" if self.seed is not None else self.rng.getrandbits(64))
-        self._event("link_opened", link=link.name, client_id=client_id, partitioned=self._partitioned(link))
+        isolated = self._isolated(link)
+        self._event("link_opened", link=link.name, client_id=client_id, partitioned=self._partitioned(link),
+                    isolated=isolated)
+        if isolated:  # at once, paused or not: the frame that named it is not forwarded
+            link.abort("isolated")
 
     def _forget(self, link: Link, why: str) -> None:
         if link in self.links:
@@ -663,6 +729,14 @@ class FaultProxy:
     def _partitioned(self, link: Link) -> bool:
         return bool(self._partitions) and any(link_matches(g, link.client_id, link.name) for g in self._partitions)
 
+    def _isolated(self, link: Link) -> bool:
+        return bool(self._isolations) and any(link_matches(g, link.client_id, link.name) for g in self._isolations)
+
     def _event(self, name: str, **fields: Any) -> None:
         if self.events is not None:
             self.events.emit(LogEvent(self.clock(), FreeFormEvent(name, fields)))
+
+
+def _globs(links: str | Iterable[str]) -> list[str]:
+    """One glob or several, as the link faults take them."""
+    return [links] if isinstance(links, str) else list(links)

@@ -3,8 +3,9 @@ and the simulator (a scenario's `[[faults]] spec = SPEC`).
 
 A rule picks frames by API name (or `*`), by direction (`request`, `response` or `both`) and by link
 (a glob over the client id, or over the link name `client-id#n`), fires with probability `p`, at
-most `limit` times, and does one thing to the frame: drop, delay, duplicate, hold, error or
-reorder. Rules never look inside a body beyond the envelope; the protocol logic never sees them.
+most `limit` times, and does one thing to the frame: drop, delay, duplicate, hold, error, reorder
+or disconnect. Rules never look inside a body beyond the envelope; the protocol logic never sees
+them.
 
 SPEC, the text form:
 
@@ -27,10 +28,14 @@ SPEC, the text form:
             hold                  park it until released: by the test (FaultProxy.release), or in a
                                   scenario's [[faults]] when the window ends or after hold_ms;
                                   not on the command line
+            disconnect            never forward it, and reset the connection it came on, both
+                                  sides, as a broker or a network resets one: what else is in
+                                  flight on it is lost, and the client reconnects with its back-off
     OPTION  p=P (0..1)  dir=request|response|both  link=GLOB  limit=N
 
 Examples: `Heartbeat:drop:0.2`, `JoinGroup:delay:200-500`, `SyncGroup:duplicate`, `*:delay:50`,
-`Heartbeat:error:27`, `Heartbeat:error:REBALANCE_IN_PROGRESS:link=consumer-2:limit=1`.
+`Heartbeat:error:27`, `Heartbeat:error:REBALANCE_IN_PROGRESS:link=consumer-2:limit=1`,
+`Heartbeat:disconnect:link=consumer-2:limit=1`.
 
 `RuleSet.decide` is the one place where rules meet a message, for the socket proxy and for the
 simulator's network alike: pure (no clock, no I/O, randomness from the caller's generator), it
@@ -49,7 +54,7 @@ from typing import Any, Iterator
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import API
 
-ACTIONS = ("drop", "delay", "duplicate", "hold", "error", "reorder")
+ACTIONS = ("drop", "delay", "duplicate", "hold", "error", "reorder", "disconnect")
 # Kafka's APIs that only the Kafka-wire listener serves (it answers them itself, docs/kafka-wire.md
 # §1; its other one, ApiVersions, grouplab's protocol has too): a rule may name them, and only a
 # FaultProxy(wire="kafka") applies it. `error` is not offered on them: the fault proxy builds error
@@ -127,9 +132,10 @@ class Rule:
             raise FaultSpecError(f"unknown API {self.api!r}; known: *, {', '.join(API)}; on the Kafka-wire proxy "
                                  f"also {', '.join(KAFKA_WIRE_APIS)}")
         if self.kafka_wire_only and self.action == "error":
-            raise FaultSpecError(f"{self.api} takes drop, delay, duplicate or reorder (and hold, from a test), not "
-                                 f"error (the proxy answers errors with grouplab's response bodies, and {self.api} "
-                                 "has none)")
+            offered = [a for a in ACTIONS if a not in ("error", "hold")]
+            raise FaultSpecError(f"{self.api} takes {', '.join(offered[:-1])} or {offered[-1]} (and hold, from a "
+                                 f"test), not error (the proxy answers errors with grouplab's response bodies, and "
+                                 f"{self.api} has none)")
         if self.direction not in DIRECTIONS:
             raise FaultSpecError(f"unknown direction {self.direction!r}; known: {', '.join(DIRECTIONS)}")
         if not 0.0 <= float(self.p) <= 1.0:
@@ -215,9 +221,11 @@ class Fate(enum.Enum):
     HOLD = "hold"  # parked until the caller releases it
     ERROR = "error"  # answered (request) or replaced (response) with the rule's error code
     REORDER = "reorder"  # kept back until the next message on its link and direction, or the rule's wait_ms
+    DISCONNECT = "disconnect"  # not forwarded, and the link it travels on is reset, both sides
 
 
-_FATES = {"drop": Fate.DROP, "hold": Fate.HOLD, "error": Fate.ERROR, "reorder": Fate.REORDER}
+_FATES = {"drop": Fate.DROP, "hold": Fate.HOLD, "error": Fate.ERROR, "reorder": Fate.REORDER,
+          "disconnect": Fate.DISCONNECT}
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,10 +286,12 @@ class RuleSet:
         """What to do with `message` on `link`. A rule that selects it and is below its `limit`
         counts it in `matched` and rolls its probability (a draw from `rng` only when p < 1); if it
         fires (`fired` + 1): `delay` adds its delay (a ranged one drawn from `rng`) and `duplicate`
-        a copy, and the next rules are tried; `drop`, `hold`, `error` and `reorder` decide the fate
-        and end the evaluation. A `reorder` does not fire while `reorder_waiting` (the caller keeps
-        a message back on this link and direction already: this one is the next it waits for);
-        an `error` does not fire on an API without a response type."""
+        a copy, and the next rules are tried; `drop`, `hold`, `error`, `reorder` and `disconnect`
+        decide the fate and end the evaluation (a `disconnect` ignores the delays before it: the
+        connection is reset when the message is seen, not when it would have been delivered). A
+        `reorder` does not fire while `reorder_waiting` (the caller keeps a message back on this
+        link and direction already: this one is the next it waits for); an `error` does not fire
+        on an API without a response type."""
         delay_ms, copies = 0, 1
         fired: list[Rule] = []
         for rule in self.rules:
@@ -333,7 +343,8 @@ def parse_spec(text: str, allow_hold: bool = False) -> Rule:
     except FaultSpecError as exc:
         raise FaultSpecError(f"bad fault spec {text!r}: {exc} (syntax: API:ACTION[:ARG][:p=P][:dir=request|response|both]"
                              f"[:link=GLOB][:limit=N]; e.g. Heartbeat:drop:0.2, JoinGroup:delay:200-500, "
-                             f"SyncGroup:duplicate, *:delay:50, Heartbeat:error:27)") from None
+                             f"SyncGroup:duplicate, *:delay:50, Heartbeat:error:27, "
+                             f"Heartbeat:disconnect:limit=1)") from None
 
 
 def _parse(text: str, allow_hold: bool) -> Rule:

@@ -8,7 +8,10 @@ As in the proxy: a request is picked by its API, a response by the API of the re
 error body, `reorder` keeps a message back until the next one on its link and direction has been
 sent (it then arrives right after that one) or `wait_ms` passed. Unlike the proxy, a `hold` needs
 no test to release it: the message goes on when the rule's window ends, or `hold_ms` after it was
-held. Messages of a connection that closed meanwhile are lost on arrival, as any other.
+held. `disconnect` loses the message and closes the member's connection it travels on, as the
+scenario's `disconnect` fault does (grouplab/sim/world.py): the member hears of it and reconnects
+with its back-off, and what else is in flight on that connection is lost. Messages of a
+connection that closed meanwhile are lost on arrival, as any other.
 
 A link is `client-id#epoch`, the member's connection number (grouplab/sim/world.py). Every random
 draw is from the simulation's one generator, and only while some rule selects a message.
@@ -92,10 +95,13 @@ class SimFaultRules:
             sim.on_wire(self.to_member, (idx, epoch, cid, body), decision.delay_ms)
         elif fate is Fate.HOLD:
             sim.at(self._release_at(rule), lambda: self._release(kind, payload))
-        else:  # Fate.REORDER
+        elif fate is Fate.REORDER:
             entry = (kind, payload)
             self._stash[key] = entry
             sim.at(sim.now + rule.wait_ms, lambda: self._flush(key, entry))
+        else:  # Fate.DISCONNECT
+            sim.stats.messages_lost += 1
+            sim.reset_connection(m, payload[1])
 
     # ------------------------------------------------------------------ internals
 

@@ -140,3 +140,8 @@ class SimHost(Protocol):
     def restart_later(self, m: SimMember, duration_ms: int) -> None:
         """Start a new process of the member after `duration_ms`; with 0, it stays down for good."""
         ...
+
+    def reset_connection(self, m: SimMember, epoch: int) -> None:
+        """Close the member's connection number `epoch` under it, as the `disconnect` fault does,
+        right after the step in progress, if it is still open then."""
+        ...

@@ -9,7 +9,7 @@ How the shells are modelled (the same behaviour as coordinator/server.py and con
 - a member talks to the coordinator over one connection; every message gets a delay drawn from
   the scenario's range and, while faults are on, may be lost or duplicated, and goes through the
   scenario's [[faults]] rules (grouplab/sim/fault_rules.py), the FaultProxy's rules;
-- a connection that closes (member Reconnect output, coordinator crash, disconnect fault) loses
+- a connection that closes (member Reconnect output, coordinator crash, disconnect fault or rule) loses
   what is in flight; the member reconnects after 50 ms, doubling while the coordinator is down, and
   a request it tried to send while disconnected makes it rejoin once reconnected (the member side
   is consumer/driver.py's MemberDriver, the coordinator side coordinator/driver.py's
@@ -432,6 +432,18 @@ class Simulation:
         elif m.machine is not None:
             m.held.append((_ACTION, (m.tell_disconnected,)))
         m.reconnect_later()
+
+    def reset_connection(self, m: SimMember, epoch: int) -> None:
+        """A fault rule's `disconnect`: connection `epoch` closes under the member as the
+        `disconnect` fault closes it. Not at once: the rule decides in the middle of a step (the
+        member's send, the coordinator's reply), which must not be re-entered; the heap runs it
+        next, at the same virtual ms. A connection gone by then (the process stopped, or another
+        reset) is left alone."""
+        self.at(self.now, functools.partial(self._reset_if_open, m, epoch))
+
+    def _reset_if_open(self, m: SimMember, epoch: int) -> None:
+        if m.epoch == epoch and m.connected:
+            self._connection_lost(m)
 
     def _resume(self, m: SimMember) -> None:
         m.hung = False
