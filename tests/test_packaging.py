@@ -38,6 +38,8 @@ IMPORT_NAMES = {"kafka-python": "kafka"}  # a distribution whose import name is 
 # What a plain install must not bring: the extras' packages (and what they pull in), the dev tools.
 NOT_IN_CORE = {"matplotlib", "numpy", "pyspark", "py4j", "starlette", "uvicorn", "kazoo", "httpx", "playwright",
                "pytest", "hypothesis", "mypy", "aiokafka", "confluent-kafka", "kio"}
+# Imports a module may make beyond the core and the extras: the pytest plugin runs only inside pytest.
+PYTEST_ONLY = {"grouplab/testing/plugin.py": {"pytest", "pytest_asyncio"}}
 # Top-level names an application uses for its own modules (grouplab had the first three until issue 20).
 APP_NAMES = {"protocol", "consumer", "coordinator", "scenarios", "tests", "scripts", "docs"}
 # pip's words for a registry it cannot reach: only these make the venv tests skip (never under CI=true).
@@ -65,7 +67,8 @@ def test_the_extras_table_is_pyprojects() -> None:
 
 def test_grouplab_imports_only_the_core_and_the_extras() -> None:
     """Every import in grouplab/ of something outside the standard library is grouplab itself, a
-    core dependency or a module of an extra: a dev tool (httpx, playwright, pytest) only in tests/."""
+    core dependency or a module of an extra: a dev tool (httpx, playwright) only in tests/, pytest
+    only in the pytest plugin, which pytest alone loads."""
     core = {IMPORT_NAMES.get(n, n) for n in map(requirement_name, PYPROJECT["project"]["dependencies"])}
     allowed = core | {"grouplab"} | {m for modules in EXTRAS.values() for m in modules}
     found: dict[str, str] = {}
@@ -75,8 +78,9 @@ def test_grouplab_imports_only_the_core_and_the_extras() -> None:
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
             for name in names:
                 root = name.partition(".")[0]
-                if root not in sys.stdlib_module_names and root not in allowed:
-                    found[f"{path.relative_to(ROOT)}:{node.lineno}"] = name
+                where = path.relative_to(ROOT).as_posix()
+                if root not in sys.stdlib_module_names | allowed | PYTEST_ONLY.get(where, set()):
+                    found[f"{where}:{node.lineno}"] = name
     assert found == {}, "add it to pyproject.toml's dependencies or an extra (and grouplab/extras.py)"
 
 
