@@ -192,7 +192,7 @@ def test_the_install_adds_one_import_name_and_no_extra(venv: Venv) -> None:
     tops = {path.split("/")[0] for path in venv.record if not path.startswith("..")}  # (../../bin/grouplab)
     assert tops == {"grouplab", f"grouplab-{VERSION}.dist-info"}, tops
     assert not venv.site & APP_NAMES, venv.site & APP_NAMES
-    # What else the install added is the core dependencies' own names.
+    # The rest of what the install added: the core dependencies (and what they need).
     others = {name for name in venv.added if not name.startswith(("grouplab", "__pycache__"))}
     assert others, "the core dependencies were already in the new venv?"
     assert {"msgpack", "structlog", "rich", "kafka", "crc32c"} <= others, others
