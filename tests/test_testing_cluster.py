@@ -268,3 +268,46 @@ async def test_the_async_cluster_in_the_tests_own_loop_with_aiokafka(tmp_path: P
         finally:
             await consumer.stop()
         await asyncio.sleep(0)
+
+
+async def test_async_faults_hold_isolate_and_a_restart_with_aiokafka() -> None:
+    async with AsyncCluster(config=FAST_GROUP, topics={"orders": 2}) as cluster:
+        def consumer(client_id: str) -> AIOKafkaConsumer:
+            return AIOKafkaConsumer("orders", bootstrap_servers=cluster.bootstrap, group_id="app", client_id=client_id,
+                                    session_timeout_ms=2000, heartbeat_interval_ms=200, request_timeout_ms=5000,
+                                    retry_backoff_ms=100)
+
+        async def poll(c: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+            while not stop.is_set():
+                await c.getmany(timeout_ms=100)
+
+        stop = asyncio.Event()
+        held = cluster.hold("SyncGroup", client_id="aio-1")
+        one = consumer("aio-1")
+        starting = asyncio.create_task(one.start())  # aiokafka's start() waits for its first assignment
+        await cluster.wait_for(lambda: cluster.held("SyncGroup") == 1, timeout=30, what="aio-1's SyncGroup held")
+        assert cluster.group("app").state == "CompletingRebalance" and not starting.done()
+        cluster.remove_fault(held)
+        assert cluster.release() == 1
+        await asyncio.wait_for(starting, 30)
+        polling = [asyncio.create_task(poll(one, stop))]
+        first = await cluster.wait_stable("app", members=1, timeout=30)
+
+        two = consumer("aio-2")
+        await two.start()
+        polling.append(asyncio.create_task(poll(two, stop)))
+        both = await cluster.wait_stable("app", members=2, timeout=30, after_generation=first.generation)
+        cluster.isolate("aio-2")
+        alone = await cluster.wait_stable("app", members=1, timeout=30, after_generation=both.generation)
+        assert [m.client_id for m in alone.members] == ["aio-1"]
+        assert [r.reason for r in cluster.rebalances("app")[-1].removed] == ["session_timeout"]
+        cluster.heal("aio-2")
+        back = await cluster.wait_stable("app", members=2, timeout=30, after_generation=alone.generation)
+
+        await cluster.restart_coordinator()
+        assert cluster.group("app").generation == back.generation  # loaded from the data directory
+        await cluster.wait_for(lambda: len(cluster.events(node="coordinator", event="group_loaded")) == 1, timeout=30)
+        stop.set()
+        await asyncio.gather(*polling)
+        await one.stop()
+        await two.stop()
