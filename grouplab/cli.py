@@ -1241,7 +1241,10 @@ async def _compare_real(args: argparse.Namespace, script: Any) -> int:
     where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
     say(f"running the script over real sockets: a coordinator on 127.0.0.1, and {where}…")
     try:
-        co, zk = await run_real(script, args.zookeeper, 120.0 if args.timeout is None else args.timeout,
+        # Added partitions settle only once the leader's metadata is refreshed (metadata.max.age.ms,
+        # Kafka's default 5 min): the default timeout covers that, or that change could never settle.
+        default_timeout = max(120.0, script.settings.metadata_max_age_ms / 1000 + 60)
+        co, zk = await run_real(script, args.zookeeper, default_timeout if args.timeout is None else args.timeout,
                                 1.0 if args.hold is None else args.hold, say)
     except CompareError as exc:
         raise CliError(exc) from None
@@ -1820,7 +1823,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--real", action="store_true", help="run over real sockets instead: a local coordinator, and "
                                                         "the embedded registry or --zookeeper")
     cp.add_argument("--zookeeper", metavar="HOST:PORT", help="with --real: a real ZooKeeper instead of the embedded registry")
-    cp.add_argument("--timeout", type=seconds, help="with --real: seconds each change may take to settle (default: 120)")
+    cp.add_argument("--timeout", type=seconds, help="with --real: seconds each change may take to settle (default: "
+                                                    "120, or metadata.max.age.ms + 60 s if longer)")
     cp.add_argument("--hold", type=seconds, help="with --real: seconds between a change settling and the next "
                                                  "(default: 1)")
     cp.add_argument("--format", choices=["table", "json"], default="table", help="output format")

@@ -199,7 +199,10 @@ def test_disconnect_now_and_a_disconnect_rule_leave_the_group_as_it_was(cluster:
     assert cluster.disconnect("app-1") >= 1
     rule = cluster.add_fault("Heartbeat:disconnect:link=app-1:limit=1")
     cluster.wait_for(lambda: rule.fired == 1, timeout=30, what="a heartbeat answered by a disconnect")
-    cluster.wait_for(lambda: len(cluster.events(node="proxy", event="link_opened")) >= 3, timeout=30,
+    again = cluster.disconnect_on("Heartbeat", client_id="app-1", count=1)
+    assert again.spec() == "Heartbeat:disconnect:link=app-1:limit=1"
+    cluster.wait_for(lambda: again.fired == 1, timeout=30, what="another heartbeat answered by a disconnect")
+    cluster.wait_for(lambda: len(cluster.events(node="proxy", event="link_opened")) >= 4, timeout=30,
                      what="the client reconnected")
     assert cluster.group("app").generation == group.generation  # reconnected within its session
 
@@ -246,7 +249,7 @@ async def test_the_async_cluster_in_the_tests_own_loop_with_aiokafka(tmp_path: P
     async with AsyncCluster(config=FAST_GROUP, topics={"orders": 3}) as cluster:
         await cluster.produce("orders", ["x", "y"], partition=2)
         consumer = AIOKafkaConsumer("orders", bootstrap_servers=cluster.bootstrap, group_id="app", client_id="aio-1",
-                                    auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                                    auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10000,
                                     heartbeat_interval_ms=500, request_timeout_ms=5000)
         await consumer.start()
         try:
@@ -272,10 +275,10 @@ async def test_the_async_cluster_in_the_tests_own_loop_with_aiokafka(tmp_path: P
 
 async def test_async_faults_hold_isolate_and_a_restart_with_aiokafka() -> None:
     async with AsyncCluster(config=FAST_GROUP, topics={"orders": 2}) as cluster:
-        def consumer(client_id: str) -> AIOKafkaConsumer:
+        def consumer(client_id: str, session_timeout_ms: int = 10000) -> AIOKafkaConsumer:
             return AIOKafkaConsumer("orders", bootstrap_servers=cluster.bootstrap, group_id="app", client_id=client_id,
-                                    session_timeout_ms=2000, heartbeat_interval_ms=200, request_timeout_ms=5000,
-                                    retry_backoff_ms=100)
+                                    session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=200,
+                                    request_timeout_ms=5000, retry_backoff_ms=100)
 
         async def poll(c: AIOKafkaConsumer, stop: asyncio.Event) -> None:
             while not stop.is_set():
@@ -293,7 +296,7 @@ async def test_async_faults_hold_isolate_and_a_restart_with_aiokafka() -> None:
         polling = [asyncio.create_task(poll(one, stop))]
         first = await cluster.wait_stable("app", members=1, timeout=30)
 
-        two = consumer("aio-2")
+        two = consumer("aio-2", session_timeout_ms=2000)  # isolated below: the group notices in 2 s
         await two.start()
         polling.append(asyncio.create_task(poll(two, stop)))
         both = await cluster.wait_stable("app", members=2, timeout=30, after_generation=first.generation)

@@ -413,6 +413,13 @@ class AsyncCluster:
         """Park matching frames until `release`."""
         return self._added(self._faults().add_rule(api, "hold", link=client_id, limit=count, direction=direction))
 
+    def disconnect_on(self, api: str, client_id: str = "*", count: int | None = None,
+                      direction: str = "request") -> Rule:
+        """Reset the connection a matching frame comes on, instead of forwarding it (the
+        `disconnect` rule); the client reconnects with its back-off."""
+        return self._added(self._faults().add_rule(api, "disconnect", link=client_id, limit=count,
+                                                   direction=direction))
+
     def release(self, api: str | None = None, client_id: str = "*") -> int:
         """Forward the held frames that match, in the order they were held; returns how many."""
         return self._faults().release(api, client_id)
