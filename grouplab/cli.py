@@ -20,6 +20,7 @@ from grouplab.consumer.assignors import UnknownAssignor, assignor_names, get_ass
 from grouplab.consumer.config import ConsumerConfig, ConsumerConfigError
 from grouplab.coordinator.config import BrokerConfig, ConfigError
 from grouplab.coordinator.group_log import LogLockedError
+from grouplab.extras import MissingExtra, extra_for, require
 from grouplab.protocol.effects import wall_clock_ms
 from grouplab.protocol.types import Subscription, TopicPartition, format_partitions
 
@@ -63,11 +64,13 @@ class CliError(Exception):
     unknown group): one line on stderr, exit 1."""
 
 
-def fail(command: str, message: object) -> None:
-    """One line on stderr, never wrapped, never read as rich markup ("[Errno 98]", "[t0:7]")."""
+def fail(command: str | None, message: object) -> None:
+    """One line on stderr, never wrapped, never read as rich markup ("[Errno 98]", "[t0:7]");
+    prefixed `grouplab COMMAND:` unless `command` is None (a message that names its command)."""
     text = " ".join(str(message).split())
-    err.print(f"grouplab {command}: {text}" if command else f"grouplab: {text}", style="red", markup=False,
-              highlight=False, soft_wrap=True)
+    if command is not None:
+        text = f"grouplab {command}: {text}" if command else f"grouplab: {text}"
+    err.print(text, style="red", markup=False, highlight=False, soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- parsing helpers
@@ -136,9 +139,10 @@ def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assi
 class Dashboard:
     """`--ui`: the hub listening to the cluster, and the web server once the cluster is up."""
 
-    def __init__(self, group: str, lang: str) -> None:
+    def __init__(self, group: str, lang: str, command: str) -> None:
         from grouplab.ui.hub import Hub
 
+        require("ui", command)  # the web server's; checked before the cluster starts
         check_lang(lang)
         self.cluster: Any = None
         # The timeline told by grouplab explain's narrator, reading the live Broker after each step.
@@ -238,7 +242,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         delivery = DeliveryRun(DeliveryMode(args.delivery), next(iter(topics)),
                                1000 if args.records is None else args.records,
                                20 if args.processing_ms is None else args.processing_ms)
-    dashboard = Dashboard(args.group, args.lang) if args.ui else None
+    dashboard = Dashboard(args.group, args.lang, "run --ui") if args.ui else None
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
                            run_dir, port=args.port,
                            listeners=[view] + ([dashboard.hub.on_event] if dashboard is not None else []),
@@ -328,7 +332,7 @@ async def cmd_ui(args: argparse.Namespace) -> int:
     topics, assignors = _cluster_args(args)
     view = RebalanceView(console, args.group)
     run_dir = Path(args.run_dir) if args.run_dir else None
-    dashboard = Dashboard(args.group, args.lang)
+    dashboard = Dashboard(args.group, args.lang, "ui")
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config, run_dir,
                            port=args.port, listeners=[view, dashboard.hub.on_event], data_dir=args.data_dir,
                            faults=args.faults, fault_seed=args.fault_seed,
@@ -363,7 +367,7 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
                          "--protocol zk takes --zookeeper, --streams and --consumer-config (Kafka 0.8 names)")
     if args.consumers == 0 and not args.forever:
         raise UsageError("--consumers 0 needs --forever; give --consumers 1 or more")
-    check_zookeeper(args.zookeeper)
+    check_zookeeper(args.zookeeper, "run")
     streams = 1 if args.streams is None else args.streams
     LegacyConfig(args.group, "consumer-1", {t: streams for t in topics},
                  assignment_strategy=args.assignor).with_overrides(args.consumer_config)
@@ -445,11 +449,13 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
     return 130 if interrupted else 0
 
 
-def check_zookeeper(hosts: str | None) -> None:
+def check_zookeeper(hosts: str | None, command: str) -> None:
+    """--zookeeper's HOST:PORT, and the zk extra it needs (kazoo, the client of a real ZooKeeper)."""
     if hosts is not None:
         host, sep, port = hosts.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise UsageError(f"--zookeeper expects HOST:PORT (e.g. 127.0.0.1:2181), got {hosts!r}")
+        require("zk", f"{command} --zookeeper")
 
 
 async def _with_countdown(view: Any, waiting: Any) -> None:
@@ -1031,6 +1037,7 @@ def _excerpt(line: dict[str, Any] | None, limit: int = 400) -> str:
 def cmd_plot(args: argparse.Namespace) -> int:
     from grouplab.plot import chart_from_run, save
 
+    require("plot", "plot")
     if Path(args.out).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--out must end in .png or .svg (got {args.out!r})")
     chart = chart_from_run(args.run_dir, args.group, args.title)
@@ -1206,7 +1213,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError("--zookeeper, --timeout and --hold are for runs over real sockets: add --real")
     if args.real and args.seed is not None:
         raise UsageError("--seed is for the simulators; a run over real sockets (--real) has none")
-    check_zookeeper(args.zookeeper)
+    check_zookeeper(args.zookeeper, "compare")
     script = _compare_script(args)
     if args.real:
         return _run_async(lambda a: _compare_real(a, script), args)
@@ -1234,7 +1241,10 @@ async def _compare_real(args: argparse.Namespace, script: Any) -> int:
     where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
     say(f"running the script over real sockets: a coordinator on 127.0.0.1, and {where}…")
     try:
-        co, zk = await run_real(script, args.zookeeper, 120.0 if args.timeout is None else args.timeout,
+        # Added partitions settle only once the leader's metadata is refreshed (metadata.max.age.ms,
+        # Kafka's default 5 min): the default timeout covers that, or that change could never settle.
+        default_timeout = max(120.0, script.settings.metadata_max_age_ms / 1000 + 60)
+        co, zk = await run_real(script, args.zookeeper, default_timeout if args.timeout is None else args.timeout,
                                 1.0 if args.hold is None else args.hold, say)
     except CompareError as exc:
         raise CliError(exc) from None
@@ -1394,6 +1404,7 @@ def output_dir(path: str) -> Path:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Arguments and display only; the job is grouplab/pipeline/sweep.py."""
+    require("spark", "sweep")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grouplab.pipeline.session import SparkUnavailable, parse_conf, spark_session
@@ -1478,6 +1489,7 @@ def _sweep_table(name: str, summary: list[dict[str, Any]]) -> Any:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Arguments and display only; the job is grouplab/pipeline/analyze.py, the page report.py."""
+    require("spark", "analyze")  # before grouplab.pipeline.tables, which imports pyspark
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grouplab.pipeline.session import SparkUnavailable, parse_conf, spark_session
@@ -1811,7 +1823,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--real", action="store_true", help="run over real sockets instead: a local coordinator, and "
                                                         "the embedded registry or --zookeeper")
     cp.add_argument("--zookeeper", metavar="HOST:PORT", help="with --real: a real ZooKeeper instead of the embedded registry")
-    cp.add_argument("--timeout", type=seconds, help="with --real: seconds each change may take to settle (default: 120)")
+    cp.add_argument("--timeout", type=seconds, help="with --real: seconds each change may take to settle (default: "
+                                                    "120, or metadata.max.age.ms + 60 s if longer)")
     cp.add_argument("--hold", type=seconds, help="with --real: seconds between a change settling and the next "
                                                  "(default: 1)")
     cp.add_argument("--format", choices=["table", "json"], default="table", help="output format")
@@ -1962,6 +1975,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         fail(args.command, "interrupted")
         return 130
+    except MissingExtra as exc:  # like a missing Java for Spark: the environment, not the command line
+        fail(None, exc)
+        return 1
     except (UsageError, ConfigError, ConsumerConfigError, UnknownAssignor, ValueError, LogLockedError,
             FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
         fail(args.command, exc)
@@ -1977,6 +1993,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(exc, AdminError):
             fail(args.command, exc)
+            return 1
+        missing = extra_for(exc, args.command) if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None:  # an extra's import that no require() guarded: still one line
+            fail(None, missing)
             return 1
         raise
 

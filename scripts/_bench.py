@@ -17,7 +17,9 @@ def append_to_benchmarks(section: str) -> Path:
     """Append a section (heading, description, tables) to docs/benchmarks.md and say so."""
     if not BENCHMARKS.exists():
         BENCHMARKS.write_text("# Benchmarks\n\nEach section is one run of a script under `scripts/`; newest last.\n")
+    text = BENCHMARKS.read_text()
+    newlines = len(text) - len(text.rstrip("\n"))  # a hand-edited end may have lost its blank line
     with BENCHMARKS.open("a") as f:
-        f.write(section + "\n")
+        f.write("\n" * max(0, 2 - newlines) + section + "\n")
     print(f"\nappended to {BENCHMARKS}")
     return BENCHMARKS

@@ -17,7 +17,7 @@ class PollingConsumer:
     def __init__(self, bootstrap: str, topics: list[str], group_id: str, client_id: str, commit: bool = True,
                  **config: Any) -> None:
         settings = dict(bootstrap_servers=bootstrap, group_id=group_id, client_id=client_id,
-                        auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                        auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10000,
                         heartbeat_interval_ms=500, request_timeout_ms=5000, retry_backoff_ms=100,
                         reconnect_backoff_ms=50, reconnect_backoff_max_ms=500)
         settings.update(config)

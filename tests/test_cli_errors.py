@@ -262,3 +262,44 @@ def test_a_consumer_flag_that_is_not_true_or_false_is_refused() -> None:
     one_line_error(grouplab("consumer", "--group", "g", "--topics", "t0", "--consumer-config",
                             "allow.auto.create.topics=yes", "--bootstrap-server", "127.0.0.1:1"),
                    2, "allow.auto.create.topics", "true or false")
+
+
+# A command whose extra is not installed (docs/design.md §9): one line naming the extra, exit 1,
+# before anything starts. Here the extras are installed, so they are hidden from grouplab.extras;
+# tests/test_packaging.py runs the same commands in a real install without them.
+@pytest.mark.parametrize("argv, said, extra, modules", [
+    (["plot", "no-such-run", "--out", "t.png"], "plot", "plot", ["matplotlib"]),
+    (["analyze", "no-such-run", "--out", "out"], "analyze", "spark", ["pyspark", "matplotlib"]),
+    (["sweep", "--scenario", "crash-storm", "--seeds", "1", "--out", "out"], "sweep", "spark", ["pyspark", "matplotlib"]),
+    (["ui", "--port", "0", "--kafka-port", "0", "--ui-port", "0"], "ui", "ui", ["starlette", "uvicorn"]),
+    (["run", "--ui", "--port", "0", "--kafka-port", "0", "--ui-port", "0"], "run --ui", "ui", ["starlette", "uvicorn"]),
+    (["run", "--protocol", "zk", "--zookeeper", "127.0.0.1:1"], "run --zookeeper", "zk", ["kazoo"]),
+    (["compare", "--real", "--zookeeper", "127.0.0.1:1"], "compare --zookeeper", "zk", ["kazoo"]),
+])
+def test_a_missing_extra_is_named_in_one_line(argv: list[str], said: str, extra: str, modules: list[str],
+                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path) -> None:
+    import grouplab.extras
+    from grouplab.cli import main
+
+    real_find_spec = grouplab.extras.find_spec
+    monkeypatch.setattr(grouplab.extras, "find_spec",
+                        lambda name: None if name in modules else real_find_spec(name))
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"grouplab {said} needs {' and '.join(modules)}: pip install 'grouplab[{extra}]'"]
+    assert list(tmp_path.iterdir()) == []  # refused before anything started or was written
+
+
+def test_an_unguarded_import_of_an_extra_is_still_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The safety net: an extra's ModuleNotFoundError that no require() caught names the extra."""
+    import grouplab.cli
+
+    def lost(args: object) -> int:
+        raise ModuleNotFoundError("No module named 'kazoo'", name="kazoo.client")
+
+    monkeypatch.setattr(grouplab.cli, "cmd_lessons", lost)
+    assert grouplab.cli.main(["lessons"]) == 1
+    assert capsys.readouterr().err.splitlines() == ["grouplab lessons needs kazoo: pip install 'grouplab[zk]'"]

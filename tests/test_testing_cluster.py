@@ -217,7 +217,10 @@ def test_disconnect_now_and_a_disconnect_rule_leave_the_group_as_it_was(cluster:
     assert cluster.disconnect("app-1") >= 1
     rule = cluster.add_fault("Heartbeat:disconnect:link=app-1:limit=1")
     cluster.wait_for(lambda: rule.fired == 1, timeout=30, what="a heartbeat answered by a disconnect")
-    cluster.wait_for(lambda: len(cluster.events(node="proxy", event="link_opened")) >= 3, timeout=30,
+    again = cluster.disconnect_on("Heartbeat", client_id="app-1", count=1)
+    assert again.spec() == "Heartbeat:disconnect:link=app-1:limit=1"
+    cluster.wait_for(lambda: again.fired == 1, timeout=30, what="another heartbeat answered by a disconnect")
+    cluster.wait_for(lambda: len(cluster.events(node="proxy", event="link_opened")) >= 4, timeout=30,
                      what="the client reconnected")
     assert cluster.group("app").generation == group.generation  # reconnected within its session
 
@@ -264,7 +267,7 @@ async def test_the_async_cluster_in_the_tests_own_loop_with_aiokafka(tmp_path: P
     async with AsyncCluster(config=FAST_GROUP, topics={"orders": 3}) as cluster:
         await cluster.produce("orders", ["x", "y"], partition=2)
         consumer = AIOKafkaConsumer("orders", bootstrap_servers=cluster.bootstrap, group_id="app", client_id="aio-1",
-                                    auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                                    auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10000,
                                     heartbeat_interval_ms=500, request_timeout_ms=5000)
         await consumer.start()
         try:
@@ -293,3 +296,46 @@ async def test_the_async_cluster_in_the_tests_own_loop_with_aiokafka(tmp_path: P
         finally:
             await consumer.stop()
         await asyncio.sleep(0)
+
+
+async def test_async_faults_hold_isolate_and_a_restart_with_aiokafka() -> None:
+    async with AsyncCluster(config=FAST_GROUP, topics={"orders": 2}) as cluster:
+        def consumer(client_id: str, session_timeout_ms: int = 10000) -> AIOKafkaConsumer:
+            return AIOKafkaConsumer("orders", bootstrap_servers=cluster.bootstrap, group_id="app", client_id=client_id,
+                                    session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=200,
+                                    request_timeout_ms=5000, retry_backoff_ms=100)
+
+        async def poll(c: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+            while not stop.is_set():
+                await c.getmany(timeout_ms=100)
+
+        stop = asyncio.Event()
+        held = cluster.hold("SyncGroup", client_id="aio-1")
+        one = consumer("aio-1")
+        starting = asyncio.create_task(one.start())  # aiokafka's start() waits for its first assignment
+        await cluster.wait_for(lambda: cluster.held("SyncGroup") == 1, timeout=30, what="aio-1's SyncGroup held")
+        assert cluster.group("app").state == "CompletingRebalance" and not starting.done()
+        cluster.remove_fault(held)
+        assert cluster.release() == 1
+        await asyncio.wait_for(starting, 30)
+        polling = [asyncio.create_task(poll(one, stop))]
+        first = await cluster.wait_stable("app", members=1, timeout=30)
+
+        two = consumer("aio-2", session_timeout_ms=2000)  # isolated below: the group notices in 2 s
+        await two.start()
+        polling.append(asyncio.create_task(poll(two, stop)))
+        both = await cluster.wait_stable("app", members=2, timeout=30, after_generation=first.generation)
+        cluster.isolate("aio-2")
+        alone = await cluster.wait_stable("app", members=1, timeout=30, after_generation=both.generation)
+        assert [m.client_id for m in alone.members] == ["aio-1"]
+        assert [r.reason for r in cluster.rebalances("app")[-1].removed] == ["session_timeout"]
+        cluster.heal("aio-2")
+        back = await cluster.wait_stable("app", members=2, timeout=30, after_generation=alone.generation)
+
+        await cluster.restart_coordinator()
+        assert cluster.group("app").generation == back.generation  # loaded from the data directory
+        await cluster.wait_for(lambda: len(cluster.events(node="coordinator", event="group_loaded")) == 1, timeout=30)
+        stop.set()
+        await asyncio.gather(*polling)
+        await one.stop()
+        await two.stop()

@@ -20,7 +20,7 @@ from kafka import KafkaConsumer
 
 def join(cluster, group, client_id, topic="orders"):
     consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, client_id=client_id,
-                             session_timeout_ms=6000, heartbeat_interval_ms=500, request_timeout_ms=5000,
+                             session_timeout_ms=10000, heartbeat_interval_ms=500, request_timeout_ms=5000,
                              enable_auto_commit=False)
     cluster.wait_for(lambda: consumer.poll(timeout_ms=100) is not None and bool(consumer.assignment()),
                      timeout=30, what=f"{client_id} assigned")
@@ -85,8 +85,11 @@ def test_asserts(grouplab_cluster):
     consumer.close()
     assert grouplab_cluster.group("app").state == "Stable"
 ''')
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--grouplab-artifacts", "ci-artifacts")
     result.assert_outcomes(failed=1)
+    kept = pytester.path / "ci-artifacts" / "test_any_other_failure_gets_the_cluster_in_a_report_section.py__test_asserts"
+    assert (kept / "coordinator.jsonl").exists() and (kept / "trace" / "coordinator.jsonl").exists()
+    assert "member_removed" in (kept / "coordinator.jsonl").read_text()
     result.stdout.fnmatch_lines(["*AssertionError*", "*- grouplab -*", "group 'app': Empty, generation *",
                                  "last rebalances:", "*generation 1: *", "run directory: *"])
 
@@ -138,7 +141,7 @@ from aiokafka import AIOKafkaConsumer
 @pytest.mark.grouplab(topics={"orders": 2})
 async def test_async(grouplab_async_cluster):
     consumer = AIOKafkaConsumer("orders", bootstrap_servers=grouplab_async_cluster.bootstrap, group_id="app",
-                                client_id="aio-1", session_timeout_ms=6000, heartbeat_interval_ms=500)
+                                client_id="aio-1", session_timeout_ms=10000, heartbeat_interval_ms=500)
     await consumer.start()
     try:
         await consumer.getmany(timeout_ms=100)

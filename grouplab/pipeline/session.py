@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
+from grouplab.extras import require
+
 DEFAULT_MASTER = "local[*]"
 
 # Applied only where the user gave no value of their own. Small shuffles: a run's tables are
@@ -34,7 +36,8 @@ LOCAL_DEFAULTS: dict[str, str] = {
 
 
 class SparkUnavailable(RuntimeError):
-    """PySpark or Java is missing: say what to install instead of a Py4J stack trace."""
+    """Spark would not start (Java missing or too old, a bad master): say so instead of a Py4J
+    stack trace. PySpark itself missing is grouplab.extras.MissingExtra (the spark extra)."""
 
 
 def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
@@ -64,10 +67,9 @@ def spark_session(master: str | None = None, conf: Iterable[str] | dict[str, str
 
     Local workers run this same interpreter, so a sweep's simulations import the grouplab that is
     installed here; on a real cluster the executors need grouplab installed too (docs/pipeline.md)."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError as exc:  # pragma: no cover - pyspark is a dependency
-        raise SparkUnavailable(f"PySpark is not installed ({exc}); pip install pyspark") from None
+    require("spark", "pipeline (analyze, sweep)")  # the CLI checked already; this is for other callers
+    from pyspark.sql import SparkSession
+
     conf = conf if isinstance(conf, dict) else parse_conf(conf)
     active = SparkSession.getActiveSession()
     if active is not None:

@@ -12,10 +12,28 @@ protocol on free loopback ports, faults at run time, and what the group did, for
 (grouplab/testing/plugin.py, registered through the pytest11 entry point) gives the fixtures
 `grouplab_cluster`, `grouplab_cluster_factory`, `grouplab_session_cluster` and
 `grouplab_async_cluster`.
+
+The names are imported when first used (PEP 562): pytest imports the plugin in every session of
+an environment grouplab is installed in, and that must not load the coordinator.
 """
 
-from grouplab.testing.cluster import AsyncCluster, ClusterError
-from grouplab.testing.sync import Cluster
-from grouplab.testing.views import GroupView, MemberView, RebalanceView, WaitTimeout
+from __future__ import annotations
 
-__all__ = ["AsyncCluster", "Cluster", "ClusterError", "GroupView", "MemberView", "RebalanceView", "WaitTimeout"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grouplab.testing.cluster import AsyncCluster, ClusterError
+    from grouplab.testing.sync import Cluster
+    from grouplab.testing.views import GroupView, MemberView, RebalanceView, WaitTimeout
+
+_WHERE = {"AsyncCluster": "cluster", "ClusterError": "cluster", "Cluster": "sync", "GroupView": "views",
+          "MemberView": "views", "RebalanceView": "views", "WaitTimeout": "views"}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'grouplab.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"grouplab.testing.{module}"), name)

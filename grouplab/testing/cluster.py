@@ -40,6 +40,7 @@ from grouplab.protocol.effects import LogEvent, wall_clock_ms
 from grouplab.protocol.events import FreeFormEvent
 from grouplab.protocol.types import TopicPartition
 from grouplab.readable import CoordinatorView
+from grouplab.testing.settings import config_pairs
 from grouplab.testing.views import GroupView, RebalanceView, WaitTimeout, describe_history, group_view, rebalance_view
 from grouplab.tracefile import TraceFile, trace_path
 
@@ -56,18 +57,6 @@ STORY_LINES = 400  # lines of the coordinator's narration kept for failure messa
 class ClusterError(RuntimeError):
     """An operation the cluster cannot do as asked (not started, an unknown topic, a refused
     CreateTopics); the message says why in one line."""
-
-
-def config_pairs(config: Mapping[str, object] | Iterable[str] | None) -> list[str]:
-    """Broker settings by Kafka's names, as a mapping (`{"group.max.size": 3}`) or NAME=VALUE
-    strings (grouplab's `--config`), as NAME=VALUE strings."""
-    if config is None:
-        return []
-    if isinstance(config, Mapping):
-        return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in config.items()]
-    if isinstance(config, str):
-        raise TypeError("config is a mapping or a list of NAME=VALUE strings, not one string")
-    return list(config)
 
 
 class AsyncCluster:
@@ -432,6 +421,13 @@ class AsyncCluster:
     def hold(self, api: str, client_id: str = "*", count: int | None = None, direction: str = "request") -> Rule:
         """Park matching frames until `release`."""
         return self._added(self._faults().add_rule(api, "hold", link=client_id, limit=count, direction=direction))
+
+    def disconnect_on(self, api: str, client_id: str = "*", count: int | None = None,
+                      direction: str = "request") -> Rule:
+        """Reset the connection a matching frame comes on, instead of forwarding it (the
+        `disconnect` rule); the client reconnects with its back-off."""
+        return self._added(self._faults().add_rule(api, "disconnect", link=client_id, limit=count,
+                                                   direction=direction))
 
     def release(self, api: str | None = None, client_id: str = "*") -> int:
         """Forward the held frames that match, in the order they were held; returns how many."""

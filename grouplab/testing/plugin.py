@@ -15,18 +15,24 @@ Fixtures:
 
 When a test using one of them fails, its report gets a section "grouplab" with each group's state,
 its last rebalances, what the coordinator did recently and the run directory (event log and
-message trace: `grouplab explain RUN_DIR`), kept under pytest's temporary directory.
+message trace: `grouplab explain RUN_DIR`), kept under pytest's temporary directory; with
+`--grouplab-artifacts DIR` it is also copied to DIR/<test id>/ for CI to keep.
 """
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Callable, Iterator
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 
 import pytest
 
-from grouplab.testing.cluster import AsyncCluster
-from grouplab.testing.sync import Cluster
-from grouplab.testing.views import WaitTimeout
+from grouplab.testing.settings import config_pairs
+
+if TYPE_CHECKING:
+    from grouplab.testing.cluster import AsyncCluster
+    from grouplab.testing.sync import Cluster
 
 try:
     import pytest_asyncio
@@ -38,6 +44,10 @@ _CLUSTERS = pytest.StashKey[list[Any]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("grouplab").addoption(
+        "--grouplab-artifacts", metavar="DIR", default=None,
+        help="copy the run directory (event log, message trace) of each failing test's grouplab clusters into "
+             "DIR/<test id>/, for CI to keep; `grouplab explain` reads it")
     parser.addini("grouplab_config", type="linelist", default=[],
                   help="broker settings for every grouplab cluster (NAME=VALUE lines, Kafka's config names)")
 
@@ -53,10 +63,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     # A failed wait's own message is the report already; any other failure gets it as a section.
-    if report.failed and report.when in ("call", "setup") and not (
-            call.excinfo is not None and call.excinfo.errisinstance(WaitTimeout)):
-        stashed: list[Any] = item.stash.get(_CLUSTERS, [])
-        clusters = list(stashed)
+    views = sys.modules.get("grouplab.testing.views")  # not loaded: no cluster was used
+    if views is not None and report.failed and report.when in ("call", "setup") and not (
+            call.excinfo is not None and call.excinfo.errisinstance(views.WaitTimeout)):
+        registered: list[Any] = item.stash.get(_CLUSTERS, [])
+        clusters = list(registered)
         shared = getattr(item, "funcargs", {}).get("grouplab_session_cluster")
         if shared is not None:
             clusters.append(shared)
@@ -66,6 +77,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             except Exception as exc:  # a cluster that cannot report says so instead of hiding the failure
                 text = f"(grouplab could not describe the cluster: {exc})"
             report.sections.append(("grouplab", text))
+    artifacts = item.config.getoption("--grouplab-artifacts", None)
+    if artifacts and report.failed and report.when in ("call", "setup"):
+        _keep_run_dirs(item, Path(artifacts))
+
+
+def _keep_run_dirs(item: pytest.Item, artifacts: Path) -> None:
+    """Copy each cluster's run directory, as it is now, to ARTIFACTS/<test id>/[<n>]."""
+    registered: list[Any] = item.stash.get(_CLUSTERS, [])
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in item.nodeid)
+    for n, cluster in enumerate(registered):
+        run_dir = cluster.run_dir
+        if run_dir is not None and Path(run_dir).is_dir():
+            target = artifacts / safe / (str(n) if n else "")
+            shutil.copytree(run_dir, target, dirs_exist_ok=True)
 
 
 def _settings(request: pytest.FixtureRequest) -> dict[str, Any]:
@@ -83,8 +108,6 @@ def _settings(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 def _merged_config(config: pytest.Config, given: Any) -> list[str]:
-    from grouplab.testing.cluster import config_pairs
-
     return [*config.getini("grouplab_config"), *config_pairs(given)]
 
 
@@ -95,6 +118,8 @@ def _register(request: pytest.FixtureRequest, cluster: Any) -> None:
 @pytest.fixture
 def grouplab_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A started grouplab Cluster for this test (settings: the `grouplab` marker)."""
+    from grouplab.testing.sync import Cluster
+
     cluster = Cluster(run_dir=tmp_path_factory.mktemp("grouplab-run"), **_settings(request)).start()
     _register(request, cluster)
     try:
@@ -108,6 +133,8 @@ def grouplab_cluster_factory(request: pytest.FixtureRequest,
                              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Cluster]]:
     """`make(config=..., topics=..., ...)`: a started Cluster with Cluster's arguments (over the
     ini's `grouplab_config`), closed when the test ends."""
+    from grouplab.testing.sync import Cluster
+
     made: list[Cluster] = []
 
     def make(**kwargs: Any) -> Cluster:
@@ -130,6 +157,8 @@ def grouplab_session_cluster(request: pytest.FixtureRequest,
                              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One Cluster for the whole session (settings: the ini's `grouplab_config`). Tests share it:
     give each test its own group ids and topics."""
+    from grouplab.testing.sync import Cluster
+
     cluster = Cluster(config=_merged_config(request.config, None),
                       run_dir=tmp_path_factory.mktemp("grouplab-session-run")).start()
     try:
@@ -143,6 +172,8 @@ if pytest_asyncio is not None:
     async def grouplab_async_cluster(request: pytest.FixtureRequest,
                                      tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[AsyncCluster]:
         """A started AsyncCluster in this test's event loop (settings: the `grouplab` marker)."""
+        from grouplab.testing.cluster import AsyncCluster
+
         cluster = AsyncCluster(run_dir=tmp_path_factory.mktemp("grouplab-run"), **_settings(request))
         await cluster.start()
         _register(request, cluster)

@@ -241,6 +241,10 @@ class Cluster:
     def hold(self, api: str, client_id: str = "*", count: int | None = None, direction: str = "request") -> Rule:
         return self._sync(self.cluster.hold, api, client_id, count, direction)
 
+    def disconnect_on(self, api: str, client_id: str = "*", count: int | None = None,
+                      direction: str = "request") -> Rule:
+        return self._sync(self.cluster.disconnect_on, api, client_id, count, direction)
+
     def release(self, api: str | None = None, client_id: str = "*") -> int:
         return self._sync(self.cluster.release, api, client_id)
 
