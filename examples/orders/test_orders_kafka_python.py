@@ -24,9 +24,11 @@ pytestmark = [
     pytest.mark.grouplab(config={"group.min.session.timeout.ms": 1000}, topics={"orders": 2}),
 ]
 
-# Small timeouts so that each scenario takes seconds; the tests wait for what happens, not for a clock.
+# Timeouts small enough for each scenario to take seconds: a 10 s session for consumers that must
+# not be removed (a loaded machine can starve a client's heartbeats for seconds), 2 s for one a
+# test lets die. The tests wait for what happens, never for a clock.
 SETTINGS = ConsumerSettings(
-    client_id="", group_id=GROUP, session_timeout_ms=6000, heartbeat_interval_ms=300, request_timeout_ms=5000,
+    client_id="", group_id=GROUP, session_timeout_ms=10000, heartbeat_interval_ms=300, request_timeout_ms=5000,
     extra={"retry_backoff_ms": 100, "reconnect_backoff_max_ms": 500})
 
 Start = Callable[..., KafkaPythonOrdersConsumer]
