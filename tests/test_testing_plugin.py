@@ -22,7 +22,7 @@ def join(cluster, group, client_id, topic="orders"):
     consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, client_id=client_id,
                              session_timeout_ms=10000, heartbeat_interval_ms=500, request_timeout_ms=5000,
                              enable_auto_commit=False)
-    cluster.wait_for(lambda: consumer.poll(timeout_ms=100) is not None and bool(consumer.assignment()),
+    cluster.wait_for(lambda: consumer.poll(timeout_ms=1000) is not None and bool(consumer.assignment()),
                      timeout=30, what=f"{client_id} assigned")
     return consumer
 '''
