@@ -308,7 +308,8 @@ def _describe_groups_resp(v: int, b: m.DescribeGroupsResponse, c: Any, view: Vie
     G = c.DescribedGroup
     return c(throttle_time_ms=0, groups=[G(
         error_code=g.error_code or b.error_code, group_id=g.group_id, group_state=g.group_state,
-        protocol_type=g.protocol_type, protocol_data=g.protocol_data, authorized_operations=-2147483648,
+        # None: "not requested" (Kafka's INT32_MIN); kafka-python encodes the field from a set of bits.
+        protocol_type=g.protocol_type, protocol_data=g.protocol_data, authorized_operations=None,
         members=[G.DescribedGroupMember(member_id=x.member_id, group_instance_id=x.group_instance_id,
                                         client_id=x.client_id, client_host=x.client_host,
                                         member_metadata=x.member_metadata, member_assignment=x.member_assignment)
