@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from grouplab.protocol import schema
 from grouplab.protocol.errors import ErrorCode
-from grouplab.protocol.framing import encode_request, read_response
+from grouplab.protocol.framing import wrong_port, encode_request, read_response
 from grouplab.protocol.messages import (
     API,
     CreatableTopic,
@@ -95,10 +95,18 @@ class AdminClient:
         assert self._reader is not None and self._writer is not None
         cid = await self.send(api, body)
         while True:
-            header = await asyncio.wait_for(self._reader.readexactly(4), timeout_s)
-            payload = await asyncio.wait_for(self._reader.readexactly(struct.unpack(">I", header)[0]), timeout_s)
+            try:
+                header = await asyncio.wait_for(self._reader.readexactly(4), timeout_s)
+                payload = await asyncio.wait_for(self._reader.readexactly(struct.unpack(">I", header)[0]), timeout_s)
+            except asyncio.IncompleteReadError:
+                raise ConnectionError(f"{self.host}:{self.port} closed the connection without answering {api}; "
+                                      "a Kafka broker, or grouplab's Kafka-wire port? grouplab's tools use its "
+                                      "own port (grouplab coordinator --port, default 9192)") from None
             got, raw = read_response(payload)
             if got in (cid, -1):
+                refused = wrong_port(raw)  # grouplab's Kafka-wire port, naming grouplab's own
+                if refused is not None:
+                    raise AdminError(*refused)
                 return schema.decode(API[api].response, raw, "body")
 
     # ------------------------------------------------------------------ conveniences

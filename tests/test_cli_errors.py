@@ -303,3 +303,51 @@ def test_an_unguarded_import_of_an_extra_is_still_one_line(monkeypatch: pytest.M
     monkeypatch.setattr(grouplab.cli, "cmd_lessons", lost)
     assert grouplab.cli.main(["lessons"]) == 1
     assert capsys.readouterr().err.splitlines() == ["grouplab lessons needs kazoo: pip install 'grouplab[zk]'"]
+
+
+@pytest.mark.parametrize("command", [
+    ["describe", "--all-groups"], ["describe", "--group", "g"], ["delete", "--group", "g"], ["topics", "list"],
+    ["topics", "create", "t", "--partitions", "2"], ["topics", "add-partitions", "t", "--partitions", "3"],
+    ["consumer", "--group", "g", "--topics", "t"],
+], ids=lambda c: " ".join(c[:2]))
+def test_a_grouplab_tool_on_the_kafka_port_is_told_which_port_in_one_line(command: list[str]) -> None:
+    """The Kafka-wire port answers grouplab's own msgpack clients in their protocol, naming grouplab's
+    port, and the tool exits 1 with that line (it printed a traceback, or a consumer retried for ever)."""
+    from grouplab.testing import Cluster
+
+    with Cluster() as cluster:
+        kafka_port, grouplab_port = cluster.cluster.port, cluster.grouplab_port
+        proc = grouplab(*command, "--bootstrap-server", f"127.0.0.1:{kafka_port}", timeout=30)
+        assert "Traceback" not in proc.stderr + proc.stdout and proc.returncode == 1, (proc.returncode, proc.stderr)
+        said = [line for line in (proc.stderr + proc.stdout).splitlines() if "Kafka-wire port" in line]
+        assert len(said) == 1 and f"its port {grouplab_port} (--port)" in said[0], proc.stderr + proc.stdout
+        assert cluster.topics() == {}  # nothing was done on its behalf
+
+
+def test_a_server_that_closes_without_answering_is_one_line(unused_tcp_port_closer: int) -> None:
+    """A real Kafka broker (or an older grouplab) closes the connection instead: still one line."""
+    one_line_error(grouplab("topics", "list", "--bootstrap-server", f"127.0.0.1:{unused_tcp_port_closer}"), 1,
+                   "closed the connection without answering Metadata")
+
+
+@pytest.fixture
+def unused_tcp_port_closer() -> object:
+    """A server that reads a request and closes the connection without a word."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()

@@ -128,6 +128,34 @@ def decode_request(payload: bytes) -> DecodedRequest:
     return DecodedRequest(header, decoded)
 
 
+def grouplab_correlation_id(payload: bytes) -> int | None:
+    """The correlation id of a frame that reads as a grouplab request (a msgpack map with an `api`
+    name and a correlation id), else None: how the Kafka-wire port recognises grouplab's own
+    clients sent to the wrong port, to answer them in words they can read."""
+    try:
+        raw = unpack(payload)
+    except ProtocolError:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("api"), str):
+        return None
+    cid = raw.get("correlation_id")
+    return cid if isinstance(cid, int) and not isinstance(cid, bool) else None
+
+
+# How the Kafka-wire port's answer to a grouplab request begins: grouplab's clients recognise it and
+# stop with its words (any other answer keeps its API's meaning: a Heartbeat's is an error code alone).
+WRONG_PORT = "this is grouplab's Kafka-wire port"
+
+
+def wrong_port(body: Any) -> tuple[int, str] | None:
+    """(error_code, error_message) of the Kafka-wire port's answer to a grouplab request, else None."""
+    if isinstance(body, dict) and isinstance(body.get("error_code"), int):
+        message = body.get("error_message")
+        if isinstance(message, str) and message.startswith(WRONG_PORT):
+            return body["error_code"], message
+    return None
+
+
 def encode_request(header: RequestHeader, body: Any) -> bytes:
     return pack(
         {

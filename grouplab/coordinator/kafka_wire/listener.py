@@ -37,9 +37,10 @@ from grouplab.coordinator.kafka_wire.holdings import WireHoldings
 from grouplab.coordinator.kafka_wire.long_poll import fetch_ready
 from grouplab.coordinator.kafka_wire.translate import Refused, View, reuse_key, to_grouplab, to_kafka
 from grouplab.protocol.errors import ErrorCode, FrameTooLarge
-from grouplab.protocol.framing import FrameReader
+from grouplab.protocol.framing import WRONG_PORT, FrameReader, grouplab_correlation_id
+from grouplab.protocol.framing import encode_response as encode_grouplab_response
 from grouplab.protocol import events
-from grouplab.protocol.messages import (FetchRequest, JoinGroupRequest, LeaveGroupRequest, ProduceRequest, SyncGroupRequest,
+from grouplab.protocol.messages import (ErrorResponse, FetchRequest, JoinGroupRequest, LeaveGroupRequest, ProduceRequest, SyncGroupRequest,
                                SyncGroupResponse)
 
 _log = logging.getLogger("grouplab.kafka_wire")
@@ -55,6 +56,8 @@ class KafkaHost(Protocol):
 
     @property
     def broker(self) -> DataPlaneHost: ...
+
+    port: int  # grouplab's own (msgpack) port, named to grouplab's tools that come here by mistake
 
     def submit(self, api: str, body: Any, ctx: RequestContext) -> None: ...
 
@@ -206,6 +209,13 @@ class KafkaConnection(asyncio.Protocol):
         try:
             request = decode_request(frame)
         except CloseConnection as exc:
+            cid = grouplab_correlation_id(frame)
+            if cid is not None:  # grouplab's own tool on this port: tell it, in its protocol, where to go
+                message = (f"{WRONG_PORT} (Kafka's protocol, for Kafka clients); grouplab's own tools connect "
+                           f"to its port {self.listener.host.port} (--port)")
+                self._write(encode_grouplab_response(cid, ErrorResponse(ErrorCode.INVALID_REQUEST, message)))
+                self._refuse(f"a grouplab client on the Kafka-wire port: {message}")
+                return
             self._refuse(str(exc))
             return
         if isinstance(request, UnsupportedApiVersions):
