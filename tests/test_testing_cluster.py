@@ -127,6 +127,9 @@ def test_a_group_its_offsets_lag_and_rebalances_as_a_test_sees_them(cluster: Clu
     stable = cluster.events(group_id="app", event="group_stable")
     assert [e["generation_id"] for e in stable][-1] == two.generation and stable[-1]["node"] == "coordinator"
     assert any(line.get("api") == "JoinGroup" for line in cluster.trace())
+    joined = cluster.requests("app-2", apis=["JoinGroup", "SyncGroup"])
+    assert set(joined) == {"JoinGroup", "SyncGroup"} and "OffsetCommit" not in joined
+    assert len(cluster.requests()) > len(cluster.requests("app-2"))  # app-1's and the admin's too
     run_dir = cluster.run_dir
     assert run_dir is not None and (run_dir / "app-1.jsonl").exists()  # what the real client held
     report = cluster.report("app")

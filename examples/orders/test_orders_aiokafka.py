@@ -66,11 +66,6 @@ async def wait_all_committed(cluster: AsyncCluster) -> None:
     await cluster.wait_for(caught_up, timeout=30, what="every order committed")
 
 
-def group_requests(cluster: AsyncCluster, client_id: str) -> list[str]:
-    """The JoinGroup and SyncGroup requests of `client_id` that reached the coordinator, in order."""
-    return [line["api"] for line in cluster.trace() if line.get("kind") == "request"
-            and line.get("client_id") == client_id and line.get("api") in ("JoinGroup", "SyncGroup")]
-
 
 async def test_a_crash_mid_batch_is_processed_again_from_the_last_commit(
         grouplab_async_cluster: AsyncCluster, start_app: Start, store: TotalsStore) -> None:
@@ -184,7 +179,8 @@ async def test_a_lost_sync_group_is_sent_again_after_the_request_timeout(
     # The first JoinGroup gets a member id (MEMBER_ID_REQUIRED), the second generation 1; the
     # SyncGroup after it is dropped. When it times out aiokafka joins again with its member
     # id, and the coordinator, still waiting for that SyncGroup, answers with generation 1 again.
-    assert group_requests(cluster, "orders-1") == ["JoinGroup", "JoinGroup", "JoinGroup", "SyncGroup"]
+    assert cluster.requests("orders-1", apis=("JoinGroup", "SyncGroup")) == [
+        "JoinGroup", "JoinGroup", "JoinGroup", "SyncGroup"]
     orders = make_orders("o", 3)
     await produce(cluster, P0, orders)
     await wait_all_committed(cluster)

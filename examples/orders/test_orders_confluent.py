@@ -62,11 +62,6 @@ def wait_all_committed(cluster: Cluster) -> None:
                      what="every order committed")
 
 
-def group_requests(cluster: Cluster, client_id: str) -> list[str]:
-    """The JoinGroup and SyncGroup requests of `client_id` that reached the coordinator, in order."""
-    return [line["api"] for line in cluster.trace() if line.get("kind") == "request"
-            and line.get("client_id") == client_id and line.get("api") in ("JoinGroup", "SyncGroup")]
-
 
 def test_a_crash_mid_batch_is_processed_again_from_the_last_commit(grouplab_cluster: Cluster, start_app: Start,
                                                                     store: TotalsStore) -> None:
@@ -179,7 +174,8 @@ def test_a_lost_sync_group_is_sent_again_after_the_request_timeout(grouplab_clus
     # The first JoinGroup gets a member id (MEMBER_ID_REQUIRED), the second generation 1; the
     # SyncGroup after it is dropped. librdkafka times it out after socket.timeout.ms (its
     # request timeout) and sends the SyncGroup again, without joining again.
-    assert group_requests(cluster, "orders-1") == ["JoinGroup", "JoinGroup", "SyncGroup"]
+    assert cluster.requests("orders-1", apis=("JoinGroup", "SyncGroup")) == [
+        "JoinGroup", "JoinGroup", "SyncGroup"]
     orders = make_orders("o", 3)
     produce(cluster, P0, orders)
     wait_all_committed(cluster)

@@ -222,7 +222,8 @@ class AsyncCluster:
         records = [v.encode() if isinstance(v, str) else v for v in values]
         resp = await self._admin("Produce", lambda admin: admin.produce(topic, partition, records))
         if resp is None or resp.error_code:
-            raise ClusterError(f"Produce to {topic}-{partition} refused: error {getattr(resp, 'error_code', '?')}")
+            why = AdminError(resp.error_code, resp.error_message) if resp is not None else "no answer"
+            raise ClusterError(f"Produce to {topic}-{partition} refused: {why}")
         return int(resp.base_offset)
 
     async def _admin(self, what: str, call: Callable[[AdminClient], Any]) -> Any:
@@ -298,6 +299,14 @@ class AsyncCluster:
     def trace(self) -> list[dict[str, Any]]:
         """The coordinator's message trace so far (docs/events.md §7): every request and answer."""
         return list(self._trace_lines)
+
+    def requests(self, client_id: str | None = None, apis: Iterable[str] | None = None) -> list[str]:
+        """The API names of the requests that reached the coordinator (after any fault the proxy
+        applied), in the order it took them, from the trace; only `client_id`'s, of `apis`."""
+        wanted = None if apis is None else set(apis)
+        return [line["api"] for line in self._trace_lines if line.get("kind") == "request"
+                and (client_id is None or line.get("client_id") == client_id)
+                and (wanted is None or line.get("api") in wanted)]
 
     def story(self, lines: int = 40) -> str:
         """The last lines of the coordinator's narration: who joined, why each rebalance started,

@@ -181,6 +181,9 @@ class Cluster:
     def trace(self) -> list[dict[str, Any]]:
         return self._sync(self.cluster.trace)
 
+    def requests(self, client_id: str | None = None, apis: Iterable[str] | None = None) -> list[str]:
+        return self._sync(self.cluster.requests, client_id, None if apis is None else list(apis))
+
     def story(self, lines: int = 40) -> str:
         return self._sync(self.cluster.story, lines)
 
