@@ -56,6 +56,12 @@ class AdminError(Exception):
         self.code = code
 
 
+class NotGrouplab(ConnectionError):
+    """The server took the connection and closed it without answering: not grouplab's own port
+    (a Kafka broker, or grouplab's Kafka-wire port before it named the right one). The message
+    says so whole; the CLI adds nothing to it."""
+
+
 def parse_bootstrap(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit():
@@ -99,9 +105,9 @@ class AdminClient:
                 header = await asyncio.wait_for(self._reader.readexactly(4), timeout_s)
                 payload = await asyncio.wait_for(self._reader.readexactly(struct.unpack(">I", header)[0]), timeout_s)
             except asyncio.IncompleteReadError:
-                raise ConnectionError(f"{self.host}:{self.port} closed the connection without answering {api}; "
-                                      "a Kafka broker, or grouplab's Kafka-wire port? grouplab's tools use its "
-                                      "own port (grouplab coordinator --port, default 9192)") from None
+                raise NotGrouplab(f"{self.host}:{self.port} closed the connection without answering {api}: a Kafka "
+                                  "broker, or grouplab's Kafka-wire port? grouplab's tools use its own port "
+                                  "(grouplab coordinator --port, default 9192)") from None
             got, raw = read_response(payload)
             if got in (cid, -1):
                 refused = wrong_port(raw)  # grouplab's Kafka-wire port, naming grouplab's own

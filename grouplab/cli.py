@@ -1986,7 +1986,10 @@ def main(argv: list[str] | None = None) -> int:
         fail(args.command, exc)
         return 1
     except ConnectionError as exc:
-        fail(args.command, f"cannot connect: {exc}; is `grouplab coordinator` running there? (--bootstrap-server)")
+        from grouplab.admin import NotGrouplab
+
+        fail(args.command, exc if isinstance(exc, NotGrouplab) else
+             f"cannot connect: {exc}; is `grouplab coordinator` running there? (--bootstrap-server)")
         return 1
     except Exception as exc:
         from grouplab.admin import AdminError
