@@ -9,6 +9,11 @@ How the Kafka harness maps onto grouplab:
   subscription; the eager assignor's user data still has one), "v0" (eager only: user data only).
   grouplab's cooperative-sticky keeps no user data, so a cooperative "v1" member has no generation
   (Kafka would read it from the cooperative user data; no test below depends on it).
+  Kafka 3.x before that harness (KAFKA-13715) built its eager tests' history as user data only,
+  with the generation DEFAULT_GENERATION (-1) in it (StickyAssignorTest.buildSubscription): here
+  `v0(..., NO_GENERATION)`; those tests appear as a second parametrization ("user-data-only").
+- Kafka's StickyAssignor user data is encoded here by kafka-python's StickyAssignorUserData (Kafka's
+  own StickyAssignorUserData.json schema), without the 2-byte version header kafka-python adds.
 - `assignor.partitionsTransferringOwnership` is `compute(...).transferring` (None on the general path).
 - Kafka compares member lists in its own internal order; grouplab returns sorted lists, so the
   expectations are compared sorted.
@@ -32,9 +37,11 @@ from collections import defaultdict
 from typing import Mapping
 
 import pytest
+from kafka.coordinator.assignors.sticky.user_data import StickyAssignorUserData
 
 from grouplab.consumer.assignors import get_assignor
-from grouplab.consumer.assignors.sticky import StickyAssignor, encode_user_data, is_balanced
+from grouplab.consumer.assignors.sticky import (NO_GENERATION, StickyAssignor, decode_user_data, encode_user_data,
+                                               is_balanced)
 from grouplab.protocol.types import Subscription, TopicPartition
 
 ASSIGNORS = ["sticky", "cooperative-sticky"]
@@ -747,24 +754,64 @@ def coop() -> Harness:
     return Harness("cooperative-sticky")
 
 
-def test_sticky_all_consumers_have_owned_partition_invalidated_when_claimed_by_multiple_consumers_in_same_generation_with_equal_partitions_per_consumer(eager: Harness) -> None:  # noqa: E501
+# Kafka's same-generation tests, as trunk writes them ("v2": the generation in the subscription
+# and in the user data) and as Kafka 3.x wrote them before KAFKA-13715 ("user-data-only": the
+# history in user data only, generation DEFAULT_GENERATION). Both void topic-0, claimed by two
+# members of one generation, and deal it like a free partition.
+SAME_GENERATION_HISTORY = pytest.mark.parametrize("version,generation", [("v2", GENERATION), ("v0", NO_GENERATION)],
+                                                  ids=["v2", "user-data-only"])
+
+
+def same_generation_claims(eager: Harness, version: str, generation: int) -> dict[str, Subscription]:
+    """consumer1 and consumer2 both claim topic-0 in one generation; consumer3 claims nothing."""
+    build = getattr(eager, version)
+    return {C1: build([TOPIC], [tp(TOPIC, 0), tp(TOPIC, 1)], generation),
+            C2: build([TOPIC], [tp(TOPIC, 0), tp(TOPIC, 2)], generation),
+            C3: build([TOPIC], [], generation)}
+
+
+@SAME_GENERATION_HISTORY
+def test_sticky_all_consumers_have_owned_partition_invalidated_when_claimed_by_multiple_consumers_in_same_generation_with_equal_partitions_per_consumer(eager: Harness, version: str, generation: int) -> None:  # noqa: E501
     ppt = {TOPIC: 3}
-    subs = {C1: eager.v2([TOPIC], [tp(TOPIC, 0), tp(TOPIC, 1)], GENERATION),
-            C2: eager.v2([TOPIC], [tp(TOPIC, 0), tp(TOPIC, 2)], GENERATION),
-            C3: eager.v2([TOPIC], [], GENERATION)}
+    subs = same_generation_claims(eager, version, generation)
     a = eager.assign(ppt, subs)
     assert a == {C1: [tp(TOPIC, 1)], C2: [tp(TOPIC, 2)], C3: [tp(TOPIC, 0)]}
+    # Kafka's testPartitionsTransferringOwnershipIncludeThePartitionClaimedByMultipleConsumersInSameGeneration
+    # asserts this for "v2"; the user-data-only history reaches the same line of Kafka's code.
+    assert eager.last_transferring == {tp(TOPIC, 0): C3}
     eager.verify(subs, a, ppt)
 
 
-def test_sticky_all_consumers_have_owned_partition_invalidated_when_claimed_by_multiple_consumers_in_same_generation_with_unequal_partitions_per_consumer(eager: Harness) -> None:  # noqa: E501
+@SAME_GENERATION_HISTORY
+def test_sticky_all_consumers_have_owned_partition_invalidated_when_claimed_by_multiple_consumers_in_same_generation_with_unequal_partitions_per_consumer(eager: Harness, version: str, generation: int) -> None:  # noqa: E501
     ppt = {TOPIC: 4}
-    subs = {C1: eager.v2([TOPIC], [tp(TOPIC, 0), tp(TOPIC, 1)], GENERATION),
-            C2: eager.v2([TOPIC], [tp(TOPIC, 0), tp(TOPIC, 2)], GENERATION),
-            C3: eager.v2([TOPIC], [], GENERATION)}
+    subs = same_generation_claims(eager, version, generation)
     a = eager.assign(ppt, subs)
     assert a == {C1: tps((TOPIC, 1), (TOPIC, 3)), C2: [tp(TOPIC, 2)], C3: [tp(TOPIC, 0)]}
+    assert eager.last_transferring == {tp(TOPIC, 0): C3}
     eager.verify(subs, a, ppt)
+
+
+@pytest.mark.parametrize("version", ["v0", "v1"])
+def test_sticky_same_generation_claims_without_a_subscription_generation(eager: Harness, version: str) -> None:
+    """Not one of Kafka's tests: the answer of Kafka trunk's code (AbstractStickyAssignor
+    .allSubscriptionsEqual since KAFKA-14639, Kafka 3.5), traced by hand. A claim is compared with
+    the earlier claimant's generation *in its subscription*; a v0 or v1 subscription has none (-1),
+    while the eager member's own generation comes from its user data (1). So two claims of topic-0
+    in generation 1 do not cancel: the later one met takes it. Java's HashMap meets consumer3,
+    consumer2, consumer1: consumer1 takes topic-0 from consumer2, nothing is doubly claimed.
+    (Kafka 3.0-3.4 compared user-data generations only and voided both claims, as above.)"""
+    subs = same_generation_claims(eager, version, GENERATION)
+    # 3 partitions: consumer1 owns topic-0 and topic-1 but may keep one (its lowest number).
+    a = eager.assign({TOPIC: 3}, subs)
+    assert a == {C1: [tp(TOPIC, 0)], C2: [tp(TOPIC, 2)], C3: [tp(TOPIC, 1)]}
+    assert eager.last_transferring == {tp(TOPIC, 1): C3}
+    eager.verify(subs, a, {TOPIC: 3})
+    # 4 partitions: one member may keep 2, and consumer1, met last, still finds that place free.
+    a = eager.assign({TOPIC: 4}, subs)
+    assert a == {C1: tps((TOPIC, 0), (TOPIC, 1)), C2: [tp(TOPIC, 2)], C3: [tp(TOPIC, 3)]}
+    assert eager.last_transferring == {}
+    eager.verify(subs, a, {TOPIC: 4})
 
 
 @pytest.mark.parametrize("all_equal", [True, False])
@@ -845,7 +892,7 @@ def test_sticky_schema_backward_compatibility(eager: Harness) -> None:
     ppt = {TOPIC: 3}
     c1_0, c2_0 = tps((TOPIC, 0), (TOPIC, 2)), [tp(TOPIC, 1)]
     subs = {C1: eager.v2([TOPIC], c1_0, 1),
-            C2: Subscription(topics=[TOPIC], user_data=kafka_user_data_v0(c2_0)),
+            C2: Subscription(topics=[TOPIC], user_data=kafka_user_data(c2_0)),
             C3: eager.fresh([TOPIC])}
     a = eager.assign(ppt, subs)
     assert [len(a[c]) for c in (C1, C2, C3)] == [1, 1, 1]
@@ -853,31 +900,47 @@ def test_sticky_schema_backward_compatibility(eager: Harness) -> None:
     eager.verify(subs, a, ppt)
 
 
-def kafka_user_data_v0(partitions: list[TopicPartition]) -> bytes:
-    """Kafka's StickyAssignor user data, version 0 (no generation), packed by hand: an int32 count
-    of topics, each an int16-length name and an int32 count of int32 partitions; big-endian."""
+def kafka_user_data(partitions: list[TopicPartition], generation: int | None = None) -> bytes:
+    """Kafka's StickyAssignor user data as Kafka's schema (StickyAssignorUserData.json, through
+    kafka-python's encoder) writes it: version 1 with a generation, version 0 without; no version
+    header, as Java's StickyAssignor writes and reads it."""
     by_topic: dict[str, list[int]] = defaultdict(list)
     for p in partitions:
         by_topic[p.topic].append(p.partition)
-    out = struct.pack(">i", len(by_topic))
-    for topic, numbers in by_topic.items():
-        out += struct.pack(">h", len(topic)) + topic.encode() + struct.pack(">i", len(numbers))
-        out += b"".join(struct.pack(">i", n) for n in numbers)
-    return out
+    if generation is None:
+        data = StickyAssignorUserData(list(by_topic.items()), version=0)
+    else:
+        data = StickyAssignorUserData(list(by_topic.items()), generation, version=1)
+    encoded: bytes = data.encode(header=False)
+    return encoded
 
 
 def test_sticky_user_data_is_kafkas_format(eager: Harness) -> None:
     # Version 1 is version 0 followed by the int32 generation: what Kafka's StickyAssignor sends
     # and reads, so a Kafka leader and a grouplab leader read each other's members alike.
     parts = [tp(TOPIC1, 0), tp(TOPIC1, 3), tp(TOPIC2, 1)]
-    v1 = kafka_user_data_v0(parts) + struct.pack(">i", 7)
+    v1 = kafka_user_data(parts, 7)
+    assert v1 == kafka_user_data(parts) + struct.pack(">i", 7)
     assert v1.hex() == ("00000002" "0006" + b"topic1".hex() + "00000002" "00000000" "00000003"
                         "0006" + b"topic2".hex() + "00000001" "00000001" "00000007")
     assert eager.assignor.subscription_user_data(parts, 7) == v1  # type: ignore[attr-defined]
     data = eager.assignor.member_data(Subscription(topics=[TOPIC1], user_data=v1))  # type: ignore[attr-defined]
     assert data.partitions == parts and data.generation == 7
-    data = eager.assignor.member_data(Subscription(topics=[TOPIC1], user_data=kafka_user_data_v0(parts)))  # type: ignore[attr-defined]
+    data = eager.assignor.member_data(Subscription(topics=[TOPIC1], user_data=kafka_user_data(parts)))  # type: ignore[attr-defined]
     assert data.partitions == parts and data.generation is None
+    # And Kafka's schema reads what grouplab writes, generation -1 included.
+    decoded = StickyAssignorUserData.decode(encode_user_data(parts, NO_GENERATION), version=1, header=False)
+    assert [(t.topic, t.partitions) for t in decoded.previous_assignment] == [(TOPIC1, [0, 3]), (TOPIC2, [1])]
+    assert decoded.generation == NO_GENERATION
+
+
+def test_sticky_user_data_with_a_version_header_is_no_history() -> None:
+    # kafka-python 3.0's own sticky assignor writes its user data with a 2-byte version header
+    # (Java's has none): grouplab cannot read it and takes it as no history, never as partitions.
+    parts = [tp(TOPIC1, 0), tp(TOPIC2, 1)]
+    headed = StickyAssignorUserData([(TOPIC1, [0]), (TOPIC2, [1])], 7, version=1).encode()
+    assert headed == b"\x00\x01" + kafka_user_data(parts, 7)
+    assert decode_user_data(headed) is None
 
 
 def test_sticky_member_data_with_inconsistent_data(eager: Harness) -> None:
