@@ -800,7 +800,7 @@ def test_sticky_same_generation_claims_without_a_subscription_generation(eager: 
     while the eager member's own generation comes from its user data (1). So two claims of topic-0
     in generation 1 do not cancel: the later one met takes it. Java's HashMap meets consumer3,
     consumer2, consumer1: consumer1 takes topic-0 from consumer2, nothing is doubly claimed.
-    (Kafka 3.0-3.4 compared user-data generations only and voided both claims, as above.)"""
+    (Kafka before 3.5 compared user-data generations only and voided both claims, as above.)"""
     subs = same_generation_claims(eager, version, GENERATION)
     # 3 partitions: consumer1 owns topic-0 and topic-1 but may keep one (its lowest number).
     a = eager.assign({TOPIC: 3}, subs)

@@ -10,7 +10,9 @@ Kafka's rules (AbstractStickyAssignor, docs/assignors.md "Claims"):
   whose generation is higher than the claimant met before moves to it; a lower one is ignored; an
   equal one invalidates the partition for both ("doubly claimed": nobody keeps it, and
   cooperative-sticky hands it to nobody in this rebalance). The earlier claimant's generation is
-  the one in its *subscription*, as in Kafka.
+  the one in its *subscription*, as in Kafka since 3.5 (KAFKA-14639): an eager member whose
+  subscription has no generation (v0/v1) counts as -1 there, so a later claim with a user-data
+  generation takes its partition rather than voiding it (Kafka before 3.5 compared user data only).
 - Claims of topics that nobody subscribes to any more, or that no longer exist, are dropped.
 """
 
