@@ -35,7 +35,9 @@ from grouplab.coordinator.kafka_wire.codec import (
 )
 from grouplab.coordinator.kafka_wire.holdings import WireHoldings
 from grouplab.coordinator.kafka_wire.long_poll import fetch_ready
-from grouplab.coordinator.kafka_wire.translate import Refused, View, reuse_key, to_grouplab, to_kafka
+from grouplab.coordinator.kafka_wire.translate import (
+    Refused, View, find_coordinator_response, reuse_key, to_grouplab, to_kafka,
+)
 from grouplab.protocol.errors import ErrorCode, FrameTooLarge
 from grouplab.protocol.framing import WRONG_PORT, FrameReader, grouplab_correlation_id
 from grouplab.protocol.framing import encode_response as encode_grouplab_response
@@ -228,7 +230,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         view = View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id)
         if name == "FindCoordinator":
-            self._write(encode_response(self._find_coordinator(request, view), request.correlation_id))
+            self._write(encode_response(find_coordinator_response(request.api, request.version, request.body, view),
+                                        request.correlation_id))
             return
         token = KafkaReplyTo(self, request, view)
         try:
@@ -255,15 +258,6 @@ class KafkaConnection(asyncio.Protocol):
             self.listener.park(self, body, ctx)
             return
         self.listener.host.submit(name, body, ctx)
-
-    def _find_coordinator(self, request: KafkaRequest, view: View) -> Any:
-        cls = request.api.response[request.version]
-        if request.version >= 4:
-            return cls(throttle_time_ms=0, coordinators=[
-                cls.Coordinator(key=k, node_id=view.node_id, host=view.host, port=view.port, error_code=0,
-                                error_message=None) for k in request.body.coordinator_keys or []])
-        return cls(throttle_time_ms=0, error_code=0, error_message=None, node_id=view.node_id, host=view.host,
-                   port=view.port)
 
     # ------------------------------------------------------------------ answers
 

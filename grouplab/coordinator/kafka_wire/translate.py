@@ -369,6 +369,18 @@ _RESPONSES: dict[str, Callable[[int, Any, Any, View], Any]] = {
 }
 
 
+def find_coordinator_response(api: KafkaApi, version: int, request: Any, view: View) -> Any:
+    """FindCoordinator, answered by the listener itself: this broker, for every key asked (one
+    broker coordinates every group and transaction)."""
+    cls = api.response[version]
+    if version >= 4:
+        return cls(throttle_time_ms=0, coordinators=[
+            cls.Coordinator(key=k, node_id=view.node_id, host=view.host, port=view.port, error_code=0,
+                            error_message=None) for k in request.coordinator_keys or []])
+    return cls(throttle_time_ms=0, error_code=0, error_message=None, node_id=view.node_id, host=view.host,
+               port=view.port)
+
+
 def reuse_key(name: str, version: int, body: Any) -> tuple | None:
     """For an answer whose encoding depends on nothing but these values (Heartbeat, OffsetCommit:
     the answers a running group sends most), a key under which its encoded body can be kept and
