@@ -206,6 +206,26 @@ async def test_a_produce_with_a_bad_crc_is_refused_and_nothing_is_appended(serve
     raw.close()
 
 
+@pytest.mark.parametrize("codec,name,library", [(2, "snappy", "has_snappy"), (3, "lz4", "has_lz4"),
+                                                  (4, "zstd", "has_zstd")])
+def test_a_codec_whose_library_is_missing_is_unsupported_compression_type(
+        codec: int, name: str, library: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """UNSUPPORTED_COMPRESSION_TYPE (76), as docs/kafka-wire.md §3 says, not CORRUPT_MESSAGE: kafka.record
+    raises UnsupportedCodecError for a codec whose library is not installed."""
+    from kafka.record.util import calc_crc32c
+
+    from grouplab.coordinator.kafka_wire.records import BadRecords, decode_batch
+
+    monkeypatch.setattr(f"kafka.codec.{library}", lambda: False)
+    data = bytearray(batch(b"x" * 100))
+    (attributes,) = struct.unpack_from(">h", data, 21)  # after base offset, length, epoch, magic, CRC
+    struct.pack_into(">h", data, 21, (attributes & ~7) | codec)
+    struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))  # the CRC covers attributes onwards
+    with pytest.raises(BadRecords) as refused:
+        decode_batch(bytes(data))
+    assert refused.value.code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE and name in refused.value.message.lower()
+
+
 async def test_an_incremental_fetch_session_is_refused_so_the_client_fetches_in_full(server: CoordinatorServer) -> None:
     raw = await Raw.open(server.kafka_port)
     raw.send(fetch(11, 0, 0, session_id=77, session_epoch=3))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 
+from kafka.errors import UnsupportedCodecError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from grouplab.protocol.errors import ErrorCode
@@ -53,7 +54,7 @@ def decode_batch(data: bytes | None) -> RecordBatch:
         records = [Record(value=_opt_bytes(r.value), key=_opt_bytes(r.key),
                           headers=[RecordHeader(k, _opt_bytes(v)) for k, v in r.headers], timestamp=r.timestamp)
                    for r in batch]
-    except AssertionError as exc:  # kafka.record asserts a codec's library is installed
+    except (UnsupportedCodecError, AssertionError) as exc:  # the codec's library is not installed
         raise BadRecords(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc) or "compression codec not available") from None
     except Exception as exc:  # noqa: BLE001 - a malformed batch: a varint past the end, bad UTF-8, bad gzip
         raise BadRecords(ErrorCode.CORRUPT_MESSAGE, f"record batch is malformed: {exc!r}") from None
