@@ -247,3 +247,34 @@ def test_after_transactions_each_consumer_reads_to_the_log_end_and_its_lag_is_ze
             assert seen["positions"] == LOG_END == seen["committed"]
             assert {tp.partition: offset for tp, offset in cluster.committed(group).items()} == LOG_END
             assert describe_lags(cluster, group) == {0: 0, 1: 0}
+
+
+@pytest.mark.parametrize("mode", ["at-least-once", "at-most-once", "exactly-once"])
+async def test_grouplabs_own_consumer_also_commits_past_the_markers(mode: str) -> None:
+    """grouplab's own consumer (a delivery app on the msgpack port) reading the same topic: it
+    commits where the Fetch answer says to fetch next (next_offset), past the markers and the
+    aborted records, so its lag reaches 0 too (it committed the last record's offset + 1, one
+    short of the end, before)."""
+    from grouplab.consumer.app import SimulatedConsumerApp
+    from grouplab.consumer.config import ConsumerConfig
+    from grouplab.consumer.delivery import DeliveryConfig, DeliveryMode
+    from grouplab.testing import AsyncCluster
+
+    async with AsyncCluster(topics={TOPIC: 2, "out": 2}) as cluster:
+        await asyncio.to_thread(produce_kafka_python, cluster.bootstrap)
+        group = f"grouplab-{mode}"
+        config = ConsumerConfig(group_id=group, topics=[TOPIC], client_id=group, session_timeout_ms=10_000,
+                                heartbeat_interval_ms=1_000)
+        app = SimulatedConsumerApp(config, cluster.host, cluster.grouplab_port,
+                                   delivery=DeliveryConfig(DeliveryMode(mode), "out"))
+        await app.start()
+        try:
+            async def lag_zero() -> bool:
+                return await cluster.lag(group, TOPIC) == {tp: 0 for tp in await cluster.log_end_offsets(TOPIC)}
+
+            await cluster.wait_for(lag_zero, timeout=DEADLINE_S, what=f"{group}'s lag on {TOPIC} to reach 0")
+        finally:
+            await app.stop(leave=True)
+        want = COMMITTED if mode == "exactly-once" else EVERYTHING  # exactly-once reads read_committed
+        assert {tp.partition: n for tp, n in app.stats.processed.items()} == {p: len(v) for p, v in want.items()}
+        assert {tp.partition: offset for tp, offset in (await cluster.committed(group)).items()} == LOG_END
