@@ -352,9 +352,10 @@ class PartitionLog:
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
                       authoritative: bool = False) -> int:
         """Write a control batch ending `producer_id`'s transaction on this partition (commit or
-        abort). It takes one offset and is never returned by `read`. Returns its offset. A marker
-        with an older epoch than the producer's raises LogError(INVALID_PRODUCER_EPOCH); a newer
-        epoch becomes the producer's (its next batch must start at sequence 0).
+        abort). It takes one offset, is never among `read_records`' records and is a control batch
+        to `read_batches`. Returns its offset. A marker with an older epoch than the producer's
+        raises LogError(INVALID_PRODUCER_EPOCH); a newer epoch becomes the producer's (its next
+        batch must start at sequence 0).
 
         `authoritative`: the transaction coordinator's own marker (Kafka's WriteTxnMarkers, which
         carry the coordinator's epoch and win over the partition's view of the producer). It is
