@@ -32,7 +32,7 @@ from grouplab.protocol.messages import FetchPartition, FetchRequest, FetchTopic,
 T0 = 1_700_000_000_000
 COMMIT, ABORT = 1, 0
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
-VERSIONS = [4, 5, 7, 11, 12]  # the first with transactions, log start offset, sessions, racks, flexible
+VERSIONS = list(range(4, 13))  # every version advertised: 4 brought transactions, 5 log start offset, 12 flexible
 
 
 def broker() -> Broker:
