@@ -35,7 +35,7 @@ from grouplab.consumer.config import ConsumerConfig
 from grouplab.consumer.coordinator import MemberState
 from grouplab.coordinator.broker import Broker, RequestContext
 from grouplab.coordinator.config import BrokerConfig, ConfigError
-from grouplab.coordinator.data_plane import record_wire_size
+from grouplab.coordinator.data_plane import batch_wire_size, record_wire_size
 from grouplab.coordinator.server import CoordinatorServer
 from grouplab.coordinator.topics import MAX_AUTO_CREATED_TOPICS
 from grouplab.admin import AdminClient, AdminError
@@ -51,6 +51,7 @@ from grouplab.protocol.messages import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ErrorResponse,
+    FetchedBatch,
     FetchedRecord,
     FetchPartition,
     FetchRequest,
@@ -221,6 +222,18 @@ records = st.builds(
 @given(records)
 def test_a_records_wire_size_is_exact(record: FetchedRecord) -> None:
     assert record_wire_size(record) == len(msgpack.packb(schema.encode(record), use_bin_type=True))
+
+
+batches = st.builds(
+    FetchedBatch, base_offset=st.integers(0, 2**63 - 1), records=st.lists(records, max_size=3),
+    producer_id=st.integers(-1, 2**63 - 1), producer_epoch=st.integers(-1, 2**15 - 1),
+    base_sequence=st.integers(-1, 2**31 - 1), is_transactional=st.booleans(), is_control=st.booleans())
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches)
+def test_a_batchs_wire_size_is_exact(batch: FetchedBatch) -> None:
+    assert batch_wire_size(batch) == len(msgpack.packb(schema.encode(batch), use_bin_type=True))
 
 
 # ----------------------------------------------------------------------------- the setting

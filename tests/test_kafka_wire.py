@@ -24,7 +24,8 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
 
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.kafka_wire.apis import APIS
@@ -112,8 +113,13 @@ def fetch(version: int, offset: int, max_wait_ms: int, session_id: int = 0, sess
 
 
 def records_of(response: Any) -> list[bytes]:
-    data = response.responses[0].partitions[0].records
-    return [r.value for r in DefaultRecordBatch(bytes(data))] if data else []
+    """The values of the data records of the first partition's batches (one per stored batch)."""
+    records = MemoryRecords(bytes(response.responses[0].partitions[0].records or b""))
+    values = []
+    while (b := records.next_batch()) is not None:
+        if not b.is_control_batch:
+            values += [r.value for r in b]
+    return values
 
 
 # ----------------------------------------------------------------------------- versions
@@ -281,17 +287,17 @@ async def test_a_fetch_with_nothing_to_read_is_answered_after_max_wait(server: C
 
 
 async def test_a_fetch_waits_until_min_bytes_of_records_are_there(server: CoordinatorServer) -> None:
-    """min_bytes counts bytes (16 per record plus its key, value and headers, as max_bytes does),
-    not records: one 100-byte record does not answer a Fetch for 250 bytes; the third does, and
-    the answer carries all three."""
+    """min_bytes counts bytes (a batch's 61-byte header, and 16 per record plus its key, value and
+    headers, as max_bytes does), not records: one batch of a 100-byte record (177 bytes) does not
+    answer a Fetch for 500 bytes, nor do two; the third does, and the answer carries all three."""
     consumer = await Raw.open(server.kafka_port)
     producer = await Raw.open(server.kafka_port)
-    consumer.send(fetch(12, 0, max_wait_ms=30_000, min_bytes=250))
+    consumer.send(fetch(12, 0, max_wait_ms=30_000, min_bytes=500))
     for n, value in enumerate((b"a" * 100, b"b" * 100)):
         producer.send(produce(9, batch(value)))
         await producer.read(ProduceResponse, 9)
         await asyncio.sleep(0.2)
-        assert len(server.kafka.parked) == 1, f"answered after {n + 1} record(s) of 116 bytes, min_bytes is 250"
+        assert len(server.kafka.parked) == 1, f"answered after {n + 1} batch(es) of 177 bytes, min_bytes is 500"
     producer.send(produce(9, batch(b"c" * 100)))
     await producer.read(ProduceResponse, 9)
     resp = await consumer.read(FetchResponse, 12)

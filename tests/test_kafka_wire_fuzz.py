@@ -90,10 +90,25 @@ def fetched_records(draw: st.DrawFn) -> list[m.FetchedRecord]:
     return [dataclasses.replace(draw(record), offset=base + d) for d in sorted(deltas)]
 
 
+@st.composite
+def fetched_batches(draw: st.DrawFn) -> list[m.FetchedBatch]:
+    """Stored batches one after another, each of records at consecutive offsets from its base (a
+    marker: one record)."""
+    offset = draw(st.integers(0, 2**62))
+    batches = []
+    for _ in range(draw(st.integers(0, 3))):
+        batch = draw(answers(m.FetchedBatch))
+        count = 1 if batch.is_control else draw(st.integers(1, 3))
+        records = [dataclasses.replace(draw(answers(m.FetchedRecord)), offset=offset + i) for i in range(count)]
+        batches.append(dataclasses.replace(batch, base_offset=offset, records=records))
+        offset += count
+    return batches
+
+
 def fetch_partitions() -> st.SearchStrategy[m.FetchPartitionResponse]:
     hints = typing.get_type_hints(m.FetchPartitionResponse, vars(m))
     fields = {f.name: strategy(hints[f.name], f.name) for f in dataclasses.fields(m.FetchPartitionResponse)}
-    return st.builds(m.FetchPartitionResponse, **{**fields, "records": fetched_records()})
+    return st.builds(m.FetchPartitionResponse, **{**fields, "records": fetched_records(), "batches": fetched_batches()})
 
 
 SPECIAL: dict[type, Any] = {m.FetchPartitionResponse: fetch_partitions}

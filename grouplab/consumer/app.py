@@ -71,7 +71,7 @@ class SimulatedConsumerApp:
     def on_output(self, out: Any) -> None:
         """The delivery app's reports: what it processed and committed; a crash it asked for."""
         if type(out) is Processed:
-            self.stats.processed[out.tp] += out.last_offset - out.first_offset + 1
+            self.stats.processed[out.tp] += out.records
         elif type(out) is Committed:
             self.stats.committed[out.tp] = out.offset
         elif type(out) is CrashNow:

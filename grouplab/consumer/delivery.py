@@ -71,11 +71,13 @@ class DeliveryMode(Enum):
 
 @dataclass(slots=True)
 class Processed:
-    """The application processed (wrote to the output) the input records [first, last] of tp."""
+    """The application processed (wrote to the output) `records` input records of tp, from
+    `first_offset` to `last_offset` (offsets between may be transaction markers or aborted records)."""
 
     tp: TopicPartition
     first_offset: int
     last_offset: int
+    records: int
 
 
 @dataclass(slots=True)
@@ -170,6 +172,10 @@ class DeliveryApp(StepOutputs):
         self.positions: dict[TopicPartition, int] = {}  # next offset to read, once known
         self.committed: dict[TopicPartition, int] = {}
         self.batch: dict[TopicPartition, list[Any]] = {}  # records in hand
+        # Where each partition's position goes once the batch is done, and what is committed for
+        # it: past its last record and past the transaction markers and aborted records the Fetch
+        # read after it (its next_offset); also partitions that returned only those.
+        self.batch_end: dict[TopicPartition, int] = {}
         self._cid = 0
         self._routes: dict[int, tuple[str, int]] = {}  # our correlation id -> (machine, its id)
         self._app_inflight: dict[int, tuple[str, Any]] = {}  # our own requests
@@ -242,7 +248,7 @@ class DeliveryApp(StepOutputs):
             if self.phase is Phase.WORKING and self.batch and self._fetched_generation == self.group.generation_id:
                 self._start_batch()
             elif self.phase is Phase.WORKING:
-                self.batch.clear()
+                self._clear_batch()
                 self.phase = Phase.IDLE
         elif key and key[0] == "app-timeout":
             entry = self._app_inflight.pop(key[1], None)
@@ -315,7 +321,7 @@ class DeliveryApp(StepOutputs):
                 # Kafka: a fenced producer cannot recover; the application closes and, if it is
                 # not itself the zombie, is started again (a new instance re-initialises).
                 self._log(events.AppProducerFenced, error=out.error.name)
-                self.batch.clear()
+                self._clear_batch()
                 self.phase = Phase.IDLE
                 self._out.append(CrashNow("producer_fenced"))
             elif kind is ProducerReady:
@@ -377,7 +383,8 @@ class DeliveryApp(StepOutputs):
             self.positions.pop(tp, None)
             self.committed.pop(tp, None)
             self.batch.pop(tp, None)
-        if not self.batch and self.phase is not Phase.IDLE and not self._outstanding:
+            self.batch_end.pop(tp, None)
+        if not self.batch_end and self.phase is not Phase.IDLE and not self._outstanding:
             self.phase = Phase.IDLE
 
     def _maybe_fetch(self) -> None:
@@ -401,18 +408,31 @@ class DeliveryApp(StepOutputs):
             return
         self.phase = Phase.IDLE
         batch: dict[TopicPartition, list[Any]] = {}
+        ends: dict[TopicPartition, int] = {}
         for t in resp.responses:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
-                if p.error_code or tp not in self.positions or not p.records:
+                if p.error_code or tp not in self.positions:
                     continue
-                records = [r for r in p.records if r.offset >= self.positions[tp]][: self.delivery.max_records]
+                position = self.positions[tp]
+                fetched = [r for r in p.records if r.offset >= position]
+                records = fetched[: self.delivery.max_records]
                 if records:
                     batch[tp] = records
-        if not batch or generation != self.group.generation_id:
+                    after = records[-1].offset + 1
+                    # Past the markers read after the last record, unless max_records left some.
+                    ends[tp] = max(after, p.next_offset) if len(records) == len(fetched) else after
+                elif p.next_offset > position:
+                    ends[tp] = p.next_offset  # only markers or aborted records: nothing to process
+        if not ends or generation != self.group.generation_id:
             return
-        self.batch = batch
+        self.batch, self.batch_end = batch, ends
         self._fetched_generation = generation
+        if not batch:
+            # Nothing to process, only offsets to step over: commit them, so the lag reaches 0.
+            self.phase = Phase.COMMITTING
+            self._commit(dict(ends), "commit")
+            return
         if self.delivery.processing_ms:
             self.phase = Phase.WORKING
             self._arm(("app", "work"), self._now + self.delivery.processing_ms)
@@ -423,7 +443,7 @@ class DeliveryApp(StepOutputs):
         mode = self.delivery.mode
         if mode is DeliveryMode.AT_MOST_ONCE:
             self.phase = Phase.COMMITTING_FIRST
-            self._commit({tp: recs[-1].offset + 1 for tp, recs in self.batch.items()}, "commit_first")
+            self._commit(dict(self.batch_end), "commit_first")
         elif mode is DeliveryMode.AT_LEAST_ONCE:
             self._process()
         else:
@@ -439,7 +459,7 @@ class DeliveryApp(StepOutputs):
             batch_id, outs = self.producer.send(out_tp, outputs, self._now)
             self._outstanding.add(batch_id)
             self._from_producer(outs)
-            self._out.append(Processed(tp, records[0].offset, records[-1].offset))
+            self._out.append(Processed(tp, records[0].offset, records[-1].offset, len(records)))
             out_tp_count += 1
         in_order = sorted(self.batch)
         self._log(events.BatchProcessed, partitions=[[tp.topic, tp.partition] for tp in in_order],
@@ -447,7 +467,7 @@ class DeliveryApp(StepOutputs):
                   first_offsets=[self.batch[tp][0].offset for tp in in_order],
                   last_offsets=[self.batch[tp][-1].offset for tp in in_order])
         if self.delivery.mode is DeliveryMode.EXACTLY_ONCE:
-            offsets = {tp: recs[-1].offset + 1 for tp, recs in self.batch.items()}
+            offsets = dict(self.batch_end)
             self._from_producer(self.producer.send_offsets_to_transaction(
                 offsets, self.consumer.group_id, self.group.generation_id, self.group.member_id, self._now))
             if self._crash("processed"):
@@ -466,7 +486,7 @@ class DeliveryApp(StepOutputs):
         if self._crash("processed"):
             return
         self.phase = Phase.COMMITTING
-        self._commit({tp: recs[-1].offset + 1 for tp, recs in self.batch.items()}, "commit")
+        self._commit(dict(self.batch_end), "commit")
 
     def _commit(self, offsets: dict[TopicPartition, int], purpose: str) -> None:
         topics: dict[str, list[OffsetCommitRequestPartition]] = {}
@@ -486,7 +506,7 @@ class DeliveryApp(StepOutputs):
                 self._out.append(Committed(tp, offset))
         if purpose == "commit_first":
             if not ok:
-                self.batch.clear()  # not committed: re-read them later, nothing processed yet
+                self._clear_batch()  # not committed: re-read them later, nothing processed yet
                 self.phase = Phase.IDLE
                 return
             if self._crash("committed"):
@@ -496,30 +516,30 @@ class DeliveryApp(StepOutputs):
             if ok:
                 self._advance()
             else:
-                self.batch.clear()  # the group moved on; the new owner re-reads from the last commit
+                self._clear_batch()  # the group moved on; the new owner re-reads from the last commit
                 self.phase = Phase.IDLE
 
     def _on_txn_done(self, committed: bool) -> None:
         if committed:
-            for tp, recs in self.batch.items():
-                self.committed[tp] = recs[-1].offset + 1
-                self._out.append(Committed(tp, recs[-1].offset + 1))
+            for tp, offset in self.batch_end.items():
+                self.committed[tp] = offset
+                self._out.append(Committed(tp, offset))
             self._advance()
         else:
             # Aborted: the output is invisible to read_committed readers; read the batch again
             # from the last committed offsets.
-            for tp in list(self.batch):
+            for tp in list(self.batch_end):
                 if tp in self.committed:
                     self.positions[tp] = max(self.committed[tp], 0)
-            self.batch.clear()
+            self._clear_batch()
             self.phase = Phase.IDLE
             self._outstanding.clear()
 
     def _advance(self) -> None:
-        for tp, recs in self.batch.items():
+        for tp, offset in self.batch_end.items():
             if tp in self.positions:
-                self.positions[tp] = recs[-1].offset + 1
-        self.batch.clear()
+                self.positions[tp] = offset
+        self._clear_batch()
         self._outstanding.clear()
         self.phase = Phase.IDLE
         self._maybe_fetch()
@@ -528,15 +548,17 @@ class DeliveryApp(StepOutputs):
         """A request of ours got no answer: forget the batch in hand; reading resumes from the
         positions (at-least-once re-reads, at-most-once already committed)."""
         if purpose in ("fetch", "commit", "commit_first"):
-            if purpose == "commit":
-                self.batch.clear()
-            if purpose == "commit_first":
-                self.batch.clear()
+            if purpose in ("commit", "commit_first"):
+                self._clear_batch()
             self.phase = Phase.IDLE if not self._outstanding else self.phase
         elif purpose == "offset_fetch":
             missing = [tp for tp in self.group.owned if tp not in self.positions]
             if missing:
                 self._on_assigned(missing)
+
+    def _clear_batch(self) -> None:
+        self.batch.clear()
+        self.batch_end.clear()
 
     def _crash(self, point: str) -> bool:
         if self.crash_at == point:

@@ -10,7 +10,7 @@ transactions); this module maps requests onto them and their answers onto Kafka'
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 from grouplab.coordinator.partition_log import (
     INT64_MAX,
@@ -19,6 +19,7 @@ from grouplab.coordinator.partition_log import (
     LogStore,
     OffsetOutOfRange,
     PartitionLog,
+    batch_size,
     fetched_size,
 )
 from grouplab.coordinator.config import BrokerConfig
@@ -29,6 +30,8 @@ from grouplab.protocol.effects import LogEvent, Output, Reply
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.types import TopicPartition
 from grouplab.protocol.messages import (
+    AbortedTransaction,
+    FetchedBatch,
     FetchPartition,
     FetchedRecord,
     FetchPartitionResponse,
@@ -191,19 +194,37 @@ def _producer_refusal(broker: DataPlaneHost, batch: RecordBatch, log: PartitionL
 # ----------------------------------------------------------------------------- Fetch
 
 
-def handle_fetch(broker: DataPlaneHost, req: FetchRequest, reply_to: Any, now_ms: int) -> list[Output]:
-    """Answer at once from the logs (no long poll: max_wait_ms and min_bytes are ignored).
+class FetchRead(NamedTuple):
+    """What a Fetch returns, read from the logs (`read_fetch`)."""
 
-    Each partition is answered once: a partition listed again replaces the earlier entry's
-    fetch_offset and partition_max_bytes but keeps its place (Kafka's fetch map). Sizes, as
-    Kafka: records fill min(partition_max_bytes, what is left of max_bytes), in request order;
-    only the first partition that has a record returns one even over both limits (so a consumer
-    always progresses), every later one returns only what fits. grouplab's own third limit: the
-    records of one answer take at most half of grouplab.response.max.bytes on the wire (the rest
-    is the partitions' room), so that no answer a consumer needs is too large to send."""
+    responses: list[FetchTopicResponse]
+    size: int  # the records' (or batches') bytes as max_bytes counts them
+    error: bool  # some partition answers with an error
+
+
+def handle_fetch(broker: DataPlaneHost, req: FetchRequest, reply_to: Any, now_ms: int) -> list[Output]:
+    """Answer at once from the logs (no long poll: max_wait_ms and min_bytes are ignored; the
+    Kafka-wire listener waits before it hands a Fetch over, long_poll.py)."""
     if req.isolation_level not in ISOLATION_LEVELS:
         return [Reply(reply_to, FetchResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
             f"isolation_level must be 0 (read_uncommitted) or 1 (read_committed), got {req.isolation_level}")))]
+    return [Reply(reply_to, FetchResponse(responses=read_fetch(broker, req, broker.logs.log).responses))]
+
+
+def read_fetch(broker: DataPlaneHost, req: FetchRequest,
+               log_of: Callable[[str, int], PartitionLog]) -> FetchRead:
+    """The answer of a Fetch (its isolation level valid), from the logs `log_of` gives: Broker's
+    `logs.log` when answering, `logs.view` to look without creating a log (the long poll asks
+    what an answer now would hold).
+
+    Each partition is answered once: a partition listed again replaces the earlier entry's
+    fetch_offset and partition_max_bytes but keeps its place (Kafka's fetch map). Sizes, as
+    Kafka: records (or whole batches, with as_batches) fill min(partition_max_bytes, what is left
+    of max_bytes), in request order; only the first partition that has data returns some even
+    over both limits (so a consumer always progresses), every later one returns only what fits.
+    grouplab's own third limit: the records of one answer take at most half of
+    grouplab.response.max.bytes on the wire (the rest is the partitions' room), so that no answer
+    a consumer needs is too large to send."""
     wanted: dict[str, dict[int, FetchPartition]] = {}
     for ft in req.topics:
         by_index = wanted.setdefault(ft.topic, {})
@@ -211,45 +232,85 @@ def handle_fetch(broker: DataPlaneHost, req: FetchRequest, reply_to: Any, now_ms
             by_index[fp.partition] = fp  # a repeat replaces the entry, in the first one's place
     remaining = max(req.max_bytes, 0)
     wire_left = broker.config.response_max_bytes // 2  # the records' bytes in the encoded answer
-    min_one = True  # until a partition has returned a record
+    min_one = True  # until a partition has returned data
+    gathered = 0
+    error = False
     topics = []
     for topic, by_index in wanted.items():
         parts = []
         for index, fp in by_index.items():
             if not _exists(broker, topic, index):
+                error = True
                 parts.append(FetchPartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                     error_message=_unknown(topic, index)))
                 continue
             if fp.partition_max_bytes < 0:
+                error = True
                 parts.append(FetchPartitionResponse(index, ErrorCode.INVALID_FETCH_SIZE, error_message=(
                     f"partition_max_bytes must be >= 0, got {fp.partition_max_bytes}")))
                 continue
-            log = broker.logs.log(topic, index)
+            log = log_of(topic, index)
             resp = FetchPartitionResponse(index, high_watermark=log.high_watermark,
                                           last_stable_offset=log.last_stable_offset,
                                           log_start_offset=log.log_start_offset)
+            # A record's encoding is never smaller than its size as max_bytes counts it, so
+            # wire_left bounds the read as well.
+            limit = min(fp.partition_max_bytes, remaining, wire_left)
             try:
-                # A record's encoding is never smaller than its size as max_bytes counts it, so
-                # wire_left bounds the read as well.
-                records = log.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining, wire_left),
-                                   req.isolation_level, min_one=min_one)
+                if req.as_batches:
+                    size, wire = _read_batches(log, fp.fetch_offset, limit, req.isolation_level, wire_left, min_one,
+                                               resp)
+                else:
+                    size, wire = _read_records(log, fp.fetch_offset, limit, req.isolation_level, wire_left, min_one,
+                                               resp)
             except OffsetOutOfRange as exc:
+                error = True
                 resp.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 resp.error_message = exc.message
             else:
-                records, wire = _within(records, wire_left, min_one)
-                resp.records = records
-                if records:
+                if resp.records or resp.batches:
                     min_one = False
-                    remaining = max(remaining - sum(fetched_size(r) for r in records), 0)
+                    gathered += size
+                    remaining = max(remaining - size, 0)
                     wire_left = max(wire_left - wire, 0)
             parts.append(resp)
         topics.append(FetchTopicResponse(topic, parts))
-    return [Reply(reply_to, FetchResponse(responses=topics))]
+    return FetchRead(topics, gathered, error)
+
+
+def _read_records(log: PartitionLog, offset: int, limit: int, isolation_level: int, wire_left: int, min_one: bool,
+                  resp: FetchPartitionResponse) -> tuple[int, int]:
+    """grouplab's answer: the records from `offset` on (markers and, read_committed, aborted
+    records left out) and where to fetch next. Returns their size and wire size."""
+    read = log.read_records(offset, limit, isolation_level, min_one=min_one)
+    records, wire = _within(read.records, wire_left, min_one)
+    resp.records = records
+    if len(records) == len(read.records):
+        resp.next_offset = read.next_offset
+    else:
+        resp.next_offset = records[-1].offset + 1 if records else offset
+    return sum(fetched_size(r) for r in records), wire
+
+
+def _read_batches(log: PartitionLog, offset: int, limit: int, isolation_level: int, wire_left: int, min_one: bool,
+                  resp: FetchPartitionResponse) -> tuple[int, int]:
+    """Kafka's answer: the stored batches, whole, markers included, and under read_committed
+    the aborted transactions that overlap them. Returns their size and wire size."""
+    read = log.read_batches(offset, limit, isolation_level, min_one=min_one)
+    batches, wire = _batches_within(read.batches, wire_left, min_one)
+    resp.batches = batches
+    resp.next_offset = read.next_offset if len(batches) == len(read.batches) else (
+        batches[-1].records[-1].offset + 1 if batches else offset)
+    if isolation_level == READ_COMMITTED:
+        resp.aborted_transactions = [AbortedTransaction(a.producer_id, a.first_offset)
+                                     for a in log.aborted_transactions(offset, resp.next_offset)]
+    size = read.size if len(batches) == len(read.batches) else sum(batch_size(b) for b in batches)
+    return size, wire
 
 
 _RECORD_KEYS = keys_size(FetchedRecord)
 _HEADER_KEYS = keys_size(RecordHeader)
+_BATCH_KEYS = keys_size(FetchedBatch)
 
 
 def record_wire_size(r: FetchedRecord) -> int:
@@ -259,6 +320,13 @@ def record_wire_size(r: FetchedRecord) -> int:
     for h in r.headers:
         size += _HEADER_KEYS + packed_size(h.key) + packed_size(h.value)
     return size
+
+
+def batch_wire_size(b: FetchedBatch) -> int:
+    """The bytes `b` takes in an encoded Fetch answer, exactly."""
+    return (_BATCH_KEYS + packed_size(b.base_offset) + array_header_size(len(b.records))
+            + sum(record_wire_size(r) for r in b.records) + packed_size(b.producer_id)
+            + packed_size(b.producer_epoch) + packed_size(b.base_sequence) + 2)  # the two booleans
 
 
 def _within(records: list[FetchedRecord], wire_left: int, min_one: bool) -> tuple[list[FetchedRecord], int]:
@@ -271,6 +339,18 @@ def _within(records: list[FetchedRecord], wire_left: int, min_one: bool) -> tupl
             return records[:i], used
         used += size
     return records, used
+
+
+def _batches_within(batches: list[FetchedBatch], wire_left: int, min_one: bool) -> tuple[list[FetchedBatch], int]:
+    """The batches that fit in `wire_left` encoded bytes (the first one anyway with `min_one`),
+    and their encoded size."""
+    used = 0
+    for i, b in enumerate(batches):
+        size = batch_wire_size(b)
+        if used + size > wire_left and (i or not min_one):
+            return batches[:i], used
+        used += size
+    return batches, used
 
 
 # ----------------------------------------------------------------------------- ListOffsets

@@ -19,6 +19,8 @@ Interface (other modules code against these names):
     log.append(batch, now_ms) -> AppendResult(error_code, base_offset, duplicate, ...)
     log.append_marker(producer_id, producer_epoch, commit, now_ms, authoritative=False) -> offset of the marker
     log.read(offset, max_bytes, isolation_level) -> [FetchedRecord]
+    log.read_records(offset, max_bytes, isolation_level) -> RecordRead(records, next_offset)
+    log.read_batches(offset, max_bytes, isolation_level) -> BatchRead(batches, next_offset, size)
     log.offset_for(timestamp) -> TimestampOffset(offset, timestamp)
 
 Each batch is stored as one frame: a fixed 44-byte header (`HEADER`) and the msgpack payload of its
@@ -46,7 +48,14 @@ import msgpack
 
 from grouplab.coordinator.group_log import _fsync_dir, _write_all, lock_directory, make_dirs
 from grouplab.protocol.errors import ErrorCode
-from grouplab.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchedRecord, RecordBatch, RecordHeader
+from grouplab.protocol.messages import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    FetchedBatch,
+    FetchedRecord,
+    RecordBatch,
+    RecordHeader,
+)
 
 # ----------------------------------------------------------------------------- the batch frame
 
@@ -63,12 +72,20 @@ FLAG_CONTROL = 0x02
 FLAG_COMMIT = 0x04  # on a control batch: commit (set) or abort (clear)
 _KNOWN_FLAGS = FLAG_TRANSACTIONAL | FLAG_CONTROL | FLAG_COMMIT
 CONTROL_PAYLOAD = msgpack.packb([])  # a marker's payload: no records, one offset
+# What a Fetch returns for a marker, as Kafka stores it: a control record whose key is Kafka's
+# ControlRecordType (version int16 0, type int16: 0 abort, 1 commit) and whose value is its
+# EndTxnMarker (version int16 0, coordinator epoch int32). grouplab's one transaction coordinator
+# has epoch 0 (Kafka's is the leader epoch of its __transaction_state partition).
+CONTROL_KEY = struct.Struct(">hh")
+END_TXN_MARKER = struct.Struct(">hi")
+COORDINATOR_EPOCH = 0
 
 INT16_MAX = 2**15 - 1
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the metadata of a producer's last 5 batches per partition
 RECORD_OVERHEAD_BYTES = 16  # a record's size for fetch limits: 16 + key + value + header bytes
+BATCH_OVERHEAD_BYTES = 61  # a batch's, for batch reads: Kafka's batch v2 header, plus its records'
 PRODUCER_ID_BLOCK_SIZE = 1000  # ids handed out per durable allocation, as Kafka's ProducerIdManager
 READ_COMMITTED = 1
 
@@ -150,6 +167,17 @@ class ProducerState:
     batches: deque = field(default_factory=lambda: deque(maxlen=PRODUCER_BATCHES_KEPT))
 
 
+class RecordRead(NamedTuple):
+    records: list[FetchedRecord]
+    next_offset: int  # every offset in [fetch offset, next_offset) was returned or is a marker or skipped
+
+
+class BatchRead(NamedTuple):
+    batches: list[FetchedBatch]
+    next_offset: int  # the end of the last batch returned (the fetch offset if none)
+    size: int  # the batches' bytes as max_bytes counts them (batch_size)
+
+
 class AbortedTxn(NamedTuple):
     producer_id: int
     first_offset: int
@@ -193,6 +221,19 @@ def fetched_size(r: FetchedRecord) -> int:
     for h in r.headers:
         size += len(h.key) + (len(h.value) if h.value else 0)
     return size
+
+
+def batch_size(batch: FetchedBatch) -> int:
+    """A fetched batch's size as `read_batches` counts it against max_bytes: a batch v2 header
+    plus its records' sizes (`fetched_size`)."""
+    return BATCH_OVERHEAD_BYTES + sum(fetched_size(r) for r in batch.records)
+
+
+def control_record(info: BatchInfo) -> FetchedRecord:
+    """The one record of a marker's control batch, as Kafka writes it (CONTROL_KEY, END_TXN_MARKER)."""
+    kind = 1 if info.flags & FLAG_COMMIT else 0
+    return FetchedRecord(info.base_offset, info.max_timestamp, END_TXN_MARKER.pack(0, COORDINATOR_EPOCH),
+                         CONTROL_KEY.pack(0, kind), [], info.producer_id)
 
 
 class PartitionLog:
@@ -311,9 +352,10 @@ class PartitionLog:
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
                       authoritative: bool = False) -> int:
         """Write a control batch ending `producer_id`'s transaction on this partition (commit or
-        abort). It takes one offset and is never returned by `read`. Returns its offset. A marker
-        with an older epoch than the producer's raises LogError(INVALID_PRODUCER_EPOCH); a newer
-        epoch becomes the producer's (its next batch must start at sequence 0).
+        abort). It takes one offset, is never among `read_records`' records and is a control batch
+        to `read_batches`. Returns its offset. A marker with an older epoch than the producer's
+        raises LogError(INVALID_PRODUCER_EPOCH); a newer epoch becomes the producer's (its next
+        batch must start at sequence 0).
 
         `authoritative`: the transaction coordinator's own marker (Kafka's WriteTxnMarkers, which
         carry the coordinator's epoch and win over the partition's view of the producer). It is
@@ -366,45 +408,94 @@ class PartitionLog:
     # ------------------------------------------------------------------ reads
 
     def read(self, offset: int, max_bytes: int, isolation_level: int = 0, min_one: bool = True) -> list[FetchedRecord]:
+        """The records of `read_records` (grouplab's own Fetch, the simulator's ledger)."""
+        return self.read_records(offset, max_bytes, isolation_level, min_one).records
+
+    def read_records(self, offset: int, max_bytes: int, isolation_level: int = 0, min_one: bool = True) -> RecordRead:
         """Records from `offset` on, up to `max_bytes` (a record counts 16 bytes plus its key, value
         and header bytes), but at least one if there is one and `min_one`. Transaction markers are
         never returned. read_committed (isolation_level 1) stops at the last stable offset and
-        leaves out the records of aborted transactions. Raises OffsetOutOfRange outside
+        leaves out the records of aborted transactions. `next_offset` is where reading stopped:
+        past the markers and skipped records read after the last record returned, so a consumer
+        that moves there reaches the end of the log. Raises OffsetOutOfRange outside
         [log_start_offset, log_end_offset]."""
-        if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRange(f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
-                                   f"of {self.topic}-{self.partition}")
-        committed = isolation_level == READ_COMMITTED
-        upper = self.last_stable_offset if committed else self.log_end_offset
+        upper, aborted = self._bounds(offset, isolation_level)
         out: list[FetchedRecord] = []
         if offset >= upper:
-            return out
-        aborted = self._aborted_between(offset, upper) if committed and self.aborted else None
+            return RecordRead(out, offset)
         used = 0
+        next_offset = offset
         for info, load in self._storage.scan(offset):
             base = info.base_offset
             if base >= upper:
                 break
+            end = base + info.record_count
             flags = info.flags
-            if flags & FLAG_CONTROL:
-                continue
             pid = info.producer_id
-            if aborted and flags & FLAG_TRANSACTIONAL and pid in aborted and _in_ranges(aborted[pid], base):
+            if flags & FLAG_CONTROL or (
+                    aborted and flags & FLAG_TRANSACTIONAL and pid in aborted and _in_ranges(aborted[pid], base)):
+                next_offset = end
                 continue
             skip = offset - base
             for i, (ts, key, value, headers) in enumerate(decode_payload(load())):
                 if i < skip:
                     continue
                 off = base + i
-                if off >= upper:
-                    return out
                 size = _record_size(key, value, headers)
                 if used + size > max_bytes and (out or not min_one):
-                    return out
+                    return RecordRead(out, off)
                 used += size
                 out.append(FetchedRecord(off, ts, value, key,
                                          [RecordHeader(k, v) for k, v in headers] if headers else [], pid))
-        return out
+            next_offset = end
+        return RecordRead(out, next_offset)
+
+    def read_batches(self, offset: int, max_bytes: int, isolation_level: int = 0, min_one: bool = True) -> BatchRead:
+        """The stored batches from the one holding `offset` on, whole, as Kafka's Fetch returns
+        them: markers as control batches, and under read_committed every batch below the last
+        stable offset, aborted ones included (the reader skips them by the aborted transactions
+        of `aborted_transactions(offset, next_offset)`). They fill `max_bytes` as `batch_size`
+        counts them; the first is returned even over it with `min_one`. Raises OffsetOutOfRange
+        as `read_records`."""
+        upper, _ = self._bounds(offset, isolation_level, with_aborted=False)
+        out: list[FetchedBatch] = []
+        used = 0
+        next_offset = offset
+        if offset >= upper:
+            return BatchRead(out, next_offset, used)
+        for info, load in self._storage.scan(offset):
+            base = info.base_offset
+            if base >= upper:
+                break
+            pid = info.producer_id
+            if info.flags & FLAG_CONTROL:
+                records = [control_record(info)]
+            else:
+                records = [FetchedRecord(base + i, ts, value, key,
+                                         [RecordHeader(k, v) for k, v in headers] if headers else [], pid)
+                           for i, (ts, key, value, headers) in enumerate(decode_payload(load()))]
+            batch = FetchedBatch(base, records, pid, info.producer_epoch, info.base_sequence,
+                                 bool(info.flags & FLAG_TRANSACTIONAL), bool(info.flags & FLAG_CONTROL))
+            size = batch_size(batch)
+            if used + size > max_bytes and (out or not min_one):
+                break
+            used += size
+            out.append(batch)
+            next_offset = base + info.record_count
+        return BatchRead(out, next_offset, used)
+
+    def _bounds(self, offset: int, isolation_level: int,
+                with_aborted: bool = True) -> tuple[int, dict[int, list[tuple[int, int]]] | None]:
+        """The read's upper bound (the last stable offset under read_committed, else the log end
+        offset) and, under read_committed, the aborted transactions in between. Raises
+        OffsetOutOfRange outside [log_start_offset, log_end_offset]."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
+                                   f"of {self.topic}-{self.partition}")
+        committed = isolation_level == READ_COMMITTED
+        upper = self.last_stable_offset if committed else self.log_end_offset
+        aborted = self._aborted_between(offset, upper) if with_aborted and committed and self.aborted else None
+        return upper, aborted
 
     def _aborted_between(self, lo: int, hi: int) -> dict[int, list[tuple[int, int]]]:
         """Aborted transactions overlapping [lo, hi), by producer id."""
@@ -797,6 +888,12 @@ class LogStore:
     def existing(self, topic: str, partition: int) -> PartitionLog | None:
         """The log if it has been created (by an append or by recovery), without creating it."""
         return self._logs.get((topic, partition))
+
+    def view(self, topic: str, partition: int) -> PartitionLog:
+        """The log to read, without creating it: the existing one, else an empty log that is not
+        kept (what `log` would create), so a read-only look changes nothing."""
+        log = self._logs.get((topic, partition))
+        return log if log is not None else PartitionLog(topic, partition, _MemoryStorage(), self.max_message_bytes)
 
     def logs(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._logs)

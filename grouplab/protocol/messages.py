@@ -381,6 +381,34 @@ class FetchedRecord:
     producer_id: int = -1
 
 
+@dataclass
+class FetchedBatch:
+    """One stored record batch, whole, as a Kafka broker returns it (a Fetch with `as_batches`):
+    the producer's id, epoch and base sequence and its transactional flag as appended, and every
+    record of the batch (also those before the fetch offset: Kafka returns whole batches). A
+    control batch (`is_control`, a transaction marker) holds one record whose key and value are
+    Kafka's control record: key version int16 0 and type int16 (0 abort, 1 commit), value version
+    int16 0 and the coordinator epoch int32."""
+
+    base_offset: int
+    records: list[FetchedRecord]
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    is_transactional: bool = False
+    is_control: bool = False
+
+
+@dataclass
+class AbortedTransaction:
+    """An aborted transaction overlapping a read_committed Fetch's batches (Kafka's
+    FetchResponse.AbortedTransactions): its producer's batches from `first_offset` up to its
+    abort marker are to be skipped."""
+
+    producer_id: int
+    first_offset: int
+
+
 # ----------------------------------------------------------------------------- Produce
 
 
@@ -450,6 +478,9 @@ class FetchRequest:
     min_bytes: int = 1
     max_bytes: int = 50 * 1024 * 1024
     isolation_level: int = 0  # 0 read_uncommitted, 1 read_committed
+    # Answer with the stored batches, as Kafka does (`batches`, `aborted_transactions`), instead
+    # of `records` (the Kafka-wire listener asks for this).
+    as_batches: bool = False
 
 
 @dataclass
@@ -461,6 +492,11 @@ class FetchPartitionResponse:
     log_start_offset: int = -1
     records: list[FetchedRecord] = field(default_factory=list)
     error_message: str | None = None
+    # Where to fetch next: past what this answer returned and past the transaction markers (and,
+    # read_committed, aborted records) read after it; the fetch offset when nothing was read.
+    next_offset: int = -1
+    batches: list[FetchedBatch] = field(default_factory=list)  # with as_batches
+    aborted_transactions: list[AbortedTransaction] | None = None  # with as_batches and read_committed
 
 
 @dataclass

@@ -63,7 +63,7 @@ class DeliveryWorld:
         """Account for one of the app's outputs; on CrashNow the process ends there (its driver
         drops the rest of the step)."""
         if type(out) is Processed:
-            self.processed += out.last_offset - out.first_offset + 1
+            self.processed += out.records
         elif type(out) is Committed:
             before = self.committed.get(out.tp, 0)
             if out.offset < before:

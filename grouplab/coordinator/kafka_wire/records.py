@@ -2,8 +2,9 @@
 `kafka.record` (CRC32C, gzip/snappy/lz4/zstd when their libraries are installed).
 
 grouplab's partition logs keep their own batch frames (coordinator/partition_log.py); the Kafka-wire
-listener decodes a producer's batch into a `RecordBatch` before the Broker sees it, and builds one
-batch v2 per partition from the records a Fetch returns. Nothing here touches I/O or state.
+listener decodes a producer's batch into a `RecordBatch` before the Broker sees it, and encodes the
+batches a Fetch returns (`FetchedBatch`, one per stored batch, markers included) as batch v2.
+Nothing here touches I/O or state.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from kafka.errors import UnsupportedCodecError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from grouplab.protocol.errors import ErrorCode
-from grouplab.protocol.messages import FetchedRecord, Record, RecordBatch, RecordHeader
+from grouplab.protocol.messages import FetchedBatch, Record, RecordBatch, RecordHeader
 
 MAGIC_OFFSET = 16  # base offset (8), batch length (4), partition leader epoch (4), then the magic byte
 BATCH_OVERHEAD = 61  # a batch v2 header: the smallest batch there is
@@ -68,15 +69,32 @@ def _opt_bytes(value: object) -> bytes | None:
     return None if value is None else bytes(value)  # type: ignore[call-overload]
 
 
-def encode_records(records: list[FetchedRecord]) -> bytes:
-    """The records one Fetch partition returns as a single uncompressed batch v2 (offset deltas
-    may skip: markers and aborted records are not returned). b"" for none."""
-    if not records:
-        return b""
-    base = records[0].offset
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
-    for r in records:
+class _ControlBatchBuilder(DefaultRecordBatchBuilder):
+    """kafka.record's batch builder with the control flag set. Its builder writes producer id,
+    epoch, base sequence and the transactional flag as given, but never the control flag
+    (only a broker writes control batches, so kafka-python has no need to): this one line of glue
+    sets it in the attributes that build() writes under the CRC."""
+
+    __slots__ = ()
+
+    def _get_attributes(self, include_compression_type: bool = True) -> int:
+        return super()._get_attributes(include_compression_type) | self.CONTROL_MASK
+
+
+def encode_batches(batches: list[FetchedBatch]) -> bytes:
+    """The batches one Fetch partition returns, each as the batch v2 Kafka stores: its base
+    offset, producer id, epoch, base sequence, transactional and control flags, and its records
+    at their offset deltas, uncompressed. b"" for none."""
+    return b"".join(_encode_batch(b) for b in batches)
+
+
+def _encode_batch(batch: FetchedBatch) -> bytes:
+    builder_class = _ControlBatchBuilder if batch.is_control else DefaultRecordBatchBuilder
+    builder = builder_class(magic=2, compression_type=0, is_transactional=batch.is_transactional,
+                            producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                            base_sequence=batch.base_sequence, batch_size=2**31 - 1)
+    base = batch.base_offset
+    for r in batch.records:
         builder.append(r.offset - base, timestamp=r.timestamp, key=r.key, value=r.value,
                        headers=[(h.key, h.value) for h in r.headers])
     buf = builder.build()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grouplab.coordinator.kafka_wire.apis import KafkaApi
-from grouplab.coordinator.kafka_wire.records import BadRecords, decode_batch, encode_records
+from grouplab.coordinator.kafka_wire.records import BadRecords, decode_batch, encode_batches
 from grouplab.protocol import messages as m
 from grouplab.protocol.errors import ErrorCode
 
@@ -123,7 +123,8 @@ def _fetch(v: int, r: Any) -> m.FetchRequest:
     return m.FetchRequest(
         topics=[m.FetchTopic(_s(t.topic), [m.FetchPartition(p.partition, p.fetch_offset, p.partition_max_bytes)
                                            for p in t.partitions or []]) for t in r.topics or []],
-        max_wait_ms=r.max_wait_ms, min_bytes=r.min_bytes, max_bytes=r.max_bytes, isolation_level=r.isolation_level)
+        max_wait_ms=r.max_wait_ms, min_bytes=r.min_bytes, max_bytes=r.max_bytes, isolation_level=r.isolation_level,
+        as_batches=True)  # Kafka's answer: the stored batches, markers and aborted transactions included
 
 
 def _produce(v: int, r: Any, view: View) -> m.ProduceRequest:
@@ -282,12 +283,15 @@ def _list_offsets_resp(v: int, b: m.ListOffsetsResponse, c: Any, view: View) -> 
 def _fetch_resp(v: int, b: m.FetchResponse, c: Any, view: View) -> Any:
     T = c.FetchableTopicResponse
     P = T.PartitionData
+    A = P.AbortedTransaction
     return c(throttle_time_ms=0, error_code=b.error_code, session_id=INVALID_SESSION_ID, responses=[
         T(topic=t.topic, partitions=[P(
             partition_index=p.partition_index, error_code=p.error_code, high_watermark=p.high_watermark,
             last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
-            aborted_transactions=[],  # read_committed is filtered by the broker: aborted records are not returned
-            preferred_read_replica=-1, records=encode_records(p.records))
+            # null under read_uncommitted, as Kafka (the Broker fills it under read_committed only)
+            aborted_transactions=None if p.aborted_transactions is None else [
+                A(producer_id=a.producer_id, first_offset=a.first_offset) for a in p.aborted_transactions],
+            preferred_read_replica=-1, records=encode_batches(p.batches))
             for p in t.partitions]) for t in b.responses])
 
 
