@@ -46,7 +46,7 @@ import msgpack
 
 from grouplab.coordinator.group_log import _fsync_dir, _write_all, lock_directory, make_dirs
 from grouplab.protocol.errors import ErrorCode
-from grouplab.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchedRecord, RecordBatch, RecordHeader
+from grouplab.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, FetchedRecord, RecordBatch, RecordHeader
 
 # ----------------------------------------------------------------------------- the batch frame
 
@@ -421,14 +421,19 @@ class PartitionLog:
 
     def offset_for(self, timestamp: int) -> TimestampOffset:
         """ListOffsets: -2 the log start offset, -1 the log end offset (timestamp -1 for both, as
-        Kafka), otherwise the first record whose timestamp is >= `timestamp` (offset -1 if none)."""
+        Kafka), -3 the record with the largest timestamp (KIP-734: the first one that has it, and
+        that timestamp), otherwise the first record whose timestamp is >= `timestamp` (Kafka's
+        search: the first batch whose largest timestamp reaches it, then its first such record).
+        Offset and timestamp -1 when there is no such record. Markers are not records."""
         if timestamp == EARLIEST_TIMESTAMP:
             return TimestampOffset(self.log_start_offset, -1)
         if timestamp == LATEST_TIMESTAMP:
             return TimestampOffset(self.log_end_offset, -1)
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp()
         if timestamp < 0:
-            raise LogError(ErrorCode.INVALID_REQUEST, f"timestamp must be -2 (earliest), -1 (latest) or >= 0, "
-                                                      f"got {timestamp}")
+            raise LogError(ErrorCode.INVALID_REQUEST, f"timestamp must be -3 (max timestamp), -2 (earliest), "
+                                                      f"-1 (latest) or >= 0, got {timestamp}")
         for info, load in self._storage.scan(self.log_start_offset):
             if info.flags & FLAG_CONTROL or info.max_timestamp < timestamp:
                 continue
@@ -436,6 +441,23 @@ class PartitionLog:
                 if row[0] >= timestamp:
                     return TimestampOffset(info.base_offset + i, row[0])
         return TimestampOffset(-1, -1)
+
+    def _max_timestamp(self) -> TimestampOffset:
+        """The first record holding the log's largest timestamp: the batch from the headers (their
+        max_timestamp; the first batch that has the largest), then its records, read in a second
+        scan from that batch (a loader is valid only while its scan is on its batch)."""
+        best: BatchInfo | None = None
+        for info, _ in self._storage.scan(self.log_start_offset):
+            if not info.flags & FLAG_CONTROL and (best is None or info.max_timestamp > best.max_timestamp):
+                best = info
+        if best is None:
+            return TimestampOffset(-1, -1)
+        for info, load in self._storage.scan(best.base_offset):
+            for i, row in enumerate(decode_payload(load())):
+                if row[0] == best.max_timestamp:
+                    return TimestampOffset(best.base_offset + i, row[0])
+            break
+        return TimestampOffset(-1, -1)  # pragma: no cover - a batch's max_timestamp is one of its records'
 
     def batches(self) -> Iterator[BatchInfo]:
         """Every batch header in order (markers included): for tests and tools."""

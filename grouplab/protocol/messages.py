@@ -480,6 +480,7 @@ class FetchResponse:
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3  # KIP-734 (ListOffsets v7): the record with the largest timestamp
 
 
 @dataclass
