@@ -18,6 +18,7 @@ from grouplab.protocol.messages import (
     CreatePartitionsTopic,
     CreateTopicsRequest,
     DeleteGroupsRequest,
+    DeleteTopicsRequest,
     DescribeGroupsRequest,
     DescribedGroup,
     ListGroupsRequest,
@@ -128,6 +129,13 @@ class AdminClient:
         for r in resp.results:
             if r.error_code:
                 raise AdminError(r.error_code, r.error_message)
+
+    async def delete_topics(self, names: list[str]) -> dict[str, tuple[int, str | None]]:
+        """DeleteTopics: each distinct name's (error code, message), 0 where it was deleted."""
+        resp = await self.request("DeleteTopics", DeleteTopicsRequest(names))
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        return {r.name: (r.error_code, r.error_message) for r in resp.responses}
 
     async def topics(self) -> dict[str, int]:
         resp = await self.request("Metadata", MetadataRequest(topics=None))

@@ -745,9 +745,32 @@ async def cmd_topics(args: argparse.Namespace) -> int:
         elif args.action == "add-partitions":
             await admin.create_partitions(args.topic, args.partitions)
             console.print(f"topic {args.topic} now has {args.partitions} partitions")
+        elif args.action == "delete":
+            return await _delete_topics(admin, args.topic)
         else:
             for name, count in sorted((await admin.topics()).items()):
                 console.print(f"{name}\t{count}")
+    return 0
+
+
+async def _delete_topics(admin: Any, names: list[str]) -> int:
+    """Like kafka-topics --delete: DeleteTopics of each topic; the deleted ones are printed, any
+    that could not be deleted make one line on stderr and exit 1."""
+    from grouplab.admin import AdminError
+    from grouplab.protocol.errors import ErrorCode
+
+    results = await admin.delete_topics(names)
+    deleted = [name for name, (code, _) in results.items() if code == 0]
+    if deleted:
+        console.print(f"deleted topic{'s' * (len(deleted) != 1)} {', '.join(deleted)}", markup=False, highlight=False)
+    meaning = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "does not exist (UNKNOWN_TOPIC_OR_PARTITION; list them with "
+                                                     "`grouplab topics list`)",
+               ErrorCode.TOPIC_DELETION_DISABLED: "was not deleted: the coordinator runs with delete.topic.enable=false "
+                                                  "(TOPIC_DELETION_DISABLED)"}
+    failed = [f"{name!r} {meaning.get(ErrorCode.from_code(code)) or AdminError(code, message)}"
+              for name, (code, message) in results.items() if code]
+    if failed:
+        raise CliError(f"could not delete: {'; '.join(failed)}")
     return 0
 
 
@@ -1770,7 +1793,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--all-groups", action="store_true", help="delete every group the coordinator has (those with "
                                                              "members are refused and reported)")
 
-    t = sub.add_parser("topics", help="create topics, add partitions, list topics")
+    t = sub.add_parser("topics", help="create topics, add partitions, delete topics, list topics")
     tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")
     tc = tsub.add_parser("create", help="create a topic")
     tc.add_argument("topic", help="topic name")
@@ -1780,6 +1803,10 @@ def build_parser() -> argparse.ArgumentParser:
     ta.add_argument("topic", help="topic name")
     ta.add_argument("--partitions", type=at_least(1), required=True, help="the new total partition count")
     add_bootstrap(ta)
+    td = tsub.add_parser("delete", help="delete topics: their partitions' records, and every group's committed "
+                                        "offsets of them (like kafka-topics --delete)")
+    td.add_argument("topic", nargs="+", help="topic name (one or more)")
+    add_bootstrap(td)
     tl = tsub.add_parser("list", help="list topics with their partition counts")
     add_bootstrap(tl)
 

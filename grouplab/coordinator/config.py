@@ -24,6 +24,8 @@ _KEYS: dict[str, tuple[str, object]] = {
     "group.max.size": ("group_max_size", GROUP_MAX_SIZE_DEFAULT),
     "num.partitions": ("num_partitions", 1),
     "auto.create.topics.enable": ("auto_create_topics_enable", True),
+    # DeleteTopics allowed (Kafka's default since 1.0); false: refused TOPIC_DELETION_DISABLED.
+    "delete.topic.enable": ("delete_topic_enable", True),
     # Kafka's default is 100 MiB; grouplab's frames carry group metadata only, so 1 MiB (DESIGN §2).
     "socket.request.max.bytes": ("socket_request_max_bytes", 1024 * 1024),
     # grouplab's own: the largest answer the server sends (encoded payload); a larger one is not
@@ -69,6 +71,7 @@ class BrokerConfig:
     group_max_size: int = GROUP_MAX_SIZE_DEFAULT
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
     socket_request_max_bytes: int = 1024 * 1024
     response_max_bytes: int = 4 * 1024 * 1024
     broker_id: int = 0

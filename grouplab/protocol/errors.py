@@ -59,6 +59,10 @@ class ErrorCode(IntEnum):
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
     PRODUCER_FENCED = 90
+    TOPIC_DELETION_DISABLED = 73  # DeleteTopics v3+ while delete.topic.enable is false
+    UNKNOWN_TOPIC_ID = 100  # DeleteTopics v6 by topic id: grouplab's topics have none
+    MISMATCHED_ENDPOINT_TYPE = 114  # DescribeCluster v1+ asking a broker for the controllers
+    UNSUPPORTED_ENDPOINT_TYPE = 115  # DescribeCluster v1+ with an endpoint type Kafka does not know
 
     @property
     def retriable(self) -> bool:
@@ -87,6 +91,7 @@ _RETRIABLE = frozenset(
         ErrorCode.CONCURRENT_TRANSACTIONS,
         ErrorCode.UNSTABLE_OFFSET_COMMIT,
         ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.UNKNOWN_TOPIC_ID,
     }
 )
 

@@ -317,6 +317,29 @@ class CreatePartitionsResponse:
     error_message: str | None = None
 
 
+# ----------------------------------------------------------------------------- DeleteTopics
+
+
+@dataclass
+class DeleteTopicsRequest:
+    topic_names: list[str]
+    timeout_ms: int = 60000
+
+
+@dataclass
+class DeletableTopicResult:
+    name: str
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass
+class DeleteTopicsResponse:
+    error_code: int = 0
+    responses: list[DeletableTopicResult] = field(default_factory=list)
+    error_message: str | None = None
+
+
 # ----------------------------------------------------------------------------- ApiVersions
 
 
@@ -735,6 +758,7 @@ API: dict[str, ApiSpec] = {
     "Metadata": ApiSpec(MetadataRequest, MetadataResponse, 0, 0),
     "CreateTopics": ApiSpec(CreateTopicsRequest, CreateTopicsResponse, 0, 0),
     "CreatePartitions": ApiSpec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 0),
+    "DeleteTopics": ApiSpec(DeleteTopicsRequest, DeleteTopicsResponse, 0, 0),
     "JoinGroup": ApiSpec(JoinGroupRequest, JoinGroupResponse, 0, 0),
     "SyncGroup": ApiSpec(SyncGroupRequest, SyncGroupResponse, 0, 0),
     "Heartbeat": ApiSpec(HeartbeatRequest, HeartbeatResponse, 0, 0),

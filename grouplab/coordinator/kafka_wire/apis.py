@@ -17,7 +17,8 @@ from kafka.protocol.admin.groups import (
     ListGroupsResponse,
 )
 from kafka.protocol.admin.topics import (
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse,
 )
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
@@ -67,6 +68,7 @@ _TABLE = [
     KafkaApi(16, "ListGroups", 0, 4, ListGroupsRequest, ListGroupsResponse),
     KafkaApi(18, "ApiVersions", 0, 4, ApiVersionsRequest, ApiVersionsResponse),
     KafkaApi(19, "CreateTopics", 2, 7, CreateTopicsRequest, CreateTopicsResponse),
+    KafkaApi(20, "DeleteTopics", 1, 6, DeleteTopicsRequest, DeleteTopicsResponse),
     KafkaApi(22, "InitProducerId", 0, 5, InitProducerIdRequest, InitProducerIdResponse),
     KafkaApi(24, "AddPartitionsToTxn", 0, 3, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
     KafkaApi(25, "AddOffsetsToTxn", 0, 3, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),

@@ -41,6 +41,9 @@ class View:
     cluster_id: str = "grouplab"
     # Produce partitions refused at the edge, merged into the Broker's answer: (topic, index) -> response
     refused_partitions: dict[tuple[str, int], m.ProducePartitionResponse] = field(default_factory=dict)
+    # DeleteTopics v6 entries answered at the edge (by topic id, or malformed), after the Broker's:
+    # (name, topic id, error code, message)
+    refused_topics: list[tuple[str | None, Any, int, str]] = field(default_factory=list)
 
 
 def _s(value: Any, default: str = "") -> str:
@@ -160,6 +163,32 @@ def _create_partitions(v: int, r: Any) -> m.CreatePartitionsRequest:
                                      timeout_ms=r.timeout_ms, validate_only=bool(r.validate_only))
 
 
+def _delete_topics(v: int, r: Any, view: View) -> m.DeleteTopicsRequest:
+    """By name. v6 names each topic by name or by id: grouplab's topics have no ids, so an id is
+    an unknown one (UNKNOWN_TOPIC_ID, as Kafka answers an id it does not know); an entry with both
+    or neither is Kafka's INVALID_REQUEST. Those are answered here, beside the Broker's answer."""
+    if v < 6:
+        return m.DeleteTopicsRequest([_s(n) for n in r.topic_names or []], r.timeout_ms)
+    names: list[str] = []
+    ids: dict[Any, int] = {}
+    for t in r.topics or []:
+        if t.topic_id is None:
+            if t.name is None:
+                view.refused_topics.append((None, None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."))
+            else:
+                names.append(t.name)
+        elif t.name is not None:
+            view.refused_topics.append((t.name, t.topic_id, ErrorCode.INVALID_REQUEST,
+                                        "You may not specify both topic name and topic id."))
+        else:
+            ids[t.topic_id] = ids.get(t.topic_id, 0) + 1
+    for topic_id, count in ids.items():
+        view.refused_topics.append((None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id.") if count > 1 else
+                                   (None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
+                                    "grouplab's topics have no topic ids: delete them by name"))
+    return m.DeleteTopicsRequest(names, r.timeout_ms)
+
+
 def _delete_groups(v: int, r: Any) -> Any:
     return m.API["DeleteGroups"].request(groups_names=[_s(g) for g in r.groups_names or []])
 
@@ -210,6 +239,8 @@ def to_grouplab(api: KafkaApi, version: int, request: Any, view: View) -> Any:
     """The grouplab request body for a decoded Kafka request (its API name is `api.name`)."""
     if api.name == "Produce":
         return _produce(version, request, view)
+    if api.name == "DeleteTopics":
+        return _delete_topics(version, request, view)
     return _REQUESTS[api.name](version, request)
 
 
@@ -334,6 +365,20 @@ def _create_partitions_resp(v: int, b: m.CreatePartitionsResponse, c: Any, view:
         name=t.name, error_code=t.error_code or b.error_code, error_message=t.error_message) for t in b.results])
 
 
+def _delete_topics_resp(v: int, b: m.DeleteTopicsResponse, c: Any, view: View) -> Any:
+    R = c.DeletableTopicResult
+
+    def code(error_code: int) -> int:
+        # Before v3 Kafka refuses a disabled deletion as INVALID_REQUEST (TOPIC_DELETION_DISABLED is v3+).
+        return ErrorCode.INVALID_REQUEST if v < 3 and error_code == ErrorCode.TOPIC_DELETION_DISABLED else error_code
+
+    results = [R(name=t.name, topic_id=None, error_code=code(t.error_code or b.error_code),
+                 error_message=t.error_message or b.error_message) for t in b.responses]
+    results += [R(name=name, topic_id=topic_id, error_code=error_code, error_message=message)
+                for name, topic_id, error_code, message in view.refused_topics]
+    return c(throttle_time_ms=0, responses=results)
+
+
 def _delete_groups_resp(v: int, b: Any, c: Any, view: View) -> Any:
     return c(throttle_time_ms=0, results=[c.DeletableGroupResult(group_id=r.group_id, error_code=r.error_code or b.error_code)
                                           for r in b.results])
@@ -363,7 +408,7 @@ _RESPONSES: dict[str, Callable[[int, Any, Any, View], Any]] = {
     "OffsetCommit": _commit_resp, "OffsetFetch": _offset_fetch_resp, "Metadata": _metadata_resp,
     "ListOffsets": _list_offsets_resp, "Fetch": _fetch_resp, "Produce": _produce_resp,
     "DescribeGroups": _describe_groups_resp, "ListGroups": _list_groups_resp, "CreateTopics": _create_topics_resp,
-    "CreatePartitions": _create_partitions_resp, "DeleteGroups": _delete_groups_resp,
+    "CreatePartitions": _create_partitions_resp, "DeleteTopics": _delete_topics_resp, "DeleteGroups": _delete_groups_resp,
     "InitProducerId": _init_producer_id_resp, "AddPartitionsToTxn": _add_partitions_resp,
     "AddOffsetsToTxn": _error_only, "EndTxn": _error_only, "TxnOffsetCommit": _txn_offset_commit_resp,
 }
