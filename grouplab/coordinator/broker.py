@@ -22,10 +22,11 @@ from grouplab.coordinator.data_plane import (
     handle_list_offsets,
     handle_produce,
 )
+from grouplab.coordinator.describe_configs import describe_configs
 from grouplab.coordinator.partition_log import LogStore, MemoryLogStore
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, LogEvent, Output, Reply, TimerKey
-from grouplab.coordinator.topics import TopicStore
+from grouplab.coordinator.topics import CLUSTER_ID, TopicStore
 from grouplab.protocol.errors import AnswerTooLarge, ErrorCode
 from grouplab.protocol.types import TopicPartition
 from grouplab.protocol.messages import (
@@ -37,6 +38,10 @@ from grouplab.protocol.messages import (
     DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
     DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -493,6 +498,21 @@ class Broker:
                     (persisted if isinstance(o, Persist) else rest).append(o)
                 self._watch(group_id, rest, now_ms)  # an Empty group left with nothing goes at the next check
         return [*persisted, Reply(ctx.reply_to, DeleteTopicsResponse(responses=results)), *rest]
+
+    def _on_DescribeConfigs(self, req: DescribeConfigsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """The broker's and topics' configs, as Kafka describes them (coordinator/describe_configs.py)."""
+        try:
+            response = describe_configs(req, self.config, self.topics.partitions, self.config.response_max_bytes)
+        except AnswerTooLarge as exc:
+            return self._answer_too_large("DescribeConfigs", exc, ctx, now_ms)
+        return [Reply(ctx.reply_to, response)]
+
+    def _on_DescribeCluster(self, req: DescribeClusterRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """The one broker, as Metadata names it; cluster id `grouplab`; controller broker.id. No
+        authorizer, no authorized operations: Kafka's INT32_MIN whether asked or not."""
+        broker = DescribeClusterBroker(self.config.broker_id, self.topics.host, self.topics.port)
+        return [Reply(ctx.reply_to, DescribeClusterResponse(cluster_id=CLUSTER_ID, controller_id=self.config.broker_id,
+                                                            brokers=[broker]))]
 
     def _persist_topic(self, name: str, now_ms: int) -> Persist:
         """Topic metadata is durable before the request that changed it is answered."""

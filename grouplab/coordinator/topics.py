@@ -27,6 +27,7 @@ from grouplab.protocol.messages import (
 from grouplab.protocol.schema import floor_bytes
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+CLUSTER_ID = "grouplab"  # the cluster id Metadata (v2+) and DescribeCluster answer
 MAX_PARTITIONS_PER_TOPIC = 1_000_000  # a bound, so one request cannot exhaust memory
 # What one partition costs in a Metadata answer, rounded up (43 bytes measured with a 1-character
 # topic name and small ids): a topic is never made bigger than grouplab.response.max.bytes can

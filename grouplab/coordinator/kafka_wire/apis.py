@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
+from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.admin.groups import (
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
     ListGroupsResponse,
@@ -74,8 +76,10 @@ _TABLE = [
     KafkaApi(25, "AddOffsetsToTxn", 0, 3, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
     KafkaApi(26, "EndTxn", 0, 4, EndTxnRequest, EndTxnResponse),
     KafkaApi(28, "TxnOffsetCommit", 0, 4, TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    KafkaApi(32, "DescribeConfigs", 1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
     KafkaApi(37, "CreatePartitions", 0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
     KafkaApi(42, "DeleteGroups", 0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
+    KafkaApi(60, "DescribeCluster", 0, 2, DescribeClusterRequest, DescribeClusterResponse),
 ]
 
 # DeleteGroups only where the coordinator has it (it comes with group expiry): ApiVersions never

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grouplab.coordinator.kafka_wire.apis import KafkaApi
+from grouplab.coordinator.topics import CLUSTER_ID
 from grouplab.coordinator.kafka_wire.records import BadRecords, decode_batch, encode_records
 from grouplab.protocol import messages as m
 from grouplab.protocol.errors import ErrorCode
@@ -38,7 +39,7 @@ class View:
     host: str
     port: int
     node_id: int = 0
-    cluster_id: str = "grouplab"
+    cluster_id: str = CLUSTER_ID
     # Produce partitions refused at the edge, merged into the Broker's answer: (topic, index) -> response
     refused_partitions: dict[tuple[str, int], m.ProducePartitionResponse] = field(default_factory=dict)
     # DeleteTopics v6 entries answered at the edge (by topic id, or malformed), after the Broker's:
@@ -189,6 +190,31 @@ def _delete_topics(v: int, r: Any, view: View) -> m.DeleteTopicsRequest:
     return m.DeleteTopicsRequest(names, r.timeout_ms)
 
 
+def _describe_configs(v: int, r: Any) -> m.DescribeConfigsRequest:
+    return m.DescribeConfigsRequest(
+        [m.DescribeConfigsResource(x.resource_type, _s(x.resource_name),
+                                   None if x.configuration_keys is None else [_s(k) for k in x.configuration_keys])
+         for x in r.resources or []],
+        include_synonyms=bool(r.include_synonyms), include_documentation=bool(r.include_documentation) if v >= 3 else False)
+
+
+BROKER_ENDPOINT = 1  # KIP-919's endpoint types: 1 brokers, 2 controllers
+
+
+def _describe_cluster(v: int, r: Any) -> m.DescribeClusterRequest:
+    """v1+ names the endpoint type it wants described: grouplab's one broker is a broker endpoint,
+    so controllers are Kafka's MISMATCHED_ENDPOINT_TYPE, anything else UNSUPPORTED_ENDPOINT_TYPE."""
+    if v >= 1 and r.endpoint_type != BROKER_ENDPOINT:
+        if r.endpoint_type == 2:
+            raise Refused(m.DescribeClusterResponse(
+                error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+                error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                              "CONTROLLER"))
+        raise Refused(m.DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                                                error_message=f"Unsupported endpoint type {r.endpoint_type}"))
+    return m.DescribeClusterRequest(bool(r.include_cluster_authorized_operations))
+
+
 def _delete_groups(v: int, r: Any) -> Any:
     return m.API["DeleteGroups"].request(groups_names=[_s(g) for g in r.groups_names or []])
 
@@ -231,7 +257,8 @@ _REQUESTS: dict[str, Callable[[int, Any], Any]] = {
     "ListOffsets": _list_offsets, "Fetch": _fetch, "DescribeGroups": _describe_groups, "ListGroups": _list_groups,
     "CreateTopics": _create_topics, "CreatePartitions": _create_partitions, "DeleteGroups": _delete_groups,
     "InitProducerId": _init_producer_id, "AddPartitionsToTxn": _add_partitions, "AddOffsetsToTxn": _add_offsets,
-    "EndTxn": _end_txn, "TxnOffsetCommit": _txn_offset_commit,
+    "EndTxn": _end_txn, "TxnOffsetCommit": _txn_offset_commit, "DescribeConfigs": _describe_configs,
+    "DescribeCluster": _describe_cluster,
 }
 
 
@@ -379,6 +406,28 @@ def _delete_topics_resp(v: int, b: m.DeleteTopicsResponse, c: Any, view: View) -
     return c(throttle_time_ms=0, responses=results)
 
 
+def _describe_configs_resp(v: int, b: m.DescribeConfigsResponse, c: Any, view: View) -> Any:
+    R = c.DescribeConfigsResult
+    E = R.DescribeConfigsResourceResult
+    S = E.DescribeConfigsSynonym
+    return c(throttle_time_ms=0, results=[R(
+        error_code=r.error_code or b.error_code, error_message=r.error_message or b.error_message,
+        resource_type=r.resource_type, resource_name=r.resource_name, configs=[E(
+            name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
+            is_sensitive=e.is_sensitive, config_type=e.config_type, documentation=e.documentation,
+            synonyms=[S(name=y.name, value=y.value, source=y.source) for y in e.synonyms])
+            for e in r.configs]) for r in b.results])
+
+
+def _describe_cluster_resp(v: int, b: m.DescribeClusterResponse, c: Any, view: View) -> Any:
+    """The broker as the client reached it (as Metadata names it). Authorized operations: None is
+    Kafka's INT32_MIN (kafka-python encodes the field from a set of bits)."""
+    return c(throttle_time_ms=0, error_code=b.error_code, error_message=b.error_message, endpoint_type=BROKER_ENDPOINT,
+             cluster_id=b.cluster_id, controller_id=b.controller_id, authorized_operations=None,
+             brokers=[c.DescribeClusterBroker(broker_id=x.broker_id, host=view.host, port=view.port, rack=x.rack,
+                                              is_fenced=False) for x in b.brokers])
+
+
 def _delete_groups_resp(v: int, b: Any, c: Any, view: View) -> Any:
     return c(throttle_time_ms=0, results=[c.DeletableGroupResult(group_id=r.group_id, error_code=r.error_code or b.error_code)
                                           for r in b.results])
@@ -411,6 +460,7 @@ _RESPONSES: dict[str, Callable[[int, Any, Any, View], Any]] = {
     "CreatePartitions": _create_partitions_resp, "DeleteTopics": _delete_topics_resp, "DeleteGroups": _delete_groups_resp,
     "InitProducerId": _init_producer_id_resp, "AddPartitionsToTxn": _add_partitions_resp,
     "AddOffsetsToTxn": _error_only, "EndTxn": _error_only, "TxnOffsetCommit": _txn_offset_commit_resp,
+    "DescribeConfigs": _describe_configs_resp, "DescribeCluster": _describe_cluster_resp,
 }
 
 
