@@ -2,9 +2,9 @@
 loop, on free loopback ports (docs/testing.md).
 
 One CoordinatorServer with its Kafka-wire listener, and a FaultProxy (wire="kafka") in front of
-that listener: `bootstrap` is the proxy's address, and the listener's Metadata and
-FindCoordinator answers are rewritten to it, so every connection a Kafka client opens goes through
-the proxy. Faults are the proxy's rules (the one language of `--faults`, docs/faults.md), added
+that listener: `bootstrap` is the proxy's address, and the listener's Metadata, FindCoordinator
+and DescribeCluster answers are rewritten to it, so every connection a Kafka client opens goes
+through the proxy. Faults are the proxy's rules (the one language of `--faults`, docs/faults.md), added
 and removed while clients run; `isolate` cuts a client off; `restart_coordinator` stops the server
 and starts a new one on the same ports over the same data directory, as a broker restart does.
 
