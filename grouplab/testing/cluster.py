@@ -214,6 +214,14 @@ class AsyncCluster:
         in their next metadata refresh and rebalance."""
         await self._admin("CreatePartitions", lambda admin: admin.create_partitions(topic, total))
 
+    async def delete_topic(self, name: str) -> None:
+        """DeleteTopics: the topic's records go, and every group's committed offsets of it; its
+        groups' members see it gone at their next metadata refresh (docs/protocol.md §3.23)."""
+        results = await self._admin("DeleteTopics", lambda admin: admin.delete_topics([name]))
+        code, message = results[name]
+        if code:
+            raise ClusterError(f"DeleteTopics refused: {AdminError(code, message)}")
+
     def topics(self) -> dict[str, int]:
         return dict(self._running().broker.topics.partitions)
 
