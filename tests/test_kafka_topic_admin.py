@@ -304,3 +304,14 @@ def test_calls_for_apis_grouplab_does_not_serve_fail_in_the_client_not_on_the_wi
     with pytest.raises(kafka.errors.IncompatibleBrokerVersion):
         kadmin.alter_configs([KConfigResource("TOPIC", "t", {"retention.ms": "1000"})], raise_on_unknown=False)
     assert "t" in kadmin.list_topics()
+
+
+def test_the_testing_cluster_deletes_a_topic(cluster: Cluster) -> None:
+    from grouplab.testing.cluster import ClusterError
+
+    cluster.create_topic("tc-del", 2)
+    cluster.produce("tc-del", [b"x"])
+    cluster.delete_topic("tc-del")
+    assert "tc-del" not in cluster.topics()
+    with pytest.raises(ClusterError, match="DeleteTopics refused: UNKNOWN_TOPIC_OR_PARTITION"):
+        cluster.delete_topic("tc-del")
