@@ -319,3 +319,34 @@ async def test_grouplab_topics_delete() -> None:
     code, out, err = await grouplab("topics", "delete", "a", "--bootstrap-server", "127.0.0.1:1")
     assert code == 1
     one_line(err, "cannot connect")
+
+
+async def test_a_run_with_topic_admin_replays_identically(tmp_path: Path) -> None:
+    """DeleteTopics, DescribeConfigs (whose sources depend on which configs were given: the trace
+    names them) and DescribeCluster are in the trace, and `grouplab replay` answers them alike."""
+    from grouplab.eventlog import run_dir_log
+    from grouplab.protocol.messages import RESOURCE_BROKER, RESOURCE_TOPIC, DescribeConfigsResource
+    from grouplab.replay import replay
+    from grouplab.tracefile import TraceFile, trace_path
+
+    run_dir = tmp_path / "run"
+    events, trace = run_dir_log(run_dir, "coordinator"), TraceFile(trace_path(run_dir))
+    config = BrokerConfig().with_overrides(["num.partitions=1", "log.segment.bytes=4096"])
+    server = await CoordinatorServer(config, "127.0.0.1", 0, events=events, trace=trace).start()
+    try:
+        async with AdminClient("127.0.0.1", server.port) as admin:
+            await admin.create_topics({"t": 2, "u": 1})
+            await admin.produce("t", 0, [b"x"])
+            await admin.commit_offsets("g", {TopicPartition("t", 0): 1})
+            (broker, topic) = await admin.describe_configs([DescribeConfigsResource(RESOURCE_BROKER, "0"),
+                                                            DescribeConfigsResource(RESOURCE_TOPIC, "t")], synonyms=True)
+            assert {e.name: e.config_source for e in broker.configs}["num.partitions"] == 4
+            await admin.describe_cluster()
+            await admin.delete_topics(["t", "nosuch"])
+    finally:
+        await server.stop()
+        events.close()
+        trace.close()
+    result = replay(run_dir)
+    assert result.identical, result.difference
+    assert result.requests == 6
