@@ -136,6 +136,19 @@ def test_every_refusal_is_answered_per_name_once_and_changes_nothing() -> None:
     assert delete(b)[0] == []
 
 
+def test_a_request_whose_answer_cannot_fit_is_refused_before_anything_is_deleted() -> None:
+    from grouplab.protocol.messages import ErrorResponse
+
+    b = broker(response_max_bytes=2048)
+    b.topics.partitions.update({f"topic-{i:03d}": 1 for i in range(100)})
+    before = state(b)
+    out = b.handle("DeleteTopics", DeleteTopicsRequest(sorted(b.topics.partitions)), RequestContext("r"), T0)
+    [reply] = [o.body for o in out if isinstance(o, Reply)]
+    assert isinstance(reply, ErrorResponse) and reply.error_code == ErrorCode.INVALID_REQUEST
+    assert "delete fewer topics per request" in reply.error_message
+    assert state(b) == before
+
+
 def test_delete_topic_enable_false_refuses_every_name() -> None:
     b = broker(delete_topic_enable=False)
     before = state(b)

@@ -34,6 +34,7 @@ from grouplab.protocol.messages import (
     ApiVersionsResponse,
     ApiVersionsResponseKey,
     DeletableGroupResult,
+    DeletableTopicResult,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteTopicsRequest,
@@ -480,6 +481,10 @@ class Broker:
         persisted: list[Output] = []
         rest: list[Output] = []
         results = self.topics.deletions(req)
+        floor = sum(floor_bytes(DeletableTopicResult) + len(r.name) + len(r.error_message or "") for r in results)
+        if floor > self.config.response_max_bytes:  # refused before anything is deleted
+            return self._answer_too_large("DeleteTopics", AnswerTooLarge(floor, self.config.response_max_bytes,
+                                                                         exact=False), ctx, now_ms)
         for result in results:
             if result.error_code != ErrorCode.NONE:
                 continue

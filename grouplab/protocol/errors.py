@@ -130,6 +130,8 @@ _SMALLER_REQUEST = {
     "LeaveGroup": "remove fewer members per request",
     "CreateTopics": "create fewer topics per request",
     "CreatePartitions": "name fewer topics per request",
+    "DeleteTopics": "delete fewer topics per request",
+    "DescribeConfigs": "describe fewer resources per request, or name their configuration_keys",
     "JoinGroup": "the group's subscriptions are too large for one answer: fewer members or smaller subscriptions",
 }
 
