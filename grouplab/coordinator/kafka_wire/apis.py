@@ -5,7 +5,9 @@ The ranges are what ApiVersions advertises. Each stops short of the version that
 something grouplab does not have: topic ids (Fetch 13+, Produce 13+, OffsetCommit/OffsetFetch 10+),
 transactions v2 (KIP-890: Produce 12+, EndTxn 5+, TxnOffsetCommit 5+, AddOffsetsToTxn 4+,
 AddPartitionsToTxn 4+, InitProducerId 6+), several groups per OffsetFetch (8+), consumer groups of
-KIP-848, and JoinGroup before v4 (a member id handed out without MEMBER_ID_REQUIRED).
+KIP-848, and JoinGroup before v4 (a member id handed out without MEMBER_ID_REQUIRED). DeleteTopics
+goes to v6, where a topic is named by name or id: grouplab's topics have no ids, so an id is
+answered UNKNOWN_TOPIC_ID, as Kafka answers an id it does not know (translate.py).
 """
 
 from __future__ import annotations
