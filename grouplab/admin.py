@@ -18,6 +18,12 @@ from grouplab.protocol.messages import (
     CreatePartitionsTopic,
     CreateTopicsRequest,
     DeleteGroupsRequest,
+    DeleteTopicsRequest,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResult,
     DescribeGroupsRequest,
     DescribedGroup,
     ListGroupsRequest,
@@ -128,6 +134,27 @@ class AdminClient:
         for r in resp.results:
             if r.error_code:
                 raise AdminError(r.error_code, r.error_message)
+
+    async def delete_topics(self, names: list[str]) -> dict[str, tuple[int, str | None]]:
+        """DeleteTopics: each distinct name's (error code, message), 0 where it was deleted."""
+        resp = await self.request("DeleteTopics", DeleteTopicsRequest(names))
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        return {r.name: (r.error_code, r.error_message) for r in resp.responses}
+
+    async def describe_configs(self, resources: list[DescribeConfigsResource], synonyms: bool = False,
+                               documentation: bool = False) -> list[DescribeConfigsResult]:
+        """DescribeConfigs: each resource's result (check its error_code), in request order."""
+        resp = await self.request("DescribeConfigs", DescribeConfigsRequest(resources, synonyms, documentation))
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        return resp.results
+
+    async def describe_cluster(self) -> DescribeClusterResponse:
+        resp = await self.request("DescribeCluster", DescribeClusterRequest())
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        return resp
 
     async def topics(self) -> dict[str, int]:
         resp = await self.request("Metadata", MetadataRequest(topics=None))

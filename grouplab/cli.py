@@ -1,4 +1,4 @@
-"""`grouplab` command line: run, coordinator, consumer, describe, delete, topics, assign."""
+"""`grouplab` command line: run, coordinator, consumer, describe, delete, topics, configs, assign."""
 
 from __future__ import annotations
 
@@ -745,9 +745,63 @@ async def cmd_topics(args: argparse.Namespace) -> int:
         elif args.action == "add-partitions":
             await admin.create_partitions(args.topic, args.partitions)
             console.print(f"topic {args.topic} now has {args.partitions} partitions")
+        elif args.action == "delete":
+            return await _delete_topics(admin, args.topic)
         else:
             for name, count in sorted((await admin.topics()).items()):
                 console.print(f"{name}\t{count}")
+    return 0
+
+
+async def _delete_topics(admin: Any, names: list[str]) -> int:
+    """Like kafka-topics --delete: DeleteTopics of each topic; the deleted ones are printed, any
+    that could not be deleted make one line on stderr and exit 1."""
+    from grouplab.admin import AdminError
+    from grouplab.protocol.errors import ErrorCode
+
+    results = await admin.delete_topics(names)
+    deleted = [name for name, (code, _) in results.items() if code == 0]
+    if deleted:
+        console.print(f"deleted topic{'s' * (len(deleted) != 1)} {', '.join(deleted)}", markup=False, highlight=False)
+    meaning = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "does not exist (UNKNOWN_TOPIC_OR_PARTITION; list them with "
+                                                     "`grouplab topics list`)",
+               ErrorCode.TOPIC_DELETION_DISABLED: "was not deleted: the coordinator runs with delete.topic.enable=false "
+                                                  "(TOPIC_DELETION_DISABLED)"}
+    failed = [f"{name!r} {meaning.get(ErrorCode.from_code(code)) or AdminError(code, message)}"
+              for name, (code, message) in results.items() if code]
+    if failed:
+        raise CliError(f"could not delete: {'; '.join(failed)}")
+    return 0
+
+
+async def cmd_configs(args: argparse.Namespace) -> int:
+    """Like kafka-configs --describe --all: a topic's configs (--topic) or the broker's (the
+    default; its id from DescribeCluster), with their values and sources."""
+    from grouplab.admin import AdminClient, AdminError, parse_bootstrap
+    from grouplab.display import CONFIG_SOURCES, configs_table
+    from grouplab.protocol.errors import ErrorCode
+    from grouplab.protocol.messages import RESOURCE_BROKER, RESOURCE_TOPIC, DescribeConfigsResource
+
+    host, port = parse_bootstrap(args.bootstrap_server)
+    async with AdminClient(host, port) as admin:
+        if args.topic is not None:
+            resource = DescribeConfigsResource(RESOURCE_TOPIC, args.topic)
+        else:
+            broker = args.broker if args.broker is not None else (await admin.describe_cluster()).controller_id
+            resource = DescribeConfigsResource(RESOURCE_BROKER, str(broker))
+        (result,) = await admin.describe_configs([resource], documentation=args.format == "json")
+    what = f"topic {args.topic}" if args.topic is not None else f"broker {resource.resource_name}"
+    if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        raise CliError(f"topic {args.topic!r} does not exist (UNKNOWN_TOPIC_OR_PARTITION; list them with "
+                       f"`grouplab topics list`)")
+    if result.error_code:
+        raise CliError(f"cannot describe {what}: {AdminError(result.error_code, result.error_message)}")
+    if args.format == "json":
+        print(json.dumps([{"name": e.name, "value": e.value, "source": CONFIG_SOURCES.get(e.config_source),
+                           "read_only": e.read_only, "sensitive": e.is_sensitive, "documentation": e.documentation}
+                          for e in result.configs], indent=2))
+    else:
+        console.print(configs_table(f"configs of {what}", result.configs))
     return 0
 
 
@@ -1770,7 +1824,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--all-groups", action="store_true", help="delete every group the coordinator has (those with "
                                                              "members are refused and reported)")
 
-    t = sub.add_parser("topics", help="create topics, add partitions, list topics")
+    t = sub.add_parser("topics", help="create topics, add partitions, delete topics, list topics")
     tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")
     tc = tsub.add_parser("create", help="create a topic")
     tc.add_argument("topic", help="topic name")
@@ -1780,8 +1834,22 @@ def build_parser() -> argparse.ArgumentParser:
     ta.add_argument("topic", help="topic name")
     ta.add_argument("--partitions", type=at_least(1), required=True, help="the new total partition count")
     add_bootstrap(ta)
+    td = tsub.add_parser("delete", help="delete topics: their partitions' records, and every group's committed "
+                                        "offsets of them (like kafka-topics --delete)")
+    td.add_argument("topic", nargs="+", help="topic name (one or more)")
+    add_bootstrap(td)
     tl = tsub.add_parser("list", help="list topics with their partition counts")
     add_bootstrap(tl)
+
+    cf = sub.add_parser("configs", help="describe the broker's or a topic's configs: values and their sources "
+                                        "(like kafka-configs --describe --all)")
+    which = cf.add_mutually_exclusive_group()
+    which.add_argument("--topic", help="describe this topic's configs")
+    which.add_argument("--broker", type=int, help="describe this broker's configs (default: the coordinator's, "
+                                                  "broker.id)")
+    cf.add_argument("--format", choices=["table", "json"], default="table",
+                    help="output format (json adds read-only, sensitive and documentation)")
+    add_bootstrap(cf)
 
     s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)",
                        epilog=SIMULATE_EPILOG)
@@ -1897,7 +1965,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _ASYNC = {"run": cmd_run, "ui": cmd_ui, "coordinator": cmd_coordinator, "consumer": cmd_consumer, "describe": cmd_describe,
-          "delete": cmd_delete, "topics": cmd_topics}
+          "delete": cmd_delete, "topics": cmd_topics, "configs": cmd_configs}
 
 
 def _run_async(coro_fn: Any, args: argparse.Namespace) -> int:

@@ -228,3 +228,18 @@ def offsets_table(group: Any, rows: list[dict[str, Any]]) -> Table:
         table.add_row(r["topic"], str(r["partition"]), cell(r["committed_offset"]), cell(r["log_end_offset"]),
                       cell(r["lag"]), cell(member), cell(r["host"]), cell(r["client_id"]))
     return table
+
+
+CONFIG_SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                  4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
+
+
+def configs_table(title: str, configs: list[Any]) -> Table:
+    """kafka-configs --describe --all: each config, its value and where the value comes from."""
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for col in ("config", "value", "source"):
+        table.add_column(col)
+    for e in configs:
+        table.add_row(escape(e.name), escape("-" if e.value is None else e.value),
+                      CONFIG_SOURCES.get(e.config_source, str(e.config_source)))
+    return table

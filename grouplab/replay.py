@@ -14,10 +14,11 @@ partition logs and group log are not in the trace), so a run that began on a non
 
 from __future__ import annotations
 
+
 import io
 import json
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -128,8 +129,11 @@ class Replay:
                                 "(groups, topics or partition logs of an earlier run), which the trace does not hold; "
                                 "only runs that started empty can be replayed")
         try:
-            self.config = BrokerConfig().with_overrides(f"{k}={_text(v)}" for k, v in start["config"].items())
-        except (ConfigError, KeyError, AttributeError) as exc:
+            config = BrokerConfig().with_overrides(f"{k}={_text(v)}" for k, v in start["config"].items())
+            # Which were given (DescribeConfigs' STATIC_BROKER_CONFIG), not all of them: an older
+            # trace has no list, and then those that differ from their default count.
+            self.config = replace(config, overridden=frozenset(start.get("config_given", ())))
+        except (ConfigError, KeyError, AttributeError, TypeError) as exc:
             raise ReplayRefused(f"{self.path}: the start line's config cannot be read: {exc}") from None
         self.written: list[dict[str, Any]] = [start]  # the replay's whole trace, as it goes
 

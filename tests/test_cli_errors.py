@@ -308,6 +308,7 @@ def test_an_unguarded_import_of_an_extra_is_still_one_line(monkeypatch: pytest.M
 @pytest.mark.parametrize("command", [
     ["describe", "--all-groups"], ["describe", "--group", "g"], ["delete", "--group", "g"], ["topics", "list"],
     ["topics", "create", "t", "--partitions", "2"], ["topics", "add-partitions", "t", "--partitions", "3"],
+    ["topics", "delete", "t"], ["configs"], ["configs", "--topic", "t"],
     ["consumer", "--group", "g", "--topics", "t"],
 ], ids=lambda c: " ".join(c[:2]))
 def test_a_grouplab_tool_on_the_kafka_port_is_told_which_port_in_one_line(command: list[str]) -> None:

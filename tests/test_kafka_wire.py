@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -434,6 +435,108 @@ async def test_delete_groups_over_the_kafka_wire(server: CoordinatorServer) -> N
     assert "simple" not in server.broker.groups and "busy" in server.broker.groups
     raw.close()
     member.close()
+
+
+# ----------------------------------------------------------------------------- topic and cluster admin
+
+
+async def test_delete_topics_by_name_id_both_or_neither_at_v6(server: CoordinatorServer) -> None:
+    """v6 names a topic by name or by id: a name is deleted; grouplab's topics have no ids, so an
+    id is UNKNOWN_TOPIC_ID; both or neither INVALID_REQUEST, as Kafka answers."""
+    from kafka.protocol.admin.topics import DeleteTopicsRequest, DeleteTopicsResponse
+
+    raw = await Raw.open(server.kafka_port)
+    an_id, another_id = uuid.uuid4(), uuid.uuid4()
+    state = DeleteTopicsRequest.DeleteTopicState
+    raw.send(DeleteTopicsRequest[6](timeout_ms=1000, topics=[
+        state(name="t", topic_id=None), state(name=None, topic_id=an_id), state(name="t", topic_id=another_id),
+        state(name=None, topic_id=None), state(name="nope", topic_id=None)]))
+    resp = await raw.read(DeleteTopicsResponse, 6)
+    got = {(r.name, r.topic_id): r.error_code for r in resp.responses}  # (Kafka answers them in any order)
+    assert got == {("t", None): 0, ("nope", None): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                   (None, an_id): ErrorCode.UNKNOWN_TOPIC_ID, ("t", another_id): ErrorCode.INVALID_REQUEST,
+                   (None, None): ErrorCode.INVALID_REQUEST}
+    assert "t" not in server.broker.topics.partitions
+    raw.close()
+
+
+@pytest.mark.parametrize("version, code", [(2, ErrorCode.INVALID_REQUEST), (3, ErrorCode.TOPIC_DELETION_DISABLED),
+                                           (5, ErrorCode.TOPIC_DELETION_DISABLED)])
+async def test_delete_topics_while_disabled_is_refused_as_kafka_refuses_it_at_that_version(
+        version: int, code: ErrorCode) -> None:
+    from kafka.protocol.admin.topics import DeleteTopicsRequest, DeleteTopicsResponse
+
+    config = BrokerConfig().with_overrides(CONFIG + ["delete.topic.enable=false"])
+    async with CoordinatorServer(config, HOST, 0, kafka_port=0) as srv:
+        async with AdminClient(HOST, srv.port) as admin:
+            await admin.create_topics({"t": 1})
+        raw = await Raw.open(srv.kafka_port)
+        raw.send(DeleteTopicsRequest[version](topic_names=["t"], timeout_ms=1000))
+        resp = await raw.read(DeleteTopicsResponse, version)
+        assert [(r.name, r.error_code) for r in resp.responses] == [("t", code)]
+        assert srv.broker.topics.partitions == {"t": 1}
+        raw.close()
+
+
+async def test_a_fetch_parked_on_a_topic_that_is_deleted_is_answered_at_once(server: CoordinatorServer) -> None:
+    """Kafka completes a delayed fetch whose partition is gone; so does the listener: the Fetch
+    answers UNKNOWN_TOPIC_OR_PARTITION right after the deletion, long before its max_wait_ms."""
+    consumer = await Raw.open(server.kafka_port)
+    consumer.send(fetch(12, 0, max_wait_ms=60_000))
+    while not server.kafka.parked:
+        await asyncio.sleep(0.01)
+    started = time.monotonic()
+    async with AdminClient(HOST, server.port) as admin:
+        assert await admin.delete_topics(["t"]) == {"t": (0, None)}
+    resp = await consumer.read(FetchResponse, 12, timeout=30)
+    assert resp.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert time.monotonic() - started < 30 and not server.kafka.parked
+    consumer.close()
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+async def test_describe_configs_at_each_version(server: CoordinatorServer, version: int) -> None:
+    """Sources and synonyms from v1, types and documentation from v3; another broker id is
+    Kafka's INVALID_REQUEST for that resource alone."""
+    from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
+
+    raw = await Raw.open(server.kafka_port)
+    res = DescribeConfigsRequest.DescribeConfigsResource
+    raw.send(DescribeConfigsRequest[version](include_synonyms=True, include_documentation=True, resources=[
+        res(resource_type=4, resource_name="0", configuration_keys=["group.initial.rebalance.delay.ms"]),
+        res(resource_type=4, resource_name="3", configuration_keys=None),
+        res(resource_type=2, resource_name="t", configuration_keys=["retention.ms"])]))
+    resp = await raw.read(DescribeConfigsResponse, version)
+    broker, other, topic = resp.results
+    (delay,) = broker.configs
+    assert (broker.error_code, delay.name, delay.value, delay.read_only, delay.config_source) == (
+        0, "group.initial.rebalance.delay.ms", "0", True, 4)
+    assert [(s.name, s.value, s.source) for s in delay.synonyms] == [
+        ("group.initial.rebalance.delay.ms", "0", 4), ("group.initial.rebalance.delay.ms", "3000", 5)]
+    assert (other.error_code, other.configs) == (ErrorCode.INVALID_REQUEST, [])
+    assert other.error_message == "Unexpected broker id, expected 0 or empty string, but received 3"
+    assert [(c.name, c.value, c.config_source) for c in topic.configs] == [("retention.ms", "-1", 5)]
+    if version >= 3:
+        assert (delay.config_type, bool(delay.documentation)) == (3, True)
+    raw.close()
+
+
+async def test_describe_cluster_advertises_the_kafka_port_and_refuses_controllers(server: CoordinatorServer) -> None:
+    from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
+
+    raw = await Raw.open(server.kafka_port)
+    for version in (0, 1, 2):
+        raw.send(DescribeClusterRequest[version](include_cluster_authorized_operations=True, endpoint_type=1,
+                                                 include_fenced_brokers=True))
+        resp = await raw.read(DescribeClusterResponse, version)
+        assert (resp.error_code, resp.cluster_id, resp.controller_id) == (0, "grouplab", 0)
+        assert [(b.broker_id, b.host, b.port) for b in resp.brokers] == [(0, HOST, server.kafka_port)]
+        assert resp.authorized_operations is None  # INT32_MIN
+    for endpoint, code in ((2, ErrorCode.MISMATCHED_ENDPOINT_TYPE), (7, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)):
+        raw.send(DescribeClusterRequest[1](include_cluster_authorized_operations=False, endpoint_type=endpoint))
+        resp = await raw.read(DescribeClusterResponse, 1)
+        assert (resp.error_code, resp.brokers) == (code, [])
+    raw.close()
 
 
 # ----------------------------------------------------------------------------- what a Kafka client holds

@@ -5,8 +5,8 @@ DescribeGroups v3+ did for confluent-kafka's describe_consumer_groups).
 
 The answers are grouplab's response dataclasses (grouplab/protocol/messages.py), generated from
 their type hints, with integers in the ranges grouplab's Broker can put in each field: error codes
-are grouplab's ErrorCode values, epochs fit Kafka's int16, offsets, timestamps and producer ids
-Kafka's int64, the rest int32. Each is translated by `to_kafka` at the version, encoded by
+are grouplab's ErrorCode values, Kafka's int8 enums (config sources and types) fit an int8, epochs
+Kafka's int16, offsets, timestamps and producer ids Kafka's int64, the rest int32. Each is translated by `to_kafka` at the version, encoded by
 kafka-python, and decoded back to the same response. The server's ErrorResponse (a step that
 failed) is translated at every version too, and so are the two answers the listener writes itself
 (ApiVersions, FindCoordinator).
@@ -30,6 +30,7 @@ from grouplab.coordinator.kafka_wire.translate import View, find_coordinator_res
 from grouplab.protocol import messages as m
 from grouplab.protocol.errors import ErrorCode
 
+INT8 = (-1, 2**7 - 1)
 INT16 = (-1, 2**15 - 1)
 INT32 = (-1, 2**31 - 1)
 INT64 = (-1, 2**63 - 1)
@@ -41,6 +42,8 @@ VIEW = View(host="127.0.0.1", port=9092)
 
 def int_range(name: str) -> tuple[int, int]:
     """The values grouplab can put in an int field of this name: Kafka's width for it."""
+    if name in ("resource_type", "config_source", "source", "config_type"):  # Kafka's enums on the wire
+        return INT8
     if "epoch" in name:
         return INT16
     if any(word in name for word in ("offset", "timestamp", "producer_id", "_time_ms")):

@@ -145,8 +145,29 @@ def test_offset_for_earliest_latest_and_timestamps(stores: Stores) -> None:
     assert log.offset_for(200) == TimestampOffset(2, 200)
     assert log.offset_for(201) == TimestampOffset(-1, -1)
     with pytest.raises(LogError) as exc:
-        log.offset_for(-3)
+        log.offset_for(-4)
     assert exc.value.code is ErrorCode.INVALID_REQUEST
+
+
+def test_offset_for_max_timestamp_is_the_first_record_with_the_largest(stores: Stores) -> None:
+    """-3 (KIP-734): the record with the largest timestamp, the first one if several have it;
+    markers are not records; an empty log has none."""
+    store = stores.open(cfg(**{"log.segment.bytes": 200}))  # several segments: the lookup crosses them
+    log = store.log("t", 0)
+    assert log.offset_for(-3) == TimestampOffset(-1, -1)
+    log.append(batch("a", "b", ts=100), T0)
+    assert log.offset_for(-3) == TimestampOffset(0, 100)  # a tie inside a batch: the first
+    log.append(batch("c", "d", "e", ts=50), T0)
+    log.append(RecordBatch([Record(b"f", timestamp=90), Record(b"g", timestamp=300), Record(b"h", timestamp=300)]), T0)
+    log.append(batch("i", ts=300), T0)  # the same largest timestamp later: not this one
+    log.append(batch("j", ts=120), T0)
+    assert log.offset_for(-3) == TimestampOffset(6, 300)
+    log.append_marker(7, 0, False, T0 + 10_000)  # a marker's timestamp is larger, but it is no record
+    assert log.offset_for(-3) == TimestampOffset(6, 300)
+    if stores.kind == "file":
+        assert len(list(store.root.glob("t-0/*.log"))) > 1
+        store.close()
+        assert stores.open(cfg(**{"log.segment.bytes": 200})).log("t", 0).offset_for(-3) == TimestampOffset(6, 300)
 
 
 @pytest.mark.parametrize("bad, code", [

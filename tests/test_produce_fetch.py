@@ -213,6 +213,9 @@ def test_list_offsets_earliest_latest_timestamp_and_read_committed() -> None:
     assert offsets(250) == (0, 2, 300)
     assert offsets(250, 1) == (0, -1, -1)  # beyond what read_committed may see
     assert offsets(999) == (0, -1, -1)
+    assert offsets(-3) == (0, 2, 300)  # the largest timestamp (KIP-734)
+    assert offsets(-3, 1) == (0, -1, -1)  # ... is in the open transaction: read_committed sees none
+    assert offsets(-3, partition=1) == (0, -1, -1)  # an empty partition has none
     assert offsets(-7)[0] == ErrorCode.INVALID_REQUEST
     assert offsets(-1, partition=9)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert offsets(-2, 1, partition=1) == (0, 0, -1)  # an empty partition: 0 (librdkafka resets to it)

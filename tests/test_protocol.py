@@ -282,6 +282,9 @@ MINIMAL_BODIES = {
     "DescribeGroups": messages.DescribeGroupsRequest(groups=["g"]),
     "ListGroups": messages.ListGroupsRequest(),
     "DeleteGroups": messages.DeleteGroupsRequest(groups_names=["g"]),
+    "DeleteTopics": messages.DeleteTopicsRequest(topic_names=["t"]),
+    "DescribeConfigs": messages.DescribeConfigsRequest(resources=[messages.DescribeConfigsResource(4, "0")]),
+    "DescribeCluster": messages.DescribeClusterRequest(),
     "Produce": messages.ProduceRequest(topic_data=[messages.ProduceTopicData("t", [messages.ProducePartitionData(
         0, messages.RecordBatch([messages.Record(b"v", key=b"k", headers=[messages.RecordHeader("h", None)])]))])]),
     "Fetch": messages.FetchRequest(topics=[messages.FetchTopic("t", [messages.FetchPartition(0, 0)])]),

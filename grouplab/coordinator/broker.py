@@ -14,17 +14,19 @@ from typing import Any, Callable
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.group import Group, GroupState
 from grouplab.coordinator.transactions import TransactionCoordinator
-from grouplab.coordinator.group_log import GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, TxnRecord, live
+from grouplab.coordinator.group_log import (GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, TopicTombstone,
+                                            TxnRecord, live)
 from grouplab.coordinator.data_plane import (
     handle_fetch,
     handle_init_producer_id,
     handle_list_offsets,
     handle_produce,
 )
+from grouplab.coordinator.describe_configs import describe_configs
 from grouplab.coordinator.partition_log import LogStore, MemoryLogStore
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, LogEvent, Output, Reply, TimerKey
-from grouplab.coordinator.topics import TopicStore
+from grouplab.coordinator.topics import CLUSTER_ID, TopicStore
 from grouplab.protocol.errors import AnswerTooLarge, ErrorCode
 from grouplab.protocol.types import TopicPartition
 from grouplab.protocol.messages import (
@@ -32,8 +34,15 @@ from grouplab.protocol.messages import (
     ApiVersionsResponse,
     ApiVersionsResponseKey,
     DeletableGroupResult,
+    DeletableTopicResult,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
     DescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -120,8 +129,7 @@ class Broker:
             allocate_producer_id=lambda: self.logs.allocate_producer_id(),  # the store the shell set, read per call
             # The coordinator's markers are authoritative: they end the transaction on the
             # partition whatever epoch it last saw for the producer (coordinator/transactions.py).
-            write_marker=lambda tp, pid, epoch, commit, now: self.logs.log(tp.topic, tp.partition).append_marker(
-                pid, epoch, commit, now, authoritative=True),
+            write_marker=self._write_marker,
             complete_offsets=self._complete_txn_offsets,
             partition_exists=lambda tp: 0 <= tp.partition < self.topics.partitions.get(tp.topic, 0),
             persist=Persist,
@@ -353,6 +361,13 @@ class Broker:
         out = group.handle_txn_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions, precheck)
         return self._keep_if_created(group, out)
 
+    def _write_marker(self, tp: TopicPartition, producer_id: int, epoch: int, commit: bool, now_ms: int) -> None:
+        """The transaction coordinator's markers are authoritative: they end the transaction on the
+        partition whatever epoch it last saw for the producer (coordinator/transactions.py). A
+        partition whose topic is gone gets none (and no new log), as Kafka skips a deleted one."""
+        if 0 <= tp.partition < self.topics.partitions.get(tp.topic, 0):
+            self.logs.log(tp.topic, tp.partition).append_marker(producer_id, epoch, commit, now_ms, authoritative=True)
+
     def _txn_open(self, tp: TopicPartition, producer_id: int) -> bool:
         """Does the partition's log hold an open transaction of `producer_id` (one its marker
         has not ended)? The restart sweep writes only those markers."""
@@ -455,6 +470,54 @@ class Broker:
             out += [LogEvent(now_ms, events.PartitionsCreated(r.name, self.topics.partitions[r.name]))
                     for r in response.results if r.error_code == 0]
         return out
+
+    def _on_DeleteTopics(self, req: DeleteTopicsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """Kafka's DeleteTopics (docs/protocol.md §3.23): each distinct name, in first-seen order. A
+        topic deleted loses its partition logs (the store's; on disk too), its committed and staged
+        offsets in every group (Kafka's coordinator on partition deletion) and its place in open
+        transactions; a tombstone is persisted before the answer, so a restart does not bring it
+        back. Group members see the change in their next Metadata, as on Kafka. A disk that will not
+        let its logs go answers KAFKA_STORAGE_ERROR for that topic and deletes nothing of it."""
+        persisted: list[Output] = []
+        rest: list[Output] = []
+        results = self.topics.deletions(req)
+        floor = sum(floor_bytes(DeletableTopicResult) + len(r.name) + len(r.error_message or "") for r in results)
+        if floor > self.config.response_max_bytes:  # refused before anything is deleted
+            return self._answer_too_large("DeleteTopics", AnswerTooLarge(floor, self.config.response_max_bytes,
+                                                                         exact=False), ctx, now_ms)
+        for result in results:
+            if result.error_code != ErrorCode.NONE:
+                continue
+            try:
+                logs = self.logs.delete_topic(result.name)
+            except OSError as exc:
+                result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                result.error_message = f"removing the partition logs failed: {exc!r}"
+                continue
+            count = self.topics.remove(result.name)
+            self.txn.forget_topic(result.name)
+            persisted.append(Persist(TopicTombstone(result.name, now_ms)))
+            rest.append(LogEvent(now_ms, events.TopicDeleted(result.name, count, logs)))
+            for group_id, group in list(self.groups.items()):
+                for o in group.delete_topic_offsets(result.name, now_ms):
+                    (persisted if isinstance(o, Persist) else rest).append(o)
+                self._watch(group_id, rest, now_ms)  # an Empty group left with nothing goes at the next check
+        return [*persisted, Reply(ctx.reply_to, DeleteTopicsResponse(responses=results)), *rest]
+
+    def _on_DescribeConfigs(self, req: DescribeConfigsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """The broker's and topics' configs, as Kafka describes them (coordinator/describe_configs.py)."""
+        try:
+            response = describe_configs(req, self.config, self.topics.partitions, self.config.response_max_bytes)
+        except AnswerTooLarge as exc:
+            return self._answer_too_large("DescribeConfigs", exc, ctx, now_ms)
+        return [Reply(ctx.reply_to, response)]
+
+    def _on_DescribeCluster(self, req: DescribeClusterRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """The one broker, as Metadata names it; cluster id `grouplab`; controller broker.id. No
+        authorizer, no authorized operations: Kafka's INT32_MIN whether asked or not."""
+        broker = DescribeClusterBroker(self.config.broker_id, self.topics.host, self.topics.port)
+        return [Reply(ctx.reply_to, DescribeClusterResponse(cluster_id=CLUSTER_ID, controller_id=self.config.broker_id,
+                                                            brokers=[broker]))]
 
     def _persist_topic(self, name: str, now_ms: int) -> Persist:
         """Topic metadata is durable before the request that changed it is answered."""

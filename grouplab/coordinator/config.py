@@ -7,7 +7,7 @@ refused, so a typo does not silently leave a default in force.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
@@ -24,6 +24,8 @@ _KEYS: dict[str, tuple[str, object]] = {
     "group.max.size": ("group_max_size", GROUP_MAX_SIZE_DEFAULT),
     "num.partitions": ("num_partitions", 1),
     "auto.create.topics.enable": ("auto_create_topics_enable", True),
+    # DeleteTopics allowed (Kafka's default since 1.0); false: refused TOPIC_DELETION_DISABLED.
+    "delete.topic.enable": ("delete_topic_enable", True),
     # Kafka's default is 100 MiB; grouplab's frames carry group metadata only, so 1 MiB (DESIGN §2).
     "socket.request.max.bytes": ("socket_request_max_bytes", 1024 * 1024),
     # grouplab's own: the largest answer the server sends (encoded payload); a larger one is not
@@ -69,6 +71,7 @@ class BrokerConfig:
     group_max_size: int = GROUP_MAX_SIZE_DEFAULT
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
     socket_request_max_bytes: int = 1024 * 1024
     response_max_bytes: int = 4 * 1024 * 1024
     broker_id: int = 0
@@ -85,6 +88,9 @@ class BrokerConfig:
     max_groups: int = 10_000
     max_protocols_per_member: int = 32
     max_id_length: int = 249
+    # The Kafka names given on the command line or in a config file (`with_overrides`): what
+    # DescribeConfigs reports as STATIC_BROKER_CONFIG, even where the value is the default.
+    overridden: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -96,6 +102,7 @@ class BrokerConfig:
 
     def with_overrides(self, pairs: Iterable[str]) -> "BrokerConfig":
         values = {f.name: getattr(self, f.name) for f in fields(self)}
+        overridden = set(self.overridden)
         for pair in pairs:
             name, sep, raw = pair.partition("=")
             name, raw = name.strip(), raw.strip()
@@ -105,6 +112,8 @@ class BrokerConfig:
                 raise ConfigError(f"unknown config {name!r}; known: {', '.join(sorted(_KEYS))}")
             attr, default = _KEYS[name]
             values[attr] = _parse(name, raw, type(default))
+            overridden.add(name)
+        values["overridden"] = frozenset(overridden)
         cfg = BrokerConfig(**values)
         cfg.validate()
         return cfg
@@ -157,6 +166,19 @@ class BrokerConfig:
 
     def as_kafka_names(self) -> dict[str, object]:
         return {name: getattr(self, attr) for name, (attr, _) in _KEYS.items()}
+
+    def is_set(self, name: str) -> bool:
+        """Was `name` given (command line, config file), or does it differ from its default (a
+        config built in code)? Kafka's STATIC_BROKER_CONFIG, where the rest is DEFAULT_CONFIG."""
+        attr, default = _KEYS[name]
+        return name in self.overridden or getattr(self, attr) != default
+
+    def value_of(self, name: str) -> object:
+        return getattr(self, _KEYS[name][0])
+
+    @staticmethod
+    def default_of(name: str) -> object:
+        return _KEYS[name][1]
 
 
 def _parse(name: str, raw: str, kind: type) -> object:

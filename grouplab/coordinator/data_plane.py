@@ -389,8 +389,9 @@ def handle_list_offsets(broker: DataPlaneHost, req: ListOffsetsRequest, reply_to
                 if lp.timestamp == -1:
                     offset = lso
                 elif lp.timestamp != -2 and offset >= lso:
-                    # only what read_committed consumers can see; EARLIEST is the log start offset
-                    # under either isolation level, as Kafka's (an empty log: 0, not -1)
+                    # a timestamp lookup (max timestamp included) finds only what read_committed
+                    # consumers can see, as Kafka's (its last fetchable offset); EARLIEST is the log
+                    # start offset under either isolation level (an empty log: 0, not -1)
                     offset, timestamp = -1, -1
             parts.append(ListOffsetsPartitionResponse(index, 0, timestamp, offset))
         topics.append(ListOffsetsTopicResponse(name, parts))

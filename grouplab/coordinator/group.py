@@ -408,6 +408,21 @@ class Group(StepOutputs):
             self._delete("expired")
         return self._end()
 
+    def delete_topic_offsets(self, topic: str, now_ms: int) -> list[Output]:
+        """The topic was deleted (DeleteTopics): its partitions' committed offsets go, with a
+        tombstone each, and so do offsets a transaction staged for them (it can no longer commit
+        them), as Kafka's coordinator does on partition deletion; `topic_offsets_deleted` if there
+        were any. The group itself stays, whatever its state: an Empty group left with nothing is
+        deleted by the next retention check, as in Kafka."""
+        self._begin(now_ms)
+        tombstones, staged = self.offsets.remove_topic(topic, now_ms)
+        self._out += [Persist(t) for t in tombstones]
+        if tombstones or staged:
+            committed = [TopicPartition(t.topic, t.partition) for t in tombstones]
+            self._log(events.TopicOffsetsDeleted, topic=topic, partitions=partition_pairs(committed),
+                      staged_partitions=partition_pairs(staged))
+        return self._end()
+
     def delete(self, now_ms: int) -> list[Output]:
         """DeleteGroups of this Empty group (the broker checked the state): its offsets, staged
         ones included, and pending member ids go, tombstones are persisted, and it is Dead."""

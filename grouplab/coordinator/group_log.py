@@ -115,6 +115,19 @@ class TopicRecord:
 
 
 @dataclass(frozen=True)
+class TopicTombstone:
+    """The topic is gone (DeleteTopics), like the RemoveTopicRecord of Kafka's metadata log: its
+    TopicRecord no longer counts, and a restart does not bring it back."""
+
+    name: str
+    ts_ms: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("topic", self.name)
+
+
+@dataclass(frozen=True)
 class OffsetCommitRecord:
     """One committed offset of one group and partition (Kafka's OffsetCommit key/value in
     `__consumer_offsets`): written for every partition an OffsetCommit stores, and for every staged
@@ -182,7 +195,8 @@ class OffsetTombstone:
         return ("offset", self.group_id, self.topic, self.partition)
 
 
-Record = GroupMetadataRecord | TopicRecord | OffsetCommitRecord | TxnRecord | GroupTombstone | OffsetTombstone
+Record = (GroupMetadataRecord | TopicRecord | OffsetCommitRecord | TxnRecord | GroupTombstone | OffsetTombstone
+          | TopicTombstone)
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -219,6 +233,8 @@ def encode_record(record: Record) -> bytes:
                 "started_ms": record.started_ms}
     elif isinstance(record, GroupTombstone):
         body = {"type": "group_tombstone", "version": RECORD_VERSION, "group_id": record.group_id, "ts_ms": record.ts_ms}
+    elif isinstance(record, TopicTombstone):
+        body = {"type": "topic_tombstone", "version": RECORD_VERSION, "name": record.name, "ts_ms": record.ts_ms}
     elif isinstance(record, OffsetTombstone):
         body = {"type": "offset_tombstone", "version": RECORD_VERSION, "group_id": record.group_id,
                 "topic": record.topic, "partition": record.partition, "ts_ms": record.ts_ms}
@@ -251,6 +267,8 @@ def decode_record(payload: bytes) -> Record:
         return OffsetCommitRecord(_get(m, "group_id", str), _get(m, "topic", str), partition, _get(m, "offset", int),
                                   _get(m, "leader_epoch", int), _get(m, "metadata", str),
                                   _get(m, "commit_timestamp_ms", int))
+    if kind == "topic_tombstone":
+        return TopicTombstone(_get(m, "name", str), _get(m, "ts_ms", int))
     if kind == "group_tombstone":
         return GroupTombstone(_get(m, "group_id", str), _get(m, "ts_ms", int))
     if kind == "offset_tombstone":
@@ -390,7 +408,7 @@ def latest(records: Iterable[Record]) -> list[Record]:
 def live(records: Iterable[Record]) -> list[Record]:
     """What compaction keeps: `latest` without the tombstones. The rewritten log holds nothing a
     tombstone superseded, so the tombstone itself has nothing left to hide."""
-    return [r for r in latest(records) if not isinstance(r, (GroupTombstone, OffsetTombstone))]
+    return [r for r in latest(records) if not isinstance(r, (GroupTombstone, OffsetTombstone, TopicTombstone))]
 
 
 # ----------------------------------------------------------------------------- the log file

@@ -165,6 +165,18 @@ class OffsetStore:
                 tombstones.append(OffsetTombstone(self.group_id, tp.topic, tp.partition, now_ms))
         return tombstones
 
+    def remove_topic(self, topic: str, now_ms: int) -> tuple[list[OffsetTombstone], list[TopicPartition]]:
+        """Forget everything of a deleted topic: its committed offsets (a tombstone each, returned)
+        and the offsets transactions staged for it (returned, sorted: they were never durable)."""
+        tombstones = self.remove(sorted(tp for tp in self.committed if tp.topic == topic), now_ms)
+        staged: set[TopicPartition] = set()
+        for producer_id, offsets in self.pending.items():
+            for tp in [tp for tp in offsets if tp.topic == topic]:
+                del offsets[tp]
+                self._pending_position[producer_id].pop(tp, None)
+                staged.add(tp)
+        return tombstones, sorted(staged)
+
     # ------------------------------------------------------------------ durability
 
     def restore(self, record: OffsetCommitRecord) -> None:

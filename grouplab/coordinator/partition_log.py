@@ -15,6 +15,7 @@ Interface (other modules code against these names):
     store.log(topic, partition) -> PartitionLog        (created on first use)
     store.allocate_producer_id() -> int                 (never reused, also across restarts)
     store.is_allocated(producer_id) -> bool              (could it have been handed out?)
+    store.delete_topic(topic) -> int                     (DeleteTopics: its partition logs go)
     log.log_start_offset / log.log_end_offset / log.last_stable_offset
     log.append(batch, now_ms) -> AppendResult(error_code, base_offset, duplicate, ...)
     log.append_marker(producer_id, producer_epoch, commit, now_ms, authoritative=False) -> offset of the marker
@@ -36,8 +37,10 @@ import functools
 import mmap
 import os
 import re
+import shutil
 import struct
 import time
+import uuid
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
@@ -51,6 +54,7 @@ from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     FetchedBatch,
     FetchedRecord,
     RecordBatch,
@@ -93,6 +97,7 @@ _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 PRODUCER_ID_BLOCK_FILE = "producer-id-block"
+DELETED_SUFFIX = "-delete"  # a deleted topic's partition directory, renamed until it is removed (as Kafka's)
 
 
 def segment_name(base_offset: int) -> str:
@@ -512,14 +517,19 @@ class PartitionLog:
 
     def offset_for(self, timestamp: int) -> TimestampOffset:
         """ListOffsets: -2 the log start offset, -1 the log end offset (timestamp -1 for both, as
-        Kafka), otherwise the first record whose timestamp is >= `timestamp` (offset -1 if none)."""
+        Kafka), -3 the record with the largest timestamp (KIP-734: the first one that has it, and
+        that timestamp), otherwise the first record whose timestamp is >= `timestamp` (Kafka's
+        search: the first batch whose largest timestamp reaches it, then its first such record).
+        Offset and timestamp -1 when there is no such record. Markers are not records."""
         if timestamp == EARLIEST_TIMESTAMP:
             return TimestampOffset(self.log_start_offset, -1)
         if timestamp == LATEST_TIMESTAMP:
             return TimestampOffset(self.log_end_offset, -1)
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp()
         if timestamp < 0:
-            raise LogError(ErrorCode.INVALID_REQUEST, f"timestamp must be -2 (earliest), -1 (latest) or >= 0, "
-                                                      f"got {timestamp}")
+            raise LogError(ErrorCode.INVALID_REQUEST, f"timestamp must be -3 (max timestamp), -2 (earliest), "
+                                                      f"-1 (latest) or >= 0, got {timestamp}")
         for info, load in self._storage.scan(self.log_start_offset):
             if info.flags & FLAG_CONTROL or info.max_timestamp < timestamp:
                 continue
@@ -527,6 +537,23 @@ class PartitionLog:
                 if row[0] >= timestamp:
                     return TimestampOffset(info.base_offset + i, row[0])
         return TimestampOffset(-1, -1)
+
+    def _max_timestamp(self) -> TimestampOffset:
+        """The first record holding the log's largest timestamp: the batch from the headers (their
+        max_timestamp; the first batch that has the largest), then its records, read in a second
+        scan from that batch (a loader is valid only while its scan is on its batch)."""
+        best: BatchInfo | None = None
+        for info, _ in self._storage.scan(self.log_start_offset):
+            if not info.flags & FLAG_CONTROL and (best is None or info.max_timestamp > best.max_timestamp):
+                best = info
+        if best is None:
+            return TimestampOffset(-1, -1)
+        for info, load in self._storage.scan(best.base_offset):
+            for i, row in enumerate(decode_payload(load())):
+                if row[0] == best.max_timestamp:
+                    return TimestampOffset(best.base_offset + i, row[0])
+            break
+        return TimestampOffset(-1, -1)  # pragma: no cover - a batch's max_timestamp is one of its records'
 
     def batches(self) -> Iterator[BatchInfo]:
         """Every batch header in order (markers included): for tests and tools."""
@@ -898,6 +925,20 @@ class LogStore:
     def logs(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._logs)
 
+    def delete_topic(self, topic: str) -> int:
+        """DeleteTopics: every partition log of `topic` goes (its records, producer and transaction
+        state); the next use of the name starts new logs at offset 0. Returns how many there were.
+        Raises OSError with nothing deleted when a file store cannot move them out of the way."""
+        keys = sorted(key for key in self._logs if key[0] == topic)
+        self._discard([self._logs[key] for key in keys])
+        for key in keys:
+            del self._logs[key]
+        return len(keys)
+
+    def _discard(self, logs: list[PartitionLog]) -> None:
+        for log in logs:
+            log.close()
+
     def allocate_producer_id(self) -> int:
         pid = self._next_producer_id
         self._next_producer_id += 1
@@ -969,11 +1010,36 @@ class FileLogStore(LogStore):
         return _FileStorage(self.root / f"{topic}-{partition}", self.segment_bytes, self.index_interval_bytes,
                             self.flush_messages, self.flush_ms)
 
+    def _discard(self, logs: list[PartitionLog]) -> None:
+        """Rename each partition directory to `<dir>.<id>-delete` (a name recovery does not read as a
+        partition, so a crash part-way leaves no half-deleted log), then remove them; what a
+        removal leaves behind goes at the next start. A rename that fails undoes the others."""
+        moved: list[tuple[Path, Path]] = []
+        try:
+            for log in logs:
+                log.close()
+                directory = self.root / f"{log.topic}-{log.partition}"
+                if directory.exists():
+                    trash = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETED_SUFFIX}")
+                    os.rename(directory, trash)
+                    moved.append((directory, trash))
+        except OSError:
+            for directory, trash in reversed(moved):
+                with contextlib.suppress(OSError):
+                    os.rename(trash, directory)
+            raise
+        _fsync_dir(self.root)
+        for _, trash in moved:
+            shutil.rmtree(trash, ignore_errors=True)
+
     def _recover(self) -> RecoveryStats:
         started = time.perf_counter()
         total = RecoveryStats()
         found = []
         for path in self.root.iterdir():
+            if path.is_dir() and path.name.endswith(DELETED_SUFFIX):  # a deleted topic's, not yet removed
+                shutil.rmtree(path, ignore_errors=True)
+                continue
             m = _PARTITION_DIR.match(path.name)
             if path.is_dir() and m and _LEGAL_TOPIC.match(m.group(1)):
                 found.append((m.group(1), int(m.group(2))))

@@ -308,6 +308,7 @@ class CoordinatorServer:
             self.kafka_port = self._kafka_server.sockets[0].getsockname()[1]
         if self.trace is not None:
             self.trace.start(self.clock(), host=self.host, port=self.port, config=self.config.as_kafka_names(),
+                             config_given=sorted(self.config.overridden),
                              topics=dict(self.broker.topics.partitions), recovered=self._recovered_state())
         self._emit(LogEvent(self.clock(), events.CoordinatorStarted(
             self.host, self.port, config=self.config.as_kafka_names(),

@@ -16,6 +16,8 @@ from grouplab.protocol.messages import (
     CreatePartitionsTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
     MetadataRequest,
     MetadataResponse,
     MetadataResponseBroker,
@@ -25,6 +27,7 @@ from grouplab.protocol.messages import (
 from grouplab.protocol.schema import floor_bytes
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+CLUSTER_ID = "grouplab"  # the cluster id Metadata (v2+) and DescribeCluster answer
 MAX_PARTITIONS_PER_TOPIC = 1_000_000  # a bound, so one request cannot exhaust memory
 # What one partition costs in a Metadata answer, rounded up (43 bytes measured with a 1-character
 # topic name and small ids): a topic is never made bigger than grouplab.response.max.bytes can
@@ -136,3 +139,28 @@ class TopicStore:
                 self.partitions[t.name] = t.count
             results.append(CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
         return CreatePartitionsResponse(results=results)
+
+    def deletions(self, req: DeleteTopicsRequest) -> list[DeletableTopicResult]:
+        """DeleteTopics, decided and not done: each distinct name once, in first-seen order, NONE
+        for a topic to delete (the broker removes it with `remove` once its logs are gone).
+        Kafka's checks: delete.topic.enable false refuses every name (TOPIC_DELETION_DISABLED), a
+        name given twice is INVALID_REQUEST, a name that is no topic (an illegal one included)
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        counts: dict[str, int] = {}
+        for name in req.topic_names:
+            counts[name] = counts.get(name, 0) + 1
+        results = []
+        for name, count in counts.items():
+            code, message = ErrorCode.NONE, None
+            if not self.config.delete_topic_enable:
+                code, message = ErrorCode.TOPIC_DELETION_DISABLED, "topic deletion is disabled (delete.topic.enable=false)"
+            elif count > 1:
+                code, message = ErrorCode.INVALID_REQUEST, f"topic {name!r} appears more than once in the request"
+            elif name not in self.partitions:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+            results.append(DeletableTopicResult(name, code, message))
+        return results
+
+    def remove(self, name: str) -> int:
+        """Forget a topic; returns how many partitions it had."""
+        return self.partitions.pop(name)

@@ -262,6 +262,14 @@ class TransactionCoordinator(StepOutputs):
                 return txn
         return None
 
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic's partitions leave every transaction, so no marker is ever written to
+        them (Kafka's coordinator drops from a transaction a partition whose topic is gone). Not
+        persisted: a restart writes markers only where a log holds the transaction open."""
+        for txn in self.txns.values():
+            txn.partitions = {tp for tp in txn.partitions if tp.topic != topic}
+            txn.unmarked = {tp for tp in txn.unmarked if tp.topic != topic}
+
     def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
         self._begin(now_ms)
         txn = self.txns.get(key[1])

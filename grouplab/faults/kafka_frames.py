@@ -2,8 +2,8 @@
 (`FaultProxy(wire="kafka")`, docs/faults.md): the API, version, correlation id and client id of a
 request; the correlation id of a response (Kafka responses carry no API: the proxy remembers what
 each correlation id asked); an `error` rule's answer, encoded at the request's version; and the
-broker address in Metadata and FindCoordinator answers, rewritten to the proxy's so that clients
-keep talking through it after they bootstrap (as any Kafka proxy must).
+broker address in Metadata, FindCoordinator and DescribeCluster answers, rewritten to the proxy's
+so that clients keep talking through it after they bootstrap (as any Kafka proxy must).
 """
 
 from __future__ import annotations
@@ -64,14 +64,15 @@ def error_frame(api: str, version: int, correlation_id: int, body: Any, host: st
 
 
 def rewrite_advertised(api: str, version: int, payload: bytes, host: str, port: int) -> bytes:
-    """A Metadata or FindCoordinator answer naming the proxy instead of the coordinator (the
-    payload, length prefix excluded); any other answer, or one that does not decode, unchanged."""
-    if api not in ("Metadata", "FindCoordinator"):
+    """A Metadata, FindCoordinator or DescribeCluster answer naming the proxy instead of the
+    coordinator (the payload, length prefix excluded); any other answer, or one that does not
+    decode, unchanged."""
+    if api not in ("Metadata", "FindCoordinator", "DescribeCluster"):
         return payload
     spec = _BY_NAME[api]
     try:
         response = spec.response.decode(payload, version=version, header=True)
-        if api == "Metadata":
+        if api in ("Metadata", "DescribeCluster"):
             for broker in response.brokers:
                 broker.host, broker.port = host, port
         elif version >= 4:

@@ -59,6 +59,10 @@ class ErrorCode(IntEnum):
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
     PRODUCER_FENCED = 90
+    TOPIC_DELETION_DISABLED = 73  # DeleteTopics v3+ while delete.topic.enable is false
+    UNKNOWN_TOPIC_ID = 100  # DeleteTopics v6 by topic id: grouplab's topics have none
+    MISMATCHED_ENDPOINT_TYPE = 114  # DescribeCluster v1+ asking a broker for the controllers
+    UNSUPPORTED_ENDPOINT_TYPE = 115  # DescribeCluster v1+ with an endpoint type Kafka does not know
 
     @property
     def retriable(self) -> bool:
@@ -87,6 +91,7 @@ _RETRIABLE = frozenset(
         ErrorCode.CONCURRENT_TRANSACTIONS,
         ErrorCode.UNSTABLE_OFFSET_COMMIT,
         ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.UNKNOWN_TOPIC_ID,
     }
 )
 
@@ -125,6 +130,8 @@ _SMALLER_REQUEST = {
     "LeaveGroup": "remove fewer members per request",
     "CreateTopics": "create fewer topics per request",
     "CreatePartitions": "name fewer topics per request",
+    "DeleteTopics": "delete fewer topics per request",
+    "DescribeConfigs": "describe fewer resources per request, or name their configuration_keys",
     "JoinGroup": "the group's subscriptions are too large for one answer: fewer members or smaller subscriptions",
 }
 

@@ -224,6 +224,14 @@ class GroupDeleted(GroupEvent):
     offsets_deleted: int
 
 
+@dataclass(slots=True)
+class TopicOffsetsDeleted(GroupEvent):
+    NAME = "topic_offsets_deleted"
+    topic: str
+    partitions: PartitionPairs
+    staged_partitions: PartitionPairs
+
+
 # ----------------------------------------------------------------------------- coordinator: transactions (§4.1b)
 
 
@@ -302,6 +310,14 @@ class PartitionsCreated(Event):
     NAME = "partitions_created"
     topic: str
     partition_count: int
+
+
+@dataclass(slots=True)
+class TopicDeleted(Event):
+    NAME = "topic_deleted"
+    topic: str
+    partition_count: int
+    partition_logs: int
 
 
 @dataclass(slots=True)

@@ -317,6 +317,111 @@ class CreatePartitionsResponse:
     error_message: str | None = None
 
 
+# ----------------------------------------------------------------------------- DeleteTopics
+
+
+@dataclass
+class DeleteTopicsRequest:
+    topic_names: list[str]
+    timeout_ms: int = 60000
+
+
+@dataclass
+class DeletableTopicResult:
+    name: str
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass
+class DeleteTopicsResponse:
+    error_code: int = 0
+    responses: list[DeletableTopicResult] = field(default_factory=list)
+    error_message: str | None = None
+
+
+# ----------------------------------------------------------------------------- DescribeConfigs
+
+# Kafka's ConfigResource.Type ids (DescribeConfigs `resource_type`).
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+
+@dataclass
+class DescribeConfigsResource:
+    resource_type: int  # 2 topic, 4 broker (Kafka's ids)
+    resource_name: str  # a topic, or a broker id ("" for the cluster-wide dynamic defaults)
+    configuration_keys: list[str] | None = None  # nil (or empty): every config
+
+
+@dataclass
+class DescribeConfigsRequest:
+    resources: list[DescribeConfigsResource]
+    include_synonyms: bool = False
+    include_documentation: bool = False
+
+
+@dataclass
+class DescribeConfigsSynonym:
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass
+class DescribeConfigsResourceResult:
+    name: str
+    value: str | None
+    read_only: bool = True
+    config_source: int = 5  # Kafka's ConfigSource: 4 STATIC_BROKER_CONFIG, 5 DEFAULT_CONFIG
+    is_sensitive: bool = False
+    synonyms: list[DescribeConfigsSynonym] = field(default_factory=list)
+    config_type: int = 0  # Kafka's ConfigType: 1 BOOLEAN, 2 STRING, 3 INT, 5 LONG, 7 LIST
+    documentation: str | None = None
+
+
+@dataclass
+class DescribeConfigsResult:
+    resource_type: int
+    resource_name: str
+    error_code: int = 0
+    error_message: str | None = None
+    configs: list[DescribeConfigsResourceResult] = field(default_factory=list)
+
+
+@dataclass
+class DescribeConfigsResponse:
+    error_code: int = 0
+    results: list[DescribeConfigsResult] = field(default_factory=list)
+    error_message: str | None = None
+
+
+# ----------------------------------------------------------------------------- DescribeCluster
+
+
+@dataclass
+class DescribeClusterRequest:
+    include_cluster_authorized_operations: bool = False
+
+
+@dataclass
+class DescribeClusterBroker:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class DescribeClusterResponse:
+    error_code: int = 0
+    cluster_id: str = ""
+    controller_id: int = -1
+    brokers: list[DescribeClusterBroker] = field(default_factory=list)
+    cluster_authorized_operations: int = -2147483648  # Kafka's INT32_MIN: not requested / not known
+    error_message: str | None = None
+
+
 # ----------------------------------------------------------------------------- ApiVersions
 
 
@@ -516,6 +621,7 @@ class FetchResponse:
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3  # KIP-734 (ListOffsets v7): the record with the largest timestamp
 
 
 @dataclass
@@ -770,6 +876,9 @@ API: dict[str, ApiSpec] = {
     "Metadata": ApiSpec(MetadataRequest, MetadataResponse, 0, 0),
     "CreateTopics": ApiSpec(CreateTopicsRequest, CreateTopicsResponse, 0, 0),
     "CreatePartitions": ApiSpec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 0),
+    "DeleteTopics": ApiSpec(DeleteTopicsRequest, DeleteTopicsResponse, 0, 0),
+    "DescribeConfigs": ApiSpec(DescribeConfigsRequest, DescribeConfigsResponse, 0, 0),
+    "DescribeCluster": ApiSpec(DescribeClusterRequest, DescribeClusterResponse, 0, 0),
     "JoinGroup": ApiSpec(JoinGroupRequest, JoinGroupResponse, 0, 0),
     "SyncGroup": ApiSpec(SyncGroupRequest, SyncGroupResponse, 0, 0),
     "Heartbeat": ApiSpec(HeartbeatRequest, HeartbeatResponse, 0, 0),

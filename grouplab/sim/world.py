@@ -148,6 +148,7 @@ class Simulation:
         self.messages = TraceRecorder(messages, self._conn_label) if messages is not None else None
         if self.messages is not None:
             self.messages.start(0, host="127.0.0.1", port=0, config=self.broker_config.as_kafka_names(),
+                                config_given=sorted(self.broker_config.overridden),
                                 topics=dict(scenario.topics), recovered=False)
         # The coordinator (None while it is down), and its Broker: a plain attribute rather than a
         # property, as the network functions and the invariants read it on every message and event.

@@ -2,9 +2,9 @@
 loop, on free loopback ports (docs/testing.md).
 
 One CoordinatorServer with its Kafka-wire listener, and a FaultProxy (wire="kafka") in front of
-that listener: `bootstrap` is the proxy's address, and the listener's Metadata and
-FindCoordinator answers are rewritten to it, so every connection a Kafka client opens goes through
-the proxy. Faults are the proxy's rules (the one language of `--faults`, docs/faults.md), added
+that listener: `bootstrap` is the proxy's address, and the listener's Metadata, FindCoordinator
+and DescribeCluster answers are rewritten to it, so every connection a Kafka client opens goes
+through the proxy. Faults are the proxy's rules (the one language of `--faults`, docs/faults.md), added
 and removed while clients run; `isolate` cuts a client off; `restart_coordinator` stops the server
 and starts a new one on the same ports over the same data directory, as a broker restart does.
 
@@ -213,6 +213,14 @@ class AsyncCluster:
         """CreatePartitions: raise `topic`'s partition count to `total`; the groups' leaders see it
         in their next metadata refresh and rebalance."""
         await self._admin("CreatePartitions", lambda admin: admin.create_partitions(topic, total))
+
+    async def delete_topic(self, name: str) -> None:
+        """DeleteTopics: the topic's records go, and every group's committed offsets of it; its
+        groups' members see it gone at their next metadata refresh (docs/protocol.md §3.23)."""
+        results = await self._admin("DeleteTopics", lambda admin: admin.delete_topics([name]))
+        code, message = results[name]
+        if code:
+            raise ClusterError(f"DeleteTopics refused: {AdminError(code, message)}")
 
     def topics(self) -> dict[str, int]:
         return dict(self._running().broker.topics.partitions)

@@ -148,6 +148,9 @@ class Cluster:
     def add_partitions(self, topic: str, total: int) -> None:
         self._call(self.cluster.add_partitions, topic, total)
 
+    def delete_topic(self, name: str) -> None:
+        self._call(self.cluster.delete_topic, name)
+
     def topics(self) -> dict[str, int]:
         return self._sync(self.cluster.topics)
 

@@ -192,6 +192,9 @@ class DashboardModel:
         if name in ("topic_created", "partitions_created"):
             self.topics[str(f["topic"])] = int(f["partition_count"])
             return
+        if name == "topic_deleted":
+            self.topics.pop(str(f["topic"]), None)
+            return
         if f.get("group_id") != self.group_id:
             return
         if "state" in f:

@@ -5,19 +5,24 @@ The ranges are what ApiVersions advertises. Each stops short of the version that
 something grouplab does not have: topic ids (Fetch 13+, Produce 13+, OffsetCommit/OffsetFetch 10+),
 transactions v2 (KIP-890: Produce 12+, EndTxn 5+, TxnOffsetCommit 5+, AddOffsetsToTxn 4+,
 AddPartitionsToTxn 4+, InitProducerId 6+), several groups per OffsetFetch (8+), consumer groups of
-KIP-848, and JoinGroup before v4 (a member id handed out without MEMBER_ID_REQUIRED).
+KIP-848, and JoinGroup before v4 (a member id handed out without MEMBER_ID_REQUIRED). DeleteTopics
+goes to v6, where a topic is named by name or id: grouplab's topics have no ids, so an id is
+answered UNKNOWN_TOPIC_ID, as Kafka answers an id it does not know (translate.py).
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
+from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.admin.groups import (
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
     ListGroupsResponse,
 )
 from kafka.protocol.admin.topics import (
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse,
 )
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
@@ -67,13 +72,16 @@ _TABLE = [
     KafkaApi(16, "ListGroups", 0, 4, ListGroupsRequest, ListGroupsResponse),
     KafkaApi(18, "ApiVersions", 0, 4, ApiVersionsRequest, ApiVersionsResponse),
     KafkaApi(19, "CreateTopics", 2, 7, CreateTopicsRequest, CreateTopicsResponse),
+    KafkaApi(20, "DeleteTopics", 1, 6, DeleteTopicsRequest, DeleteTopicsResponse),
     KafkaApi(22, "InitProducerId", 0, 5, InitProducerIdRequest, InitProducerIdResponse),
     KafkaApi(24, "AddPartitionsToTxn", 0, 3, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
     KafkaApi(25, "AddOffsetsToTxn", 0, 3, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
     KafkaApi(26, "EndTxn", 0, 4, EndTxnRequest, EndTxnResponse),
     KafkaApi(28, "TxnOffsetCommit", 0, 4, TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    KafkaApi(32, "DescribeConfigs", 1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
     KafkaApi(37, "CreatePartitions", 0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
     KafkaApi(42, "DeleteGroups", 0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
+    KafkaApi(60, "DescribeCluster", 0, 2, DescribeClusterRequest, DescribeClusterResponse),
 ]
 
 # DeleteGroups only where the coordinator has it (it comes with group expiry): ApiVersions never

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grouplab.coordinator.kafka_wire.apis import KafkaApi
+from grouplab.coordinator.topics import CLUSTER_ID
 from grouplab.coordinator.kafka_wire.records import BadRecords, decode_batch, encode_batches
 from grouplab.protocol import messages as m
 from grouplab.protocol.errors import ErrorCode
@@ -38,9 +39,12 @@ class View:
     host: str
     port: int
     node_id: int = 0
-    cluster_id: str = "grouplab"
+    cluster_id: str = CLUSTER_ID
     # Produce partitions refused at the edge, merged into the Broker's answer: (topic, index) -> response
     refused_partitions: dict[tuple[str, int], m.ProducePartitionResponse] = field(default_factory=dict)
+    # DeleteTopics v6 entries answered at the edge (by topic id, or malformed), after the Broker's:
+    # (name, topic id, error code, message)
+    refused_topics: list[tuple[str | None, Any, int, str]] = field(default_factory=list)
 
 
 def _s(value: Any, default: str = "") -> str:
@@ -161,6 +165,57 @@ def _create_partitions(v: int, r: Any) -> m.CreatePartitionsRequest:
                                      timeout_ms=r.timeout_ms, validate_only=bool(r.validate_only))
 
 
+def _delete_topics(v: int, r: Any, view: View) -> m.DeleteTopicsRequest:
+    """By name. v6 names each topic by name or by id: grouplab's topics have no ids, so an id is
+    an unknown one (UNKNOWN_TOPIC_ID, as Kafka answers an id it does not know); an entry with both
+    or neither is Kafka's INVALID_REQUEST. Those are answered here, beside the Broker's answer."""
+    if v < 6:
+        return m.DeleteTopicsRequest([_s(n) for n in r.topic_names or []], r.timeout_ms)
+    names: list[str] = []
+    ids: dict[Any, int] = {}
+    for t in r.topics or []:
+        if t.topic_id is None:
+            if t.name is None:
+                view.refused_topics.append((None, None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."))
+            else:
+                names.append(t.name)
+        elif t.name is not None:
+            view.refused_topics.append((t.name, t.topic_id, ErrorCode.INVALID_REQUEST,
+                                        "You may not specify both topic name and topic id."))
+        else:
+            ids[t.topic_id] = ids.get(t.topic_id, 0) + 1
+    for topic_id, count in ids.items():
+        view.refused_topics.append((None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id.") if count > 1 else
+                                   (None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
+                                    "grouplab's topics have no topic ids: delete them by name"))
+    return m.DeleteTopicsRequest(names, r.timeout_ms)
+
+
+def _describe_configs(v: int, r: Any) -> m.DescribeConfigsRequest:
+    return m.DescribeConfigsRequest(
+        [m.DescribeConfigsResource(x.resource_type, _s(x.resource_name),
+                                   None if x.configuration_keys is None else [_s(k) for k in x.configuration_keys])
+         for x in r.resources or []],
+        include_synonyms=bool(r.include_synonyms), include_documentation=bool(r.include_documentation) if v >= 3 else False)
+
+
+BROKER_ENDPOINT = 1  # KIP-919's endpoint types: 1 brokers, 2 controllers
+
+
+def _describe_cluster(v: int, r: Any) -> m.DescribeClusterRequest:
+    """v1+ names the endpoint type it wants described: grouplab's one broker is a broker endpoint,
+    so controllers are Kafka's MISMATCHED_ENDPOINT_TYPE, anything else UNSUPPORTED_ENDPOINT_TYPE."""
+    if v >= 1 and r.endpoint_type != BROKER_ENDPOINT:
+        if r.endpoint_type == 2:
+            raise Refused(m.DescribeClusterResponse(
+                error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+                error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                              "CONTROLLER"))
+        raise Refused(m.DescribeClusterResponse(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                                                error_message=f"Unsupported endpoint type {r.endpoint_type}"))
+    return m.DescribeClusterRequest(bool(r.include_cluster_authorized_operations))
+
+
 def _delete_groups(v: int, r: Any) -> Any:
     return m.API["DeleteGroups"].request(groups_names=[_s(g) for g in r.groups_names or []])
 
@@ -203,7 +258,8 @@ _REQUESTS: dict[str, Callable[[int, Any], Any]] = {
     "ListOffsets": _list_offsets, "Fetch": _fetch, "DescribeGroups": _describe_groups, "ListGroups": _list_groups,
     "CreateTopics": _create_topics, "CreatePartitions": _create_partitions, "DeleteGroups": _delete_groups,
     "InitProducerId": _init_producer_id, "AddPartitionsToTxn": _add_partitions, "AddOffsetsToTxn": _add_offsets,
-    "EndTxn": _end_txn, "TxnOffsetCommit": _txn_offset_commit,
+    "EndTxn": _end_txn, "TxnOffsetCommit": _txn_offset_commit, "DescribeConfigs": _describe_configs,
+    "DescribeCluster": _describe_cluster,
 }
 
 
@@ -211,6 +267,8 @@ def to_grouplab(api: KafkaApi, version: int, request: Any, view: View) -> Any:
     """The grouplab request body for a decoded Kafka request (its API name is `api.name`)."""
     if api.name == "Produce":
         return _produce(version, request, view)
+    if api.name == "DeleteTopics":
+        return _delete_topics(version, request, view)
     return _REQUESTS[api.name](version, request)
 
 
@@ -338,6 +396,42 @@ def _create_partitions_resp(v: int, b: m.CreatePartitionsResponse, c: Any, view:
         name=t.name, error_code=t.error_code or b.error_code, error_message=t.error_message) for t in b.results])
 
 
+def _delete_topics_resp(v: int, b: m.DeleteTopicsResponse, c: Any, view: View) -> Any:
+    R = c.DeletableTopicResult
+
+    def code(error_code: int) -> int:
+        # Before v3 Kafka refuses a disabled deletion as INVALID_REQUEST (TOPIC_DELETION_DISABLED is v3+).
+        return ErrorCode.INVALID_REQUEST if v < 3 and error_code == ErrorCode.TOPIC_DELETION_DISABLED else error_code
+
+    results = [R(name=t.name, topic_id=None, error_code=code(t.error_code or b.error_code),
+                 error_message=t.error_message or b.error_message) for t in b.responses]
+    results += [R(name=name, topic_id=topic_id, error_code=error_code, error_message=message)
+                for name, topic_id, error_code, message in view.refused_topics]
+    return c(throttle_time_ms=0, responses=results)
+
+
+def _describe_configs_resp(v: int, b: m.DescribeConfigsResponse, c: Any, view: View) -> Any:
+    R = c.DescribeConfigsResult
+    E = R.DescribeConfigsResourceResult
+    S = E.DescribeConfigsSynonym
+    return c(throttle_time_ms=0, results=[R(
+        error_code=r.error_code or b.error_code, error_message=r.error_message or b.error_message,
+        resource_type=r.resource_type, resource_name=r.resource_name, configs=[E(
+            name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
+            is_sensitive=e.is_sensitive, config_type=e.config_type, documentation=e.documentation,
+            synonyms=[S(name=y.name, value=y.value, source=y.source) for y in e.synonyms])
+            for e in r.configs]) for r in b.results])
+
+
+def _describe_cluster_resp(v: int, b: m.DescribeClusterResponse, c: Any, view: View) -> Any:
+    """The broker as the client reached it (as Metadata names it). Authorized operations: None is
+    Kafka's INT32_MIN (kafka-python encodes the field from a set of bits)."""
+    return c(throttle_time_ms=0, error_code=b.error_code, error_message=b.error_message, endpoint_type=BROKER_ENDPOINT,
+             cluster_id=b.cluster_id, controller_id=b.controller_id, authorized_operations=None,
+             brokers=[c.DescribeClusterBroker(broker_id=x.broker_id, host=view.host, port=view.port, rack=x.rack,
+                                              is_fenced=False) for x in b.brokers])
+
+
 def _delete_groups_resp(v: int, b: Any, c: Any, view: View) -> Any:
     return c(throttle_time_ms=0, results=[c.DeletableGroupResult(group_id=r.group_id, error_code=r.error_code or b.error_code)
                                           for r in b.results])
@@ -367,9 +461,10 @@ _RESPONSES: dict[str, Callable[[int, Any, Any, View], Any]] = {
     "OffsetCommit": _commit_resp, "OffsetFetch": _offset_fetch_resp, "Metadata": _metadata_resp,
     "ListOffsets": _list_offsets_resp, "Fetch": _fetch_resp, "Produce": _produce_resp,
     "DescribeGroups": _describe_groups_resp, "ListGroups": _list_groups_resp, "CreateTopics": _create_topics_resp,
-    "CreatePartitions": _create_partitions_resp, "DeleteGroups": _delete_groups_resp,
+    "CreatePartitions": _create_partitions_resp, "DeleteTopics": _delete_topics_resp, "DeleteGroups": _delete_groups_resp,
     "InitProducerId": _init_producer_id_resp, "AddPartitionsToTxn": _add_partitions_resp,
     "AddOffsetsToTxn": _error_only, "EndTxn": _error_only, "TxnOffsetCommit": _txn_offset_commit_resp,
+    "DescribeConfigs": _describe_configs_resp, "DescribeCluster": _describe_cluster_resp,
 }
 
 
