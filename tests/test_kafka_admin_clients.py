@@ -39,7 +39,7 @@ OFFSET_INVALID = -1001  # librdkafka's "no committed offset"
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster() -> Any:
     """One consumer-group member (confluent-kafka, client id c1) of group g over topic t (2
     partitions); topic u (1 partition) is nobody's."""
     with Cluster(topics={"t": 2, "u": 1}) as c:
@@ -186,7 +186,8 @@ def test_confluent_list_consumer_groups_with_state_and_type_filters(cluster: Clu
 @pytest.mark.filterwarnings("ignore:list_groups\\(\\) is deprecated:DeprecationWarning")
 def test_confluent_list_groups(cluster: Cluster, cf_admin: AdminClient) -> None:
     """The older call (ListGroups, then DescribeGroups): the group, its protocol and its member."""
-    [g] = cf_admin.list_groups(group="g", timeout=30)
+    groups: list[Any] = cf_admin.list_groups(group="g", timeout=30)  # (its stubs type every field None)
+    [g] = groups
     assert (g.id, g.state, g.protocol_type, g.protocol, g.error) == ("g", "Stable", "consumer", "range", None)
     assert [m.client_id for m in g.members] == ["c1"]
 
