@@ -114,6 +114,17 @@ def test_kafka_python_alter_and_list_group_offsets(cluster: Cluster, kp_admin: A
     assert len({key[:2] for key in fetches[-3:]}) == 1
 
 
+def test_a_fault_rules_error_reaches_each_group_of_a_several_group_fetch(cluster: Cluster, kp_admin: Any) -> None:
+    kp_admin.alter_group_offsets("kp-faulty", {KTP("t", 0): OffsetAndMetadata(2, "", None)})
+    rule = cluster.error("OffsetFetch", "GROUP_AUTHORIZATION_FAILED", client_id="kp-admin", count=1)
+    try:
+        with pytest.raises(kafka_errors.GroupAuthorizationFailedError):
+            kp_admin.list_group_offsets(["kp-faulty", "kp-nosuch"])
+    finally:
+        cluster.remove_fault(rule)
+    assert kp_admin.list_group_offsets(["kp-faulty"]) == {"kp-faulty": {KTP("t", 0): OffsetAndMetadata(2, "", -1)}}
+
+
 def test_kafka_python_reset_group_offsets(cluster: Cluster, kp_admin: Any) -> None:
     """reset_group_offsets: OffsetFetch, ListOffsets (earliest, latest) and OffsetCommit; the
     target is clamped to the log (empty here: 0)."""

@@ -112,6 +112,25 @@ def test_the_answers_of_a_several_group_fetch_are_sent_once_all_are_in_in_reques
                                        ("b", m.OffsetFetchResponse(error_code=1))]))]
 
 
+def test_a_fault_rules_error_answers_each_group_of_a_several_group_fetch() -> None:
+    """The fault proxy's `error` answer to an OffsetFetch v8+ names the request's groups (it needs
+    the request: without it the rule can only drop the frame)."""
+    from grouplab.faults.kafka_frames import error_frame
+
+    c = OffsetFetchRequest[9]
+    request = c(groups=[c.OffsetFetchRequestGroup(group_id=g, member_id=None, member_epoch=-1, topics=None)
+                        for g in ("a", "b")], require_stable=False)
+    request.with_header(correlation_id=3, client_id="x")
+    payload = bytes(request.encode(header=True))
+    body = m.OffsetFetchResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    frame = error_frame("OffsetFetch", 9, 3, body, "127.0.0.1", 1, payload)
+    assert frame is not None
+    resp = OffsetFetchResponse.decode(frame[4:], version=9, header=True)
+    assert [(g.group_id, g.error_code, list(g.topics)) for g in resp.groups] == [
+        ("a", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []), ("b", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [])]
+    assert error_frame("OffsetFetch", 9, 3, body, "127.0.0.1", 1) is None
+
+
 # ----------------------------------------------------------------------------- OffsetDelete
 
 
