@@ -420,7 +420,7 @@ class Broker:
         if floor > self.config.response_max_bytes:
             return self._answer_too_large("ListGroups", AnswerTooLarge(floor, self.config.response_max_bytes, exact=False),
                                           ctx, now_ms)
-        listed = [ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
+        listed = [ListedGroup(group_id=g.group_id, protocol_type=g.current_protocol_type or "", group_state=g.state.value,
                               group_type=GROUP_TYPE) for g in matching]
         return [Reply(ctx.reply_to, ListGroupsResponse(groups=listed))]
 

@@ -282,7 +282,7 @@ class Group(StepOutputs):
         return DescribedGroup(
             group_id=self.group_id,
             group_state=self.state.value,
-            protocol_type=self.protocol_type or "",
+            protocol_type=self.current_protocol_type or "",
             protocol_data=(self.protocol_name or "") if stable else "",
             members=[
                 DescribedGroupMember(
@@ -381,6 +381,16 @@ class Group(StepOutputs):
             self._log(events.OffsetsDeleted, partitions=partition_pairs(gone))
         return self._end()
 
+    @property
+    def current_protocol_type(self) -> str | None:
+        """Kafka's protocol type of the group (what DescribeGroups and ListGroups show): its members'
+        (they all share one), else the last one it had, which an Empty group keeps; None for a group
+        that never had members (a simple consumer's). Kafka's ClassicGroup takes it from the first
+        member that joins an empty group; grouplab's `protocol_type` is set when a generation completes."""
+        if self.members:
+            return next(iter(self.members.values())).protocol_type
+        return self.protocol_type
+
     def is_subscribed(self, topic: str) -> bool:
         """Kafka's ClassicGroup.isSubscribedToTopic, for OffsetDelete: does a member consume `topic`,
         by the subscriptions of the last completed generation? An Empty group subscribes to
@@ -389,7 +399,7 @@ class Group(StepOutputs):
         if self.state is GroupState.EMPTY:
             return False
         topics = self._subscribed_topics()
-        return topic in topics if topics is not None else self._protocol_type() == consumer_protocol.PROTOCOL_TYPE
+        return topic in topics if topics is not None else self.current_protocol_type == consumer_protocol.PROTOCOL_TYPE
 
     def on_txn_completed(self, producer_id: int, commit: bool, now_ms: int) -> list[Output]:
         """The transaction coordinator ended `producer_id`'s transaction: its staged offsets become
@@ -766,7 +776,7 @@ class Group(StepOutputs):
             self.leader_id = next(iter(self.members), None)
         self.generation_id += 1
         if not self.members:
-            self.protocol_type = self.protocol_name = None
+            self.protocol_name = None  # the type stays, as Kafka's ClassicGroup keeps it (ListGroups shows it)
             self._transition(GroupState.EMPTY)
             self._persist()
             self._log(events.GenerationCompleted, protocol_name=None, leader=None, members=[], trigger=self.rebalance_trigger)
@@ -869,16 +879,10 @@ class Group(StepOutputs):
     def _offset_delete_refusal(self) -> ErrorCode | None:
         if self.state is GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND
-        if self.state is not GroupState.EMPTY and self._protocol_type() != consumer_protocol.PROTOCOL_TYPE:
+        if self.state is not GroupState.EMPTY and self.current_protocol_type != consumer_protocol.PROTOCOL_TYPE:
             return ErrorCode.NON_EMPTY_GROUP
         return None
 
-    def _protocol_type(self) -> str | None:
-        """The group's protocol type; while its first generation forms, its members' (Kafka sets it
-        when the first member joins, grouplab when a generation completes)."""
-        if self.protocol_type is not None:
-            return self.protocol_type
-        return next(iter(self.members.values())).protocol_type if self.members else None
 
     def _snapshot_subscriptions(self) -> None:
         """Keep what the subscribed topics are read from (decoded only if OffsetDelete asks)."""
