@@ -194,6 +194,26 @@ def test_confluent_list_consumer_groups_with_state_and_type_filters(cluster: Clu
     assert listed(types={ConsumerGroupType.CONSUMER}) == {}
 
 
+def test_a_consumer_group_whose_members_left_is_listed_as_an_empty_consumer_group(
+        cluster: Cluster, cf_admin: AdminClient, kp_admin: Any) -> None:
+    """Kafka keeps an Empty group's protocol type: it is not a simple consumer's group."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "cf-left", "client.id": "c2",
+                         "session.timeout.ms": 10000, "log_level": 0})
+    consumer.subscribe(["u"])
+    cluster.wait_for(lambda: consumer.poll(0.1) is None and len(consumer.assignment()) == 1, timeout=30,
+                     what="c2 assigned u-0")
+    consumer.close()  # LeaveGroup: the group is Empty
+    cluster.wait_for(lambda: cluster.group("cf-left").state == "Empty", timeout=30, what="cf-left Empty")
+    [listed] = [x for x in cf_admin.list_consumer_groups(request_timeout=10).result(timeout=30).valid
+                if x.group_id == "cf-left"]
+    assert (listed.state, listed.is_simple_consumer_group) == (ConsumerGroupState.EMPTY, False)
+    described = cf_admin.describe_consumer_groups(["cf-left"], request_timeout=10)["cf-left"].result(timeout=30)
+    assert (described.state, described.is_simple_consumer_group, described.members) == (
+        ConsumerGroupState.EMPTY, False, [])
+    assert {x["group_id"]: x for x in kp_admin.list_groups()}["cf-left"] == {
+        "group_id": "cf-left", "protocol_type": "consumer", "group_state": "Empty", "group_type": "classic"}
+
+
 @pytest.mark.filterwarnings("ignore:list_groups\\(\\) is deprecated:DeprecationWarning")
 def test_confluent_list_groups(cluster: Cluster, cf_admin: AdminClient) -> None:
     """The older call (ListGroups, then DescribeGroups): the group, its protocol and its member."""
