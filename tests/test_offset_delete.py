@@ -42,7 +42,7 @@ from grouplab.protocol.messages import (
 )
 from grouplab.protocol.types import Subscription
 from grouplab.protocol.types import TopicPartition as TP
-from tests.helpers_group import GROUP, MemberIds, config, form_generation, form_stable, join_req, snapshot
+from tests.helpers_group import GROUP, MemberIds, config, form_generation, form_stable, join_req, leave_req, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_000
@@ -180,6 +180,21 @@ def test_the_subscriptions_are_those_of_the_last_completed_generation() -> None:
     g.handle_join(join_req(m1, subscribing("t0")["protocols"]), "rejoin2", t + 2, "c1")  # generation 2 completes
     assert g.state.value == "CompletingRebalance"
     assert answered(delete(broker, ("t1", 0), now=t + 2)[0]) == [("t1", [(0, SUBSCRIBED)])]
+
+
+def test_a_group_that_was_empty_subscribes_to_nothing_until_its_next_generation_completes() -> None:
+    """Kafka computed the subscriptions when the group became Empty: none. A member joining again
+    does not change them until its generation completes."""
+    broker = make_broker()
+    g = broker.group(GROUP)
+    (m0,), t = form_stable(g, [("c0", subscribing("t0"))])
+    g.handle_leave(leave_req(m0), "leave", t + 1)
+    assert g.state is GroupState.EMPTY and g.subscriptions == []
+    first = g.handle_join(join_req("", subscribing("t0")["protocols"]), "j", t + 2, "c1")
+    member_id = [o.body.member_id for o in first if isinstance(o, Reply)][0]
+    g.handle_join(join_req(member_id, subscribing("t0")["protocols"]), "j2", t + 2, "c1")
+    assert g.state.value == "PreparingRebalance"
+    assert answered(delete(broker, ("t0", 0), now=t + 3)[0]) == [("t0", [(0, 0)])]
 
 
 def test_subscriptions_that_cannot_be_read_count_every_topic_as_subscribed() -> None:

@@ -136,9 +136,10 @@ class Group(StepOutputs):
     # counts from here. None for a group that has not been Empty since it had members (a simple
     # consumer's): each offset's retention counts from its commit.
     empty_since_ms: int | None = None
-    # The members' metadata of the chosen consumer protocol when the last generation with members
-    # completed (or the group was restored): what Kafka's ClassicGroup computes its subscribed
-    # topics from, for OffsetDelete. None: not known (no such generation yet, another protocol type).
+    # The members' metadata of the chosen consumer protocol when the last generation completed (or
+    # the group was restored): what Kafka's ClassicGroup computes its subscribed topics from, for
+    # OffsetDelete ([] after a generation without members). None: not known (no generation yet,
+    # another protocol type).
     subscriptions: list[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -393,9 +394,10 @@ class Group(StepOutputs):
 
     def is_subscribed(self, topic: str) -> bool:
         """Kafka's ClassicGroup.isSubscribedToTopic, for OffsetDelete: does a member consume `topic`,
-        by the subscriptions of the last completed generation? An Empty group subscribes to
-        nothing; where they are not known (the first generation is still forming, or the metadata
-        cannot be read), every topic counts as subscribed in a group of the consumer protocol."""
+        by the subscriptions of the last completed generation (none if it had no members)? An Empty
+        group subscribes to nothing; where they are not known (the group's first generation is still
+        forming, or the metadata cannot be read), every topic counts as subscribed in a group of the
+        consumer protocol."""
         if self.state is GroupState.EMPTY:
             return False
         topics = self._subscribed_topics()
@@ -777,6 +779,7 @@ class Group(StepOutputs):
         self.generation_id += 1
         if not self.members:
             self.protocol_name = None  # the type stays, as Kafka's ClassicGroup keeps it (ListGroups shows it)
+            self._snapshot_subscriptions()
             self._transition(GroupState.EMPTY)
             self._persist()
             self._log(events.GenerationCompleted, protocol_name=None, leader=None, members=[], trigger=self.rebalance_trigger)
@@ -883,14 +886,19 @@ class Group(StepOutputs):
             return ErrorCode.NON_EMPTY_GROUP
         return None
 
-
     def _snapshot_subscriptions(self) -> None:
-        """Keep what the subscribed topics are read from (decoded only if OffsetDelete asks)."""
-        name = self.protocol_name
+        """Kafka's ClassicGroup.computeSubscribedTopics, run where it runs (a generation completes,
+        the group is loaded), kept as the metadata to decode only if OffsetDelete asks: not known
+        unless the protocol type is "consumer"; none for a group without members; else each
+        member's subscription in the chosen protocol."""
         self.subscriptions = None
-        if self.protocol_type == consumer_protocol.PROTOCOL_TYPE and name is not None and self.members:
+        if self.protocol_type != consumer_protocol.PROTOCOL_TYPE:
+            return
+        if not self.members:
+            self.subscriptions = []
+        elif self.protocol_name is not None:
             try:
-                self.subscriptions = [m.metadata(name) for m in self.members.values()]
+                self.subscriptions = [m.metadata(self.protocol_name) for m in self.members.values()]
             except KeyError:  # a restored member without the group's protocol: not known
                 pass
 
