@@ -31,6 +31,9 @@ from grouplab.protocol.messages import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
     OffsetFetchRequest,
     OffsetFetchRequestTopic,
     RequestHeader,
@@ -212,6 +215,19 @@ class AdminClient:
                     raise AdminError(p.error_code, f"{t.name}-{p.partition_index}")
                 out[TopicPartition(t.name, p.partition_index)] = p.committed_offset
         return out
+
+    async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """OffsetDelete: each partition's error code (0: its committed offset is gone, or it had
+        none; GROUP_SUBSCRIBED_TO_TOPIC: the group's members consume its topic). A refusal of the
+        whole request (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) raises AdminError."""
+        by_topic: dict[str, list[OffsetDeleteRequestPartition]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(OffsetDeleteRequestPartition(tp.partition))
+        resp = await self.request("OffsetDelete", OffsetDeleteRequest(
+            group_id, [OffsetDeleteRequestTopic(t, ps) for t, ps in by_topic.items()]))
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        return {TopicPartition(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
     async def log_end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int | None]:
         """ListOffsets (latest) for each partition: its log end offset, or None where the server

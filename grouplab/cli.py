@@ -704,10 +704,13 @@ async def cmd_describe(args: argparse.Namespace) -> int:
 
 async def cmd_delete(args: argparse.Namespace) -> int:
     """Like kafka-consumer-groups --delete: DeleteGroups of each group; the deleted ones are
-    printed, any that could not be deleted make one line on stderr and exit 1."""
+    printed, any that could not be deleted make one line on stderr and exit 1. With --topic, like
+    --delete-offsets: OffsetDelete of those topics' offsets from one group (grouplab/delete_offsets.py)."""
     from grouplab.admin import AdminClient, AdminError, parse_bootstrap
     from grouplab.protocol.errors import ErrorCode
 
+    if args.topic:
+        return await delete_group_offsets(args)
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
         groups = args.group or []
@@ -731,6 +734,34 @@ async def cmd_delete(args: argparse.Namespace) -> int:
               for g, code in results.items() if code]
     if failed:
         raise CliError(f"could not delete: {'; '.join(failed)}")
+    return 0
+
+
+async def delete_group_offsets(args: argparse.Namespace) -> int:
+    """`delete --group G --topic T[:P,...]`: the deleted partitions printed; a refusal (of the
+    request, or of some partitions) one line on stderr and exit 1."""
+    from grouplab.admin import AdminClient, AdminError, parse_bootstrap
+    from grouplab.delete_offsets import MEANING, TopicSpecError, delete_offsets
+    from grouplab.protocol.errors import ErrorCode
+
+    if args.all_groups or len(args.group or []) != 1:
+        raise UsageError("--topic deletes the offsets of one group: give exactly one --group (no --all-groups)")
+    [group] = args.group
+    host, port = parse_bootstrap(args.bootstrap_server)
+    try:
+        async with AdminClient(host, port) as admin:
+            outcome = await delete_offsets(admin, group, args.topic)
+    except TopicSpecError as exc:
+        raise UsageError(str(exc)) from None
+    except AdminError as exc:
+        meaning = MEANING.get(ErrorCode.from_code(exc.code)) or str(exc)
+        raise CliError(f"could not delete offsets: group {group!r} {meaning}") from None
+    if outcome.deleted:
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in outcome.deleted)
+        console.print(f"deleted the committed offsets of {names} from group {group!r}", markup=False, highlight=False)
+    problems = outcome.problems(group)
+    if problems:
+        raise CliError(f"could not delete offsets of group {group!r}: {'; '.join(problems)}")
     return 0
 
 
@@ -1818,11 +1849,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--format", choices=["table", "json"], default="table", help="output format")
 
     x = sub.add_parser("delete", help="delete Empty groups and their committed offsets, like kafka-consumer-groups "
-                                      "--delete (a group with members is refused)")
+                                      "--delete (a group with members is refused); with --topic, delete some "
+                                      "offsets of one group, like --delete-offsets")
     add_bootstrap(x)
     x.add_argument("--group", action="append", help="group to delete (repeatable)")
     x.add_argument("--all-groups", action="store_true", help="delete every group the coordinator has (those with "
                                                              "members are refused and reported)")
+    x.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]",
+                   help="delete the group's committed offsets of this topic (every partition), or of these "
+                        "partitions, instead of the group (repeatable; one --group; refused for a topic its "
+                        "members consume)")
 
     t = sub.add_parser("topics", help="create topics, add partitions, delete topics, list topics")
     tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")

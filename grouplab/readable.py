@@ -99,6 +99,8 @@ class CoordinatorView:
         elif isinstance(p, events.OffsetsExpired):
             line = c.t("view.offsets_expired", group=p.group_id, partitions=_pairs(p.partitions))
             rule, why = "why.offsets_expired", c.t("why.offsets_expired")
+        elif isinstance(p, events.OffsetsDeleted):
+            line = c.t("view.offsets_deleted", group=p.group_id, partitions=_pairs(p.partitions))
         elif isinstance(p, events.GroupDeleted):
             line = c.t("view.deleted." + ("expired" if p.reason == "expired" else "asked"), group=p.group_id,
                        count=p.offsets_deleted)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from grouplab.coordinator.kafka_wire import translate
 from grouplab.coordinator.kafka_wire.apis import APIS, KafkaApi
 from grouplab.coordinator.kafka_wire.codec import api_versions_response, encode_response
-from grouplab.coordinator.kafka_wire.translate import View, find_coordinator_response, to_kafka
+from grouplab.coordinator.kafka_wire.translate import GroupsFetched, View, find_coordinator_response, to_kafka
 from grouplab.protocol import messages as m
 from grouplab.protocol.errors import ErrorCode
 
@@ -125,18 +125,34 @@ def round_trip(response: Any) -> None:
     assert bytes(type(response).decode(body, version=response.version).encode()) == body
 
 
+def several_groups(api: KafkaApi, version: int) -> bool:
+    """OffsetFetch v8+: the listener asks each group's queue and answers them together."""
+    return api.name == "OffsetFetch" and version >= 8
+
+
+def answer_of(api: KafkaApi, version: int) -> st.SearchStrategy[Any]:
+    """What the listener translates for this request: the Broker's answer, or for an OffsetFetch of
+    several groups the answers of each group's step (an offset answer, or the server's error)."""
+    if several_groups(api, version):
+        each = st.one_of(answers(m.OffsetFetchResponse), answers(m.ErrorResponse))
+        return st.builds(GroupsFetched, st.lists(st.tuples(st.text(max_size=8), each), max_size=3))
+    return answers(m.API[api.name].response)
+
+
 @pytest.mark.parametrize("api,version", CASES, ids=[f"{a.name}-v{v}" for a, v in CASES])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_answer_encodes_at_every_version(api: KafkaApi, version: int, data: st.DataObject) -> None:
-    body = data.draw(answers(m.API[api.name].response), label="answer")
-    round_trip(to_kafka(api, version, body, VIEW))
+    round_trip(to_kafka(api, version, data.draw(answer_of(api, version), label="answer"), VIEW))
 
 
 @pytest.mark.parametrize("api,version", CASES, ids=[f"{a.name}-v{v}" for a, v in CASES])
 @pytest.mark.parametrize("code", [ErrorCode.NOT_COORDINATOR, ErrorCode.INVALID_REQUEST])
 def test_a_failed_step_is_an_answer_at_every_version(api: KafkaApi, version: int, code: ErrorCode) -> None:
-    round_trip(to_kafka(api, version, m.ErrorResponse(code, "the step failed"), VIEW))
+    failed = m.ErrorResponse(code, "the step failed")
+    if several_groups(api, version):  # each group's step answers for its group
+        failed = GroupsFetched([("g1", failed), ("g2", m.OffsetFetchResponse())])  # type: ignore[assignment]
+    round_trip(to_kafka(api, version, failed, VIEW))
 
 
 @pytest.mark.parametrize("version", range(APIS[18].min_version, APIS[18].max_version + 1))

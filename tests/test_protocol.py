@@ -292,6 +292,8 @@ MINIMAL_BODIES = {
     "InitProducerId": messages.InitProducerIdRequest(),
     "OffsetCommit": messages.OffsetCommitRequest(group_id="g", topics=[]),
     "OffsetFetch": messages.OffsetFetchRequest(group_id="g"),
+    "OffsetDelete": messages.OffsetDeleteRequest(group_id="g", topics=[messages.OffsetDeleteRequestTopic(
+        "t", [messages.OffsetDeleteRequestPartition(0)])]),
     "AddPartitionsToTxn": messages.AddPartitionsToTxnRequest("tx", 1, 0, [messages.AddPartitionsToTxnTopic("t", [0])]),
     "AddOffsetsToTxn": messages.AddOffsetsToTxnRequest("tx", 1, 0, "g"),
     "TxnOffsetCommit": messages.TxnOffsetCommitRequest("tx", "g", 1, 0, topics=[]),

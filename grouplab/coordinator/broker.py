@@ -59,6 +59,7 @@ from grouplab.protocol.messages import (
     ListGroupsRequest,
     ListGroupsResponse,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
     SyncGroupResponse,
@@ -67,9 +68,11 @@ from grouplab.protocol.messages import (
 from grouplab.protocol.schema import floor_bytes
 
 GROUP_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
-# Also serialized on their group's queue (a commit is a heartbeat; a fetch sees earlier commits),
-# but an empty group_id is valid for them, as in Kafka.
-OFFSET_APIS = frozenset({"OffsetCommit", "OffsetFetch"})
+# Also serialized on their group's queue (a commit is a heartbeat; a fetch sees earlier commits;
+# a deletion comes between them as sent), but an empty group_id is valid for them, as in Kafka.
+OFFSET_APIS = frozenset({"OffsetCommit", "OffsetFetch", "OffsetDelete"})
+# ListGroups' types_filter (KIP-848): the one type grouplab's groups have.
+GROUP_TYPE = "classic"
 # The broker's own timer: the retention check (offsets.retention.check.interval.ms).
 EXPIRY_TIMER: TimerKey = ("offsets_expiry",)
 
@@ -280,6 +283,12 @@ class Broker:
         except AnswerTooLarge as exc:
             return self._answer_too_large("OffsetFetch", exc, ctx, now_ms)
 
+    def _on_OffsetDelete(self, req: OffsetDeleteRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """Kafka's OffsetDelete (protocol.md §3.26): the group's rules (Group.handle_offset_delete),
+        over the topics that exist. A group that does not exist is answered by its Dead stand-in
+        (GROUP_ID_NOT_FOUND) and is not kept."""
+        return self._offsets_group(req.group_id).handle_offset_delete(req, ctx.reply_to, now_ms, self.topics.partitions)
+
     def _offsets_group(self, group_id: str) -> Group:
         """The group an offset request goes to; for a group that does not exist, a Dead stand-in."""
         group = self.groups.get(group_id)
@@ -416,14 +425,18 @@ class Broker:
         return [*persisted, Reply(ctx.reply_to, DeleteGroupsResponse(results=results)), *rest]
 
     def _on_ListGroups(self, req: ListGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
-        wanted = {s.lower() for s in req.states_filter}
+        """Kafka's filters: states compared case-insensitively (trimmed), types too (KIP-848); every
+        grouplab group is a classic one, so a types filter without "classic" lists none."""
+        wanted = {s.strip().lower() for s in req.states_filter}
+        if req.types_filter and GROUP_TYPE not in {t.lower() for t in req.types_filter}:
+            return [Reply(ctx.reply_to, ListGroupsResponse(groups=[]))]
         matching = [g for g in self.groups.values() if not wanted or g.state.value.lower() in wanted]
         floor = len(matching) * floor_bytes(ListedGroup)
         if floor > self.config.response_max_bytes:
             return self._answer_too_large("ListGroups", AnswerTooLarge(floor, self.config.response_max_bytes, exact=False),
                                           ctx, now_ms)
-        listed = [ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value)
-                  for g in matching]
+        listed = [ListedGroup(group_id=g.group_id, protocol_type=g.current_protocol_type or "", group_state=g.state.value,
+                              group_type=GROUP_TYPE) for g in matching]
         return [Reply(ctx.reply_to, ListGroupsResponse(groups=listed))]
 
     def _answer_too_large(self, api: str, exc: AnswerTooLarge, ctx: RequestContext, now_ms: int) -> list[Output]:

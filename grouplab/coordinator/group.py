@@ -27,10 +27,10 @@ from typing import Any, Callable, Concatenate, Iterable, Mapping
 
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.group_log import GroupMetadataRecord, GroupTombstone, MemberMetadata, OffsetCommitRecord, Persist
-from grouplab.coordinator.offsets import CommitTriage, OffsetStore, fetch_response, partition_pairs
+from grouplab.coordinator.offsets import CommitTriage, OffsetStore, delete_offsets, fetch_response, partition_pairs
 from grouplab.protocol.effects import ArmTimer, CancelTimer, Output, StepOutputs
 from grouplab.protocol import consumer_protocol, events
-from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.errors import ErrorCode, ProtocolError
 from grouplab.protocol.messages import (
     DescribedGroup,
     DescribedGroupMember,
@@ -43,6 +43,8 @@ from grouplab.protocol.messages import (
     LeaveGroupResponse,
     LeaveGroupResponseMember,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     SyncGroupRequest,
     SyncGroupResponse,
@@ -134,6 +136,11 @@ class Group(StepOutputs):
     # counts from here. None for a group that has not been Empty since it had members (a simple
     # consumer's): each offset's retention counts from its commit.
     empty_since_ms: int | None = None
+    # The members' metadata of the chosen consumer protocol when the last generation completed (or
+    # the group was restored): what Kafka's ClassicGroup computes its subscribed topics from, for
+    # OffsetDelete ([] after a generation without members). None: not known (no generation yet,
+    # another protocol type).
+    subscriptions: list[bytes] | None = None
 
     def __post_init__(self) -> None:
         self.timers = Timers(self.group_id)
@@ -276,7 +283,7 @@ class Group(StepOutputs):
         return DescribedGroup(
             group_id=self.group_id,
             group_state=self.state.value,
-            protocol_type=self.protocol_type or "",
+            protocol_type=self.current_protocol_type or "",
             protocol_data=(self.protocol_name or "") if stable else "",
             members=[
                 DescribedGroupMember(
@@ -316,6 +323,7 @@ class Group(StepOutputs):
         self.state = GroupState.STABLE if self.members else GroupState.EMPTY
         if not self.members:
             self.empty_since_ms = record.ts_ms  # an Empty record is written as the group becomes Empty
+        self._snapshot_subscriptions()
         self._log(events.GroupLoaded, leader=self.leader_id, protocol_name=self.protocol_name, members=list(self.members),
                   written_ms=record.ts_ms)
         return self._end()
@@ -351,6 +359,49 @@ class Group(StepOutputs):
         self._begin(now_ms)
         self._reply(reply_to, response)
         return self._end()
+
+    def handle_offset_delete(self, req: OffsetDeleteRequest, reply_to: Any, now_ms: int,
+                             partitions: Mapping[str, int]) -> list[Output]:
+        """OffsetDelete, Kafka's (ClassicGroup.validateOffsetDelete, then
+        OffsetMetadataManager.deleteOffsets): a group that does not exist is GROUP_ID_NOT_FOUND; one
+        with members whose protocol type is not "consumer" is NON_EMPTY_GROUP; either refusal has no
+        partitions and changes nothing. Otherwise each partition is answered on its own
+        (offsets.delete_offsets): those of topics the members subscribe to are
+        GROUP_SUBSCRIBED_TO_TOPIC, the others are deleted, tombstones persisted before the answer and
+        `offsets_deleted` logged. An Empty group left with no offsets stays until the retention
+        check deletes it, as in Kafka."""
+        self._begin(now_ms)
+        refusal = self._offset_delete_refusal()
+        if refusal is not None:
+            self._reply(reply_to, OffsetDeleteResponse(error_code=refusal))
+            return self._end()
+        response, gone, tombstones = delete_offsets(self.offsets, req, partitions, self.is_subscribed, now_ms)
+        self._out += [Persist(t) for t in tombstones]
+        self._reply(reply_to, response)
+        if gone:
+            self._log(events.OffsetsDeleted, partitions=partition_pairs(gone))
+        return self._end()
+
+    @property
+    def current_protocol_type(self) -> str | None:
+        """Kafka's protocol type of the group (what DescribeGroups and ListGroups show): its members'
+        (they all share one), else the last one it had, which an Empty group keeps; None for a group
+        that never had members (a simple consumer's). Kafka's ClassicGroup takes it from the first
+        member that joins an empty group; grouplab's `protocol_type` is set when a generation completes."""
+        if self.members:
+            return next(iter(self.members.values())).protocol_type
+        return self.protocol_type
+
+    def is_subscribed(self, topic: str) -> bool:
+        """Kafka's ClassicGroup.isSubscribedToTopic, for OffsetDelete: does a member consume `topic`,
+        by the subscriptions of the last completed generation (none if it had no members)? An Empty
+        group subscribes to nothing; where they are not known (the group's first generation is still
+        forming, or the metadata cannot be read), every topic counts as subscribed in a group of the
+        consumer protocol."""
+        if self.state is GroupState.EMPTY:
+            return False
+        topics = self._subscribed_topics()
+        return topic in topics if topics is not None else self.current_protocol_type == consumer_protocol.PROTOCOL_TYPE
 
     def on_txn_completed(self, producer_id: int, commit: bool, now_ms: int) -> list[Output]:
         """The transaction coordinator ended `producer_id`'s transaction: its staged offsets become
@@ -742,13 +793,15 @@ class Group(StepOutputs):
             self.leader_id = next(iter(self.members), None)
         self.generation_id += 1
         if not self.members:
-            self.protocol_type = self.protocol_name = None
+            self.protocol_name = None  # the type stays, as Kafka's ClassicGroup keeps it (ListGroups shows it)
+            self._snapshot_subscriptions()
             self._transition(GroupState.EMPTY)
             self._persist()
             self._log(events.GenerationCompleted, protocol_name=None, leader=None, members=[], trigger=self.rebalance_trigger)
             return
         self.protocol_type = next(iter(self.members.values())).protocol_type
         self.protocol_name = self._select_protocol()
+        self._snapshot_subscriptions()
         self._transition(GroupState.COMPLETING_REBALANCE)
         self._log(events.GenerationCompleted, protocol_name=self.protocol_name, leader=self.leader_id,
                   members=list(self.members), trigger=self.rebalance_trigger)
@@ -840,6 +893,40 @@ class Group(StepOutputs):
         if generation_id != self.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         return None
+
+    def _offset_delete_refusal(self) -> ErrorCode | None:
+        if self.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if self.state is not GroupState.EMPTY and self.current_protocol_type != consumer_protocol.PROTOCOL_TYPE:
+            return ErrorCode.NON_EMPTY_GROUP
+        return None
+
+    def _snapshot_subscriptions(self) -> None:
+        """Kafka's ClassicGroup.computeSubscribedTopics, run where it runs (a generation completes,
+        the group is loaded), kept as the metadata to decode only if OffsetDelete asks: not known
+        unless the protocol type is "consumer"; none for a group without members; else each
+        member's subscription in the chosen protocol."""
+        self.subscriptions = None
+        if self.protocol_type != consumer_protocol.PROTOCOL_TYPE:
+            return
+        if not self.members:
+            self.subscriptions = []
+        elif self.protocol_name is not None:
+            try:
+                self.subscriptions = [m.metadata(self.protocol_name) for m in self.members.values()]
+            except KeyError:  # a restored member without the group's protocol: not known
+                pass
+
+    def _subscribed_topics(self) -> set[str] | None:
+        if self.subscriptions is None:
+            return None
+        topics: set[str] = set()
+        try:
+            for metadata in self.subscriptions:
+                topics.update(consumer_protocol.decode_subscription(metadata).topics)
+        except ProtocolError:
+            return None  # Kafka: "not aware of the subscribed topics"
+        return topics
 
     def _forget_first_join(self, member_id: str) -> None:
         for token in [t for t, mid in self.first_joins.items() if mid == member_id]:

@@ -1,8 +1,9 @@
-"""Committed offsets, pure: each group's offset store, and the OffsetCommit / OffsetFetch requests
-mapped onto it partition by partition. Who may commit is the group's to say: the requests are
-inputs of the group machine (`Group.handle_offset_commit`, `handle_txn_offset_commit`,
-`handle_offset_fetch` in coordinator/group.py), which validates the member, refreshes its
-heartbeat and uses this module for the rest. Nothing here knows the group or the broker.
+"""Committed offsets, pure: each group's offset store, and the OffsetCommit / OffsetFetch /
+OffsetDelete requests mapped onto it partition by partition. Who may commit or delete is the
+group's to say: the requests are inputs of the group machine (`Group.handle_offset_commit`,
+`handle_txn_offset_commit`, `handle_offset_fetch`, `handle_offset_delete` in coordinator/group.py),
+which validates the member (or the group's state), refreshes its heartbeat and uses this module
+for the rest. Nothing here knows the group or the broker.
 
 Kafka keeps a group's committed offsets with the group's metadata (in `__consumer_offsets`); so
 does grouplab: every `Group` has an `OffsetStore` (`group.offsets`), and a group that only stores
@@ -26,14 +27,15 @@ Fencing of OffsetCommit is Kafka's (`Group.validate_commit`: the classic group c
 
 Durability: every stored offset is an `OffsetCommitRecord` in the group log (coordinator/
 group_log.py), emitted as a `Persist` output before the reply, restored by `Group.restore_offsets`;
-an offset that expires or goes with its deleted group gets an `OffsetTombstone`.
+an offset that expires, is deleted (OffsetDelete) or goes with its deleted group gets an
+`OffsetTombstone`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from grouplab.coordinator.group_log import OffsetCommitRecord, OffsetTombstone
 from grouplab.protocol.errors import AnswerTooLarge, ErrorCode
@@ -42,6 +44,10 @@ from grouplab.protocol.messages import (
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
     OffsetFetchRequest,
     OffsetFetchResponse,
     OffsetFetchResponsePartition,
@@ -146,6 +152,16 @@ class OffsetStore:
 
     def has_pending(self, tp: TopicPartition) -> bool:
         return any(tp in staged for staged in self.pending.values())
+
+    def drop_staged(self, tp: TopicPartition) -> bool:
+        """Forget every transaction's staged offset of `tp` (OffsetDelete: Kafka's tombstone removes
+        the pending offsets too, so the transaction's commit does not bring it back). True if any was."""
+        dropped = False
+        for producer_id, staged in self.pending.items():
+            if staged.pop(tp, None) is not None:
+                self._pending_position[producer_id].pop(tp, None)
+                dropped = True
+        return dropped
 
     # ------------------------------------------------------------------ expiry and deletion
 
@@ -290,6 +306,40 @@ def fetch_response(store: OffsetStore, req: OffsetFetchRequest, max_answer_bytes
         results = store.fetch([TopicPartition(name, p) for p in partitions], req.require_stable)
         topics.append(OffsetFetchResponseTopic(name, [_fetched(tp.partition, om, code) for tp, om, code in results]))
     return OffsetFetchResponse(topics=topics)
+
+
+def delete_offsets(store: OffsetStore, req: OffsetDeleteRequest, partitions: Mapping[str, int],
+                   subscribed: Callable[[str], bool], now_ms: int,
+                   ) -> tuple[OffsetDeleteResponse, list[TopicPartition], list[OffsetTombstone]]:
+    """OffsetDelete's partitions, once the group accepted the request (Kafka's KafkaApis, then
+    OffsetMetadataManager.deleteOffsets): each distinct partition once, in the order first named;
+    one of a topic that does not exist, or outside its `partitions` count, is
+    UNKNOWN_TOPIC_OR_PARTITION; one of a topic the group's members subscribe to (`subscribed`) is
+    GROUP_SUBSCRIBED_TO_TOPIC; any other is NONE, and its committed offset and any transaction's
+    staged one are gone. Returns the answer, the partitions whose offset went (sorted) and the
+    tombstones of the committed ones, to persist before the answer."""
+    wanted: dict[str, dict[int, None]] = {}
+    for t in req.topics:
+        wanted.setdefault(t.name, {}).update(dict.fromkeys(p.partition_index for p in t.partitions))
+    topics: list[OffsetDeleteResponseTopic] = []
+    gone: list[TopicPartition] = []
+    for name, indexes in wanted.items():
+        count = partitions.get(name, 0)
+        results = []
+        for index in indexes:
+            if not 0 <= index < count:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif subscribed(name):
+                code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                code = ErrorCode.NONE
+                tp = TopicPartition(name, index)
+                if store.drop_staged(tp) or tp in store.committed:
+                    gone.append(tp)
+            results.append(OffsetDeleteResponsePartition(index, code))
+        topics.append(OffsetDeleteResponseTopic(name, results))
+    tombstones = store.remove(gone, now_ms)
+    return OffsetDeleteResponse(topics=topics), sorted(gone), tombstones
 
 
 def _check_floor(partitions: int, metadata_chars: int, max_answer_bytes: int | None) -> None:

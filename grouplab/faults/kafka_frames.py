@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from grouplab.coordinator.kafka_wire.apis import APIS
 from grouplab.coordinator.kafka_wire.codec import api_versions_response, encode_response
-from grouplab.coordinator.kafka_wire.translate import View, to_kafka
+from grouplab.coordinator.kafka_wire.translate import GroupsFetched, View, to_kafka
 from grouplab.protocol.errors import ErrorCode
 
 _PREFIX = struct.Struct(">hhih")  # api key, version, correlation id, client id length
@@ -47,9 +47,12 @@ def response_correlation_id(payload: bytes) -> int | None:
 _BY_NAME = {api.name: api for api in APIS.values()}
 
 
-def error_frame(api: str, version: int, correlation_id: int, body: Any, host: str, port: int) -> bytes | None:
+def error_frame(api: str, version: int, correlation_id: int, body: Any, host: str, port: int,
+                request: bytes | None = None) -> bytes | None:
     """An error rule's answer as a Kafka frame (grouplab's error body translated at `version`), or
-    None when the API cannot carry it (then the rule drops the frame instead)."""
+    None when the API cannot carry it (then the rule drops the frame instead). `request`: the
+    request it answers (its payload), where the answer names what the request asked: an
+    OffsetFetch v8+ answers each of its groups with the error."""
     spec = _BY_NAME.get(api)
     if spec is None or not spec.min_version <= version <= spec.max_version:
         return None
@@ -58,6 +61,11 @@ def error_frame(api: str, version: int, correlation_id: int, body: Any, host: st
         # how clients read an ApiVersions error.
         return encode_response(api_versions_response(0, ErrorCode(body.error_code)), correlation_id)
     try:
+        if api == "OffsetFetch" and version >= 8:
+            if request is None:
+                return None
+            asked = spec.request.decode(request, version=version, header=True)
+            body = GroupsFetched([(g.group_id, body) for g in asked.groups or []])
         return encode_response(to_kafka(spec, version, body, View(host, port)), correlation_id)
     except Exception:  # noqa: BLE001 - an API whose answer needs more than an error code
         return None

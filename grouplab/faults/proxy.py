@@ -195,7 +195,7 @@ class _Pipe:
         rule = decision.rule
         assert rule is not None and api is not None and cid is not None
         if fate is Fate.ERROR:
-            self._answer_error(rule, api, cid, delay_s)
+            self._answer_error(rule, api, cid, delay_s, data)
         elif fate is Fate.HOLD:
             proxy.held.append(Held(link, self.direction, api, cid, rule, data))
         elif fate is Fate.REORDER:
@@ -211,14 +211,16 @@ class _Pipe:
         self.proxy._event("fault_injected", rule=rule.spec(), action=rule.action, api=api, direction=self.direction,
                           link=self.link.name, client_id=self.link.client_id, correlation_id=cid)
 
-    def _answer_error(self, rule: Rule, api: str, cid: int, delay_s: float) -> None:
+    def _answer_error(self, rule: Rule, api: str, cid: int, delay_s: float, data: bytes) -> None:
         assert rule.error_code is not None
         body = error_response(api, rule.error_code, "the fault proxy")
         if self.proxy.wire == "kafka":
             version = self.link.versions.get(cid, 0)
+            request = None
             if self.direction == "request":
                 self.link.versions.pop(cid, None)
-            kafka_frame = error_frame(api, version, cid, body, self.proxy.host, self.proxy.port)
+                request = data[_LEN.size:]  # what an answer naming the request's items reads
+            kafka_frame = error_frame(api, version, cid, body, self.proxy.host, self.proxy.port, request)
             if kafka_frame is None:
                 return  # an answer this API cannot carry as an error: the frame is dropped instead
             frame = kafka_frame

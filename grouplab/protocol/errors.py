@@ -52,6 +52,7 @@ class ErrorCode(IntEnum):
     GROUP_ID_NOT_FOUND = 69
     FETCH_SESSION_ID_NOT_FOUND = 70  # the Kafka-wire listener keeps no fetch sessions (KIP-227)
     UNSUPPORTED_COMPRESSION_TYPE = 76
+    GROUP_SUBSCRIBED_TO_TOPIC = 86  # OffsetDelete: the group's members consume the topic
     NON_EMPTY_GROUP = 68
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81

@@ -218,6 +218,12 @@ class OffsetsExpired(GroupEvent):
 
 
 @dataclass(slots=True)
+class OffsetsDeleted(GroupEvent):
+    NAME = "offsets_deleted"
+    partitions: PartitionPairs
+
+
+@dataclass(slots=True)
 class GroupDeleted(GroupEvent):
     NAME = "group_deleted"
     reason: str  # "expired" or "delete_groups" (docs/events.md)

@@ -195,6 +195,7 @@ class DeleteGroupsResponse:
 @dataclass
 class ListGroupsRequest:
     states_filter: list[str] = field(default_factory=list)
+    types_filter: list[str] = field(default_factory=list)  # KIP-848's group types; every grouplab group is "classic"
 
 
 @dataclass
@@ -202,6 +203,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str = ""
     group_state: str = ""
+    group_type: str = "classic"
 
 
 @dataclass
@@ -743,6 +745,45 @@ class OffsetFetchResponse:
     error_message: str | None = None
 
 
+# ----------------------------------------------------------------------------- OffsetDelete
+
+
+@dataclass
+class OffsetDeleteRequestPartition:
+    partition_index: int
+
+
+@dataclass
+class OffsetDeleteRequestTopic:
+    name: str
+    partitions: list[OffsetDeleteRequestPartition]
+
+
+@dataclass
+class OffsetDeleteRequest:
+    group_id: str
+    topics: list[OffsetDeleteRequestTopic]
+
+
+@dataclass
+class OffsetDeleteResponsePartition:
+    partition_index: int
+    error_code: int = 0
+
+
+@dataclass
+class OffsetDeleteResponseTopic:
+    name: str
+    partitions: list[OffsetDeleteResponsePartition] = field(default_factory=list)
+
+
+@dataclass
+class OffsetDeleteResponse:
+    error_code: int = 0
+    topics: list[OffsetDeleteResponseTopic] = field(default_factory=list)
+    error_message: str | None = None
+
+
 # ----------------------------------------------------------------------------- producers and transactions
 
 
@@ -892,6 +933,7 @@ API: dict[str, ApiSpec] = {
     "InitProducerId": ApiSpec(InitProducerIdRequest, InitProducerIdResponse, 0, 0),
     "OffsetCommit": ApiSpec(OffsetCommitRequest, OffsetCommitResponse, 0, 0),
     "OffsetFetch": ApiSpec(OffsetFetchRequest, OffsetFetchResponse, 0, 0),
+    "OffsetDelete": ApiSpec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
     "AddPartitionsToTxn": ApiSpec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 0),
     "AddOffsetsToTxn": ApiSpec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 0),
     "TxnOffsetCommit": ApiSpec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 0),

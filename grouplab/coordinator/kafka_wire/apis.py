@@ -4,10 +4,12 @@ for each (generated from Kafka's own message schemas: docs/kafka-wire.md §2).
 The ranges are what ApiVersions advertises. Each stops short of the version that would need
 something grouplab does not have: topic ids (Fetch 13+, Produce 13+, OffsetCommit/OffsetFetch 10+),
 transactions v2 (KIP-890: Produce 12+, EndTxn 5+, TxnOffsetCommit 5+, AddOffsetsToTxn 4+,
-AddPartitionsToTxn 4+, InitProducerId 6+), several groups per OffsetFetch (8+), consumer groups of
-KIP-848, and JoinGroup before v4 (a member id handed out without MEMBER_ID_REQUIRED). DeleteTopics
-goes to v6, where a topic is named by name or id: grouplab's topics have no ids, so an id is
-answered UNKNOWN_TOPIC_ID, as Kafka answers an id it does not know (translate.py).
+AddPartitionsToTxn 4+, InitProducerId 6+), consumer groups of KIP-848, and JoinGroup before v4 (a
+member id handed out without MEMBER_ID_REQUIRED). OffsetFetch 8-9 (several groups in one request)
+and ListGroups 5 (the types filter) are served: the listener splits the first into one request per
+group (listener.py), every grouplab group is of the one type the second filters on, "classic".
+DeleteTopics goes to v6, where a topic is named by name or id: grouplab's topics have no ids, so an
+id is answered UNKNOWN_TOPIC_ID, as Kafka answers an id it does not know (translate.py).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from kafka.protocol.admin.topics import (
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
-    SyncGroupResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
 )
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -62,14 +64,14 @@ _TABLE = [
     KafkaApi(2, "ListOffsets", 1, 7, ListOffsetsRequest, ListOffsetsResponse),
     KafkaApi(3, "Metadata", 0, 12, MetadataRequest, MetadataResponse),
     KafkaApi(8, "OffsetCommit", 2, 9, OffsetCommitRequest, OffsetCommitResponse),
-    KafkaApi(9, "OffsetFetch", 1, 7, OffsetFetchRequest, OffsetFetchResponse),
+    KafkaApi(9, "OffsetFetch", 1, 9, OffsetFetchRequest, OffsetFetchResponse),
     KafkaApi(10, "FindCoordinator", 0, 6, FindCoordinatorRequest, FindCoordinatorResponse),
     KafkaApi(11, "JoinGroup", 4, 9, JoinGroupRequest, JoinGroupResponse),
     KafkaApi(12, "Heartbeat", 0, 4, HeartbeatRequest, HeartbeatResponse),
     KafkaApi(13, "LeaveGroup", 0, 5, LeaveGroupRequest, LeaveGroupResponse),
     KafkaApi(14, "SyncGroup", 0, 5, SyncGroupRequest, SyncGroupResponse),
     KafkaApi(15, "DescribeGroups", 0, 5, DescribeGroupsRequest, DescribeGroupsResponse),
-    KafkaApi(16, "ListGroups", 0, 4, ListGroupsRequest, ListGroupsResponse),
+    KafkaApi(16, "ListGroups", 0, 5, ListGroupsRequest, ListGroupsResponse),
     KafkaApi(18, "ApiVersions", 0, 4, ApiVersionsRequest, ApiVersionsResponse),
     KafkaApi(19, "CreateTopics", 2, 7, CreateTopicsRequest, CreateTopicsResponse),
     KafkaApi(20, "DeleteTopics", 1, 6, DeleteTopicsRequest, DeleteTopicsResponse),
@@ -81,6 +83,7 @@ _TABLE = [
     KafkaApi(32, "DescribeConfigs", 1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
     KafkaApi(37, "CreatePartitions", 0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
     KafkaApi(42, "DeleteGroups", 0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
+    KafkaApi(47, "OffsetDelete", 0, 0, OffsetDeleteRequest, OffsetDeleteResponse),
     KafkaApi(60, "DescribeCluster", 0, 2, DescribeClusterRequest, DescribeClusterResponse),
 ]
 

@@ -10,7 +10,10 @@ ApiVersions and FindCoordinator are answered here (they read no state; FindCoord
 listener for every key). Everything else is translated (coordinator/kafka_wire/translate.py) and
 handed to the host's `submit`, the same path as the msgpack port, so the event log, the message
 trace and replay see it. A Fetch that would find nothing waits here (long_poll.py) until a step
-makes data visible or max_wait_ms passes, and only then goes to the Broker. What each Kafka
+makes data visible or max_wait_ms passes, and only then goes to the Broker. An OffsetFetch v8+
+naming several groups goes as one OffsetFetch per group, each through its group's queue (a step,
+a trace line and an answer of its own, as Kafka fetches each group on that group's coordinator
+shard); their answers are gathered into the one response (`_GroupFetches`). What each Kafka
 client holds, as its JoinGroup, SyncGroup answer and LeaveGroup show it (holdings.py), is written
 in that client's own node of the event log, as grouplab's consumers write it about themselves.
 """
@@ -36,7 +39,7 @@ from grouplab.coordinator.kafka_wire.codec import (
 from grouplab.coordinator.kafka_wire.holdings import WireHoldings
 from grouplab.coordinator.kafka_wire.long_poll import fetch_ready
 from grouplab.coordinator.kafka_wire.translate import (
-    Refused, View, find_coordinator_response, reuse_key, to_grouplab, to_kafka,
+    GroupFetches, GroupsFetched, Refused, View, find_coordinator_response, reuse_key, to_grouplab, to_kafka,
 )
 from grouplab.protocol.errors import ErrorCode, FrameTooLarge
 from grouplab.protocol.framing import WRONG_PORT, FrameReader, grouplab_correlation_id
@@ -74,7 +77,7 @@ class KafkaReplyTo:
 
     __slots__ = ("conn", "correlation_id", "request", "view", "api", "client_id", "body")
 
-    def __init__(self, conn: "KafkaConnection", request: KafkaRequest, view: View) -> None:
+    def __init__(self, conn: "KafkaConnection | _GroupPart", request: KafkaRequest, view: View) -> None:
         self.conn = conn
         self.correlation_id = request.correlation_id
         self.request = request
@@ -82,6 +85,46 @@ class KafkaReplyTo:
         self.api = request.api.name  # what the server's reply path names in its events
         self.client_id = request.client_id
         self.body: Any = None  # grouplab's request, once translated
+
+
+class _GroupFetches:
+    """The groups of one OffsetFetch v8+, each fetched by a request of its own; when the last answer
+    is in, the connection sends them all as the request's one response, in request order."""
+
+    __slots__ = ("conn", "correlation_id", "group_ids", "answers", "missing")
+
+    def __init__(self, conn: "KafkaConnection", correlation_id: int, group_ids: list[str]) -> None:
+        self.conn = conn
+        self.correlation_id = correlation_id
+        self.group_ids = group_ids
+        self.answers: list[Any] = [None] * len(group_ids)
+        self.missing = len(group_ids)
+
+    def answer(self, index: int, body: Any) -> None:
+        if self.answers[index] is not None:
+            return  # one answer per group's request
+        self.answers[index] = body
+        self.missing -= 1
+        if not self.missing:
+            self.conn.send(self.correlation_id, GroupsFetched(list(zip(self.group_ids, self.answers))))
+
+
+class _GroupPart:
+    """What one group's OffsetFetch has for a connection (its reply token's `conn`): the peer the
+    trace names, and a `send` that hands the answer to the gathering request."""
+
+    __slots__ = ("batch", "index")
+
+    def __init__(self, batch: _GroupFetches, index: int) -> None:
+        self.batch = batch
+        self.index = index
+
+    @property
+    def peer(self) -> str:
+        return self.batch.conn.peer
+
+    def send(self, correlation_id: int, body: Any, api: str = "", client_id: str = "") -> None:
+        self.batch.answer(self.index, body)
 
 
 class _ParkedFetch:
@@ -257,7 +300,22 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(body, FetchRequest) and not fetch_ready(self.listener.host.broker, body):
             self.listener.park(self, body, ctx)
             return
+        if isinstance(body, GroupFetches):
+            self._fetch_groups(request, body, view)
+            return
         self.listener.host.submit(name, body, ctx)
+
+    def _fetch_groups(self, request: KafkaRequest, body: GroupFetches, view: View) -> None:
+        """OffsetFetch v8+: each group's OffsetFetch on that group's queue; one response when all are in."""
+        batch = _GroupFetches(self, request.correlation_id, [r.group_id for r in body.requests])
+        if not body.requests:
+            self.send(request.correlation_id, GroupsFetched([]))
+            return
+        host = self.peer.rsplit(":", 1)[0]
+        for index, sub in enumerate(body.requests):
+            token = KafkaReplyTo(_GroupPart(batch, index), request, view)
+            token.body = sub
+            self.listener.host.submit("OffsetFetch", sub, RequestContext(token, request.client_id, host))
 
     # ------------------------------------------------------------------ answers
 

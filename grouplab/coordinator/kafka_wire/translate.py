@@ -4,9 +4,11 @@ the translated request through the same CoordinatorDriver and Broker as the msgp
 
 `to_grouplab(api, version, request)` returns the grouplab API name and body, or raises `Refused`
 with a Kafka response to send without touching the Broker (a Fetch naming an incremental fetch
-session, a Produce whose records Kafka would refuse). `to_kafka(api, version, body, view)` builds
-kafka-python's response object; `view` carries what only the listener knows (the port to
-advertise, the batch a Fetch returned per partition).
+session, a Produce whose records Kafka would refuse). An OffsetFetch v8+ becomes `GroupFetches`,
+one grouplab OffsetFetch per group, which the listener runs one by one and answers together as
+`GroupsFetched`. `to_kafka(api, version, body, view)` builds kafka-python's response object;
+`view` carries what only the listener knows (the port to advertise, the batch a Fetch returned per
+partition).
 """
 
 from __future__ import annotations
@@ -45,6 +47,22 @@ class View:
     # DeleteTopics v6 entries answered at the edge (by topic id, or malformed), after the Broker's:
     # (name, topic id, error code, message)
     refused_topics: list[tuple[str | None, Any, int, str]] = field(default_factory=list)
+
+
+@dataclass
+class GroupFetches:
+    """An OffsetFetch v8+ naming several groups, as grouplab's OffsetFetch of each, in request order
+    (the listener submits each on its group's queue: coordinator/kafka_wire/listener.py)."""
+
+    requests: list[m.OffsetFetchRequest]
+
+
+@dataclass
+class GroupsFetched:
+    """The answers to a GroupFetches, in its order: (group id, grouplab's OffsetFetchResponse, or
+    the ErrorResponse the server answered that group's step with)."""
+
+    groups: list[tuple[str, Any]]
 
 
 def _s(value: Any, default: str = "") -> str:
@@ -96,11 +114,24 @@ def _offset_commit(v: int, r: Any) -> m.OffsetCommitRequest:
                                  group_instance_id=r.group_instance_id if v >= 7 else None)
 
 
-def _offset_fetch(v: int, r: Any) -> m.OffsetFetchRequest:
-    topics = None if r.topics is None else [m.OffsetFetchRequestTopic(_s(t.name), list(t.partition_indexes or []))
-                                            for t in r.topics]
-    return m.OffsetFetchRequest(group_id=_s(r.group_id), topics=topics,
-                                require_stable=bool(r.require_stable) if v >= 7 else False)
+def _offset_fetch(v: int, r: Any) -> m.OffsetFetchRequest | GroupFetches:
+    stable = bool(r.require_stable) if v >= 7 else False
+    if v >= 8:  # several groups (KIP-709); v9's member id and epoch are KIP-848's: a classic group reads neither
+        return GroupFetches([m.OffsetFetchRequest(group_id=_s(g.group_id), topics=_fetch_topics(g.topics),
+                                                  require_stable=stable) for g in r.groups or []])
+    return m.OffsetFetchRequest(group_id=_s(r.group_id), topics=_fetch_topics(r.topics), require_stable=stable)
+
+
+def _fetch_topics(topics: Any) -> list[m.OffsetFetchRequestTopic] | None:
+    if topics is None:
+        return None  # every committed partition
+    return [m.OffsetFetchRequestTopic(_s(t.name), list(t.partition_indexes or [])) for t in topics]
+
+
+def _offset_delete(v: int, r: Any) -> m.OffsetDeleteRequest:
+    return m.OffsetDeleteRequest(group_id=_s(r.group_id), topics=[m.OffsetDeleteRequestTopic(
+        _s(t.name), [m.OffsetDeleteRequestPartition(p.partition_index) for p in t.partitions or []])
+        for t in r.topics or []])
 
 
 def _metadata(v: int, r: Any) -> m.MetadataRequest:
@@ -151,7 +182,8 @@ def _describe_groups(v: int, r: Any) -> m.DescribeGroupsRequest:
 
 
 def _list_groups(v: int, r: Any) -> m.ListGroupsRequest:
-    return m.ListGroupsRequest(states_filter=[_s(s) for s in (r.states_filter or [])] if v >= 4 else [])
+    return m.ListGroupsRequest(states_filter=[_s(s) for s in (r.states_filter or [])] if v >= 4 else [],
+                               types_filter=[_s(t) for t in (r.types_filter or [])] if v >= 5 else [])
 
 
 def _create_topics(v: int, r: Any) -> m.CreateTopicsRequest:
@@ -254,8 +286,8 @@ def _txn_offset_commit(v: int, r: Any) -> m.TxnOffsetCommitRequest:
 
 _REQUESTS: dict[str, Callable[[int, Any], Any]] = {
     "JoinGroup": _join, "SyncGroup": _sync, "Heartbeat": _heartbeat, "LeaveGroup": _leave,
-    "OffsetCommit": _offset_commit, "OffsetFetch": _offset_fetch, "Metadata": _metadata,
-    "ListOffsets": _list_offsets, "Fetch": _fetch, "DescribeGroups": _describe_groups, "ListGroups": _list_groups,
+    "OffsetCommit": _offset_commit, "OffsetFetch": _offset_fetch, "OffsetDelete": _offset_delete,
+    "Metadata": _metadata, "ListOffsets": _list_offsets, "Fetch": _fetch, "DescribeGroups": _describe_groups, "ListGroups": _list_groups,
     "CreateTopics": _create_topics, "CreatePartitions": _create_partitions, "DeleteGroups": _delete_groups,
     "InitProducerId": _init_producer_id, "AddPartitionsToTxn": _add_partitions, "AddOffsetsToTxn": _add_offsets,
     "EndTxn": _end_txn, "TxnOffsetCommit": _txn_offset_commit, "DescribeConfigs": _describe_configs,
@@ -308,12 +340,34 @@ def _commit_resp(v: int, b: m.OffsetCommitResponse, c: Any, view: View) -> Any:
         for p in t.partitions]) for t in b.topics])
 
 
-def _offset_fetch_resp(v: int, b: m.OffsetFetchResponse, c: Any, view: View) -> Any:
+def _offset_fetch_resp(v: int, b: Any, c: Any, view: View) -> Any:
+    if v >= 8:
+        return c(throttle_time_ms=0, groups=[_fetched_group(c.OffsetFetchResponseGroup, group_id, body)
+                                             for group_id, body in b.groups])
     T = c.OffsetFetchResponseTopic
     return c(throttle_time_ms=0, error_code=b.error_code, topics=[T(name=t.name, partitions=[
         T.OffsetFetchResponsePartition(partition_index=p.partition_index, committed_offset=p.committed_offset,
                                        committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata,
                                        error_code=p.error_code)
+        for p in t.partitions]) for t in b.topics])
+
+
+def _fetched_group(G: Any, group_id: str, b: Any) -> Any:
+    """One group of an OffsetFetch v8+ answer; a step answered with an error is that group's error."""
+    if isinstance(b, m.ErrorResponse):
+        return G(group_id=group_id, error_code=b.error_code, topics=[])
+    T = G.OffsetFetchResponseTopics
+    return G(group_id=group_id, error_code=b.error_code, topics=[T(name=t.name, partitions=[
+        T.OffsetFetchResponsePartitions(partition_index=p.partition_index, committed_offset=p.committed_offset,
+                                        committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata,
+                                        error_code=p.error_code)
+        for p in t.partitions]) for t in b.topics])
+
+
+def _offset_delete_resp(v: int, b: m.OffsetDeleteResponse, c: Any, view: View) -> Any:
+    T = c.OffsetDeleteResponseTopic
+    return c(error_code=b.error_code, throttle_time_ms=0, topics=[T(name=t.name, partitions=[
+        T.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=p.error_code)
         for p in t.partitions]) for t in b.topics])
 
 
@@ -380,8 +434,8 @@ def _describe_groups_resp(v: int, b: m.DescribeGroupsResponse, c: Any, view: Vie
 
 def _list_groups_resp(v: int, b: m.ListGroupsResponse, c: Any, view: View) -> Any:
     return c(throttle_time_ms=0, error_code=b.error_code, groups=[
-        c.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state)
-        for g in b.groups])
+        c.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state,
+                      group_type=g.group_type) for g in b.groups])
 
 
 def _create_topics_resp(v: int, b: m.CreateTopicsResponse, c: Any, view: View) -> Any:
@@ -458,7 +512,8 @@ def _txn_offset_commit_resp(v: int, b: m.TxnOffsetCommitResponse, c: Any, view: 
 
 _RESPONSES: dict[str, Callable[[int, Any, Any, View], Any]] = {
     "JoinGroup": _join_resp, "SyncGroup": _sync_resp, "Heartbeat": _error_only, "LeaveGroup": _leave_resp,
-    "OffsetCommit": _commit_resp, "OffsetFetch": _offset_fetch_resp, "Metadata": _metadata_resp,
+    "OffsetCommit": _commit_resp, "OffsetFetch": _offset_fetch_resp, "OffsetDelete": _offset_delete_resp,
+    "Metadata": _metadata_resp,
     "ListOffsets": _list_offsets_resp, "Fetch": _fetch_resp, "Produce": _produce_resp,
     "DescribeGroups": _describe_groups_resp, "ListGroups": _list_groups_resp, "CreateTopics": _create_topics_resp,
     "CreatePartitions": _create_partitions_resp, "DeleteTopics": _delete_topics_resp, "DeleteGroups": _delete_groups_resp,
