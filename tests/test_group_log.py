@@ -313,7 +313,8 @@ def test_a_generation_that_completes_empty_is_persisted():
     (a, b), t = form_stable(g, ["c0", "c1"])
     assert not persisted(g.handle_leave(leave_req(a), "l1", t + 10))  # PreparingRebalance: not persisted
     out = g.handle_leave(leave_req(b), "l2", t + 20)
-    assert persisted(out) == [GroupMetadataRecord(GROUP, 2, "Empty", None, None, None, [], t + 20)]
+    # The protocol type stays (Kafka sets it at the first join and never clears it); protocol and leader go.
+    assert persisted(out) == [GroupMetadataRecord(GROUP, 2, "Empty", "consumer", None, None, [], t + 20)]
     assert g.state is GroupState.EMPTY
 
 
