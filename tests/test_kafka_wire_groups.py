@@ -238,3 +238,48 @@ async def test_an_offset_fetch_of_several_groups_over_the_wire_is_traced_per_gro
     assert len({(line["conn"], line["correlation_id"]) for line in fetches}) == 1  # one Kafka request
     result = replay(run_dir)
     assert result.identical, result.difference
+
+
+def test_an_error_rule_over_a_response_answers_at_the_requests_version() -> None:
+    """A fault rule's error in place of the coordinator's answer (`direction="response"`) is encoded
+    at the version the client asked (the proxy forgot it when the answer arrived and wrote v0, which
+    a client reading v4 misreads, or dropped the answer of an API without v0), and an OffsetFetch v8+
+    answer names the groups the replaced answer named."""
+    import socket
+    import struct
+
+    from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
+
+    from grouplab.testing import Cluster
+
+    def ask(sock: socket.socket, request: Any, cid: int) -> bytes:
+        request.with_header(correlation_id=cid, client_id="raw")
+        payload = bytes(request.encode(header=True))
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        (size,) = struct.unpack(">i", _read(sock, 4))
+        return _read(sock, size)
+
+    with Cluster() as cluster:
+        host, port = cluster.bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            cluster.error("Heartbeat", "NOT_COORDINATOR", count=1, direction="response")
+            beat = HeartbeatRequest[4](group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+            answer = HeartbeatResponse.decode(ask(sock, beat, 5), version=4, header=True)
+            assert answer.header.correlation_id == 5 and answer.error_code == ErrorCode.NOT_COORDINATOR
+
+            cluster.error("OffsetFetch", "COORDINATOR_LOAD_IN_PROGRESS", count=1, direction="response")
+            c = OffsetFetchRequest[9]
+            fetch = c(groups=[c.OffsetFetchRequestGroup(group_id=g, member_id=None, member_epoch=-1, topics=None)
+                              for g in ("a", "b")], require_stable=False)
+            answer = OffsetFetchResponse.decode(ask(sock, fetch, 6), version=9, header=True)
+            assert [(g.group_id, g.error_code) for g in answer.groups] == [
+                ("a", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), ("b", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)]
+
+
+def _read(sock: Any, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the connection closed"
+        data += chunk
+    return data

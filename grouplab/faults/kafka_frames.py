@@ -48,11 +48,11 @@ _BY_NAME = {api.name: api for api in APIS.values()}
 
 
 def error_frame(api: str, version: int, correlation_id: int, body: Any, host: str, port: int,
-                request: bytes | None = None) -> bytes | None:
+                request: bytes | None = None, response: bytes | None = None) -> bytes | None:
     """An error rule's answer as a Kafka frame (grouplab's error body translated at `version`), or
     None when the API cannot carry it (then the rule drops the frame instead). `request`: the
-    request it answers (its payload), where the answer names what the request asked: an
-    OffsetFetch v8+ answers each of its groups with the error."""
+    request it answers (its payload), or `response`: the answer it replaces, where the answer names
+    what the request asked: an OffsetFetch v8+ answers each of its groups with the error."""
     spec = _BY_NAME.get(api)
     if spec is None or not spec.min_version <= version <= spec.max_version:
         return None
@@ -62,10 +62,13 @@ def error_frame(api: str, version: int, correlation_id: int, body: Any, host: st
         return encode_response(api_versions_response(0, ErrorCode(body.error_code)), correlation_id)
     try:
         if api == "OffsetFetch" and version >= 8:
-            if request is None:
+            if request is not None:
+                groups = spec.request.decode(request, version=version, header=True).groups
+            elif response is not None:
+                groups = spec.response.decode(response, version=version, header=True).groups
+            else:
                 return None
-            asked = spec.request.decode(request, version=version, header=True)
-            body = GroupsFetched([(g.group_id, body) for g in asked.groups or []])
+            body = GroupsFetched([(g.group_id, body) for g in groups or []])
         return encode_response(to_kafka(spec, version, body, View(host, port)), correlation_id)
     except Exception:  # noqa: BLE001 - an API whose answer needs more than an error code
         return None

@@ -156,8 +156,8 @@ class _Pipe:
             cid = response_correlation_id(payload)
             api = self.link.answered(cid) if cid is not None else None
             if api is not None and cid is not None:
-                meta = (api, cid)
                 version = self.link.versions.pop(cid, 0)
+                meta = (api, cid, version)  # the version an error rule's answer is encoded at
                 payload = rewrite_advertised(api, version, payload, self.proxy.host, self.proxy.port)
         self._arrive(_LEN.pack(len(payload)) + payload, meta)
 
@@ -179,7 +179,7 @@ class _Pipe:
         if proxy._partitioned(link):
             proxy.partition_dropped += 1
             return
-        api, cid = meta if meta is not None else (None, None)
+        api, cid = meta[:2] if meta is not None else (None, None)
         decision = proxy.rules.decide(Envelope(api, self.direction), LinkId(link.client_id, link.name), link.rng,
                                       reorder_waiting=self.stash is not None)
         for fired in decision.fired:
@@ -195,7 +195,7 @@ class _Pipe:
         rule = decision.rule
         assert rule is not None and api is not None and cid is not None
         if fate is Fate.ERROR:
-            self._answer_error(rule, api, cid, delay_s, data)
+            self._answer_error(rule, api, cid, delay_s, data, meta[2] if meta is not None and len(meta) > 2 else None)
         elif fate is Fate.HOLD:
             proxy.held.append(Held(link, self.direction, api, cid, rule, data))
         elif fate is Fate.REORDER:
@@ -211,16 +211,20 @@ class _Pipe:
         self.proxy._event("fault_injected", rule=rule.spec(), action=rule.action, api=api, direction=self.direction,
                           link=self.link.name, client_id=self.link.client_id, correlation_id=cid)
 
-    def _answer_error(self, rule: Rule, api: str, cid: int, delay_s: float, data: bytes) -> None:
+    def _answer_error(self, rule: Rule, api: str, cid: int, delay_s: float, data: bytes,
+                      response_version: int | None = None) -> None:
+        """`response_version`: for a response replaced by the error, the version its request was
+        sent at (the link forgot it when the response arrived)."""
         assert rule.error_code is not None
         body = error_response(api, rule.error_code, "the fault proxy")
         if self.proxy.wire == "kafka":
-            version = self.link.versions.get(cid, 0)
-            request = None
             if self.direction == "request":
-                self.link.versions.pop(cid, None)
-                request = data[_LEN.size:]  # what an answer naming the request's items reads
-            kafka_frame = error_frame(api, version, cid, body, self.proxy.host, self.proxy.port, request)
+                version = self.link.versions.pop(cid, 0)
+                request, response = data[_LEN.size:], None  # what an answer naming the request's items reads
+            else:
+                version = response_version if response_version is not None else 0
+                request, response = None, data[_LEN.size:]  # or the answer it replaces, naming the same
+            kafka_frame = error_frame(api, version, cid, body, self.proxy.host, self.proxy.port, request, response)
             if kafka_frame is None:
                 return  # an answer this API cannot carry as an error: the frame is dropped instead
             frame = kafka_frame

@@ -431,9 +431,13 @@ class AsyncCluster:
         return self._added(self._faults().add_rule(api, "delay", delay_ms=ms, link=client_id, limit=count,
                                                    direction=direction))
 
-    def error(self, api: str, code: int | str, client_id: str = "*", count: int | None = None) -> Rule:
-        """Answer the API with this Kafka error (a number or a name such as NOT_COORDINATOR)."""
-        return self._added(self._faults().add_rule(api, "error", error_code=code, link=client_id, limit=count))
+    def error(self, api: str, code: int | str, client_id: str = "*", count: int | None = None,
+              direction: str = "request") -> Rule:
+        """Answer the API with this Kafka error (a number or a name such as NOT_COORDINATOR):
+        in the coordinator's place (`direction="request"`: the request never reaches it), or over
+        its answer (`"response"`: the coordinator acted, the client is told it failed)."""
+        return self._added(self._faults().add_rule(api, "error", error_code=code, link=client_id, limit=count,
+                                                   direction=direction))
 
     def hold(self, api: str, client_id: str = "*", count: int | None = None, direction: str = "request") -> Rule:
         """Park matching frames until `release`."""

@@ -241,8 +241,9 @@ class Cluster:
               direction: str = "request") -> Rule:
         return self._sync(self.cluster.delay, api, ms, client_id, count, direction)
 
-    def error(self, api: str, code: int | str, client_id: str = "*", count: int | None = None) -> Rule:
-        return self._sync(self.cluster.error, api, code, client_id, count)
+    def error(self, api: str, code: int | str, client_id: str = "*", count: int | None = None,
+              direction: str = "request") -> Rule:
+        return self._sync(self.cluster.error, api, code, client_id, count, direction)
 
     def hold(self, api: str, client_id: str = "*", count: int | None = None, direction: str = "request") -> Rule:
         return self._sync(self.cluster.hold, api, client_id, count, direction)
