@@ -149,6 +149,24 @@ async def test_api_versions_too_new_gets_unsupported_version_at_v0(server: Coord
     raw.close()
 
 
+@pytest.mark.parametrize("version", [8, 10, 12])
+async def test_authorized_operations_asked_for_are_all_a_resource_supports(server: CoordinatorServer,
+                                                                           version: int) -> None:
+    """As a Kafka broker without an authorizer: every operation of the topic (and, v8-10, of the
+    cluster) when the request asks; not asked, Kafka's INT32_MIN (None)."""
+    raw = await Raw.open(server.kafka_port)
+    for asked in (True, False):
+        raw.send(MetadataRequest[version](topics=[MetadataRequest.MetadataRequestTopic(name="t")],
+                                          allow_auto_topic_creation=False, include_topic_authorized_operations=asked,
+                                          include_cluster_authorized_operations=asked))
+        meta = await raw.read(MetadataResponse, version)
+        (topic,) = meta.topics
+        assert topic.authorized_operations == ({3, 4, 5, 6, 7, 8, 10, 11} if asked else None)
+        if version <= 10:
+            assert meta.authorized_operations == ({5, 7, 8, 9, 10, 11, 12} if asked else None)
+    raw.close()
+
+
 @pytest.mark.parametrize("version", [1, 9, 12])
 async def test_metadata_and_find_coordinator_advertise_the_kafka_port(server: CoordinatorServer, version: int) -> None:
     raw = await Raw.open(server.kafka_port)
@@ -531,7 +549,9 @@ async def test_describe_cluster_advertises_the_kafka_port_and_refuses_controller
         resp = await raw.read(DescribeClusterResponse, version)
         assert (resp.error_code, resp.cluster_id, resp.controller_id) == (0, "grouplab", 0)
         assert [(b.broker_id, b.host, b.port) for b in resp.brokers] == [(0, HOST, server.kafka_port)]
-        assert resp.authorized_operations is None  # INT32_MIN
+        assert resp.authorized_operations == {5, 7, 8, 9, 10, 11, 12}  # asked: every cluster operation
+    raw.send(DescribeClusterRequest[0](include_cluster_authorized_operations=False))
+    assert (await raw.read(DescribeClusterResponse, 0)).authorized_operations is None  # not asked: INT32_MIN
     for endpoint, code in ((2, ErrorCode.MISMATCHED_ENDPOINT_TYPE), (7, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)):
         raw.send(DescribeClusterRequest[1](include_cluster_authorized_operations=False, endpoint_type=endpoint))
         resp = await raw.read(DescribeClusterResponse, 1)

@@ -47,6 +47,40 @@ class View:
     # DeleteTopics v6 entries answered at the edge (by topic id, or malformed), after the Broker's:
     # (name, topic id, error code, message)
     refused_topics: list[tuple[str | None, Any, int, str]] = field(default_factory=list)
+    # Which authorized operations the request asked for ("group", "topic", "cluster"): answered as
+    # a Kafka broker without an authorizer answers them, every operation the resource supports.
+    asked_operations: frozenset[str] = frozenset()
+
+
+# Kafka's AclOperation codes (READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION
+# 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12), and per resource type the ones it
+# supports (Kafka's AclEntry.supportedOperations): what a broker without an authorizer reports as
+# authorized when a client asks. Not asked: None, Kafka's INT32_MIN (kafka-python encodes the field
+# from a set of codes).
+SUPPORTED_OPERATIONS = {
+    "group": frozenset({3, 6, 8, 10, 11}),
+    "topic": frozenset({3, 4, 5, 6, 7, 8, 10, 11}),
+    "cluster": frozenset({5, 7, 8, 9, 10, 11, 12}),
+}
+
+
+def _operations(view: View, resource: str) -> frozenset[int] | None:
+    return SUPPORTED_OPERATIONS[resource] if resource in view.asked_operations else None
+
+
+def _asked_operations(name: str, version: int, r: Any) -> frozenset[str]:
+    """The resources whose authorized operations this request asks for."""
+    asked = set()
+    if name == "DescribeGroups" and version >= 3 and r.include_authorized_operations:
+        asked.add("group")
+    elif name == "Metadata" and version >= 8:
+        if r.include_topic_authorized_operations:
+            asked.add("topic")
+        if version <= 10 and r.include_cluster_authorized_operations:
+            asked.add("cluster")
+    elif name == "DescribeCluster" and r.include_cluster_authorized_operations:
+        asked.add("cluster")
+    return frozenset(asked)
 
 
 @dataclass
@@ -297,6 +331,7 @@ _REQUESTS: dict[str, Callable[[int, Any], Any]] = {
 
 def to_grouplab(api: KafkaApi, version: int, request: Any, view: View) -> Any:
     """The grouplab request body for a decoded Kafka request (its API name is `api.name`)."""
+    view.asked_operations = _asked_operations(api.name, version, request)
     if api.name == "Produce":
         return _produce(version, request, view)
     if api.name == "DeleteTopics":
@@ -377,7 +412,8 @@ def _metadata_resp(v: int, b: m.MetadataResponse, c: Any, view: View) -> Any:
     return c(
         throttle_time_ms=0, cluster_id=view.cluster_id, controller_id=node, error_code=b.error_code,
         brokers=[c.MetadataResponseBroker(node_id=node, host=view.host, port=view.port, rack=None)],
-        topics=[T(error_code=t.error_code, name=t.name, is_internal=False, authorized_operations=None,
+        authorized_operations=_operations(view, "cluster"),
+        topics=[T(error_code=t.error_code, name=t.name, is_internal=False, authorized_operations=_operations(view, "topic"),
                   partitions=[T.MetadataResponsePartition(
                       error_code=p.error_code, partition_index=p.partition_index, leader_id=p.leader_id,
                       leader_epoch=0, replica_nodes=[p.leader_id], isr_nodes=[p.leader_id], offline_replicas=[])
@@ -424,8 +460,8 @@ def _describe_groups_resp(v: int, b: m.DescribeGroupsResponse, c: Any, view: Vie
     G = c.DescribedGroup
     return c(throttle_time_ms=0, groups=[G(
         error_code=g.error_code or b.error_code, group_id=g.group_id, group_state=g.group_state,
-        # None: "not requested" (Kafka's INT32_MIN); kafka-python encodes the field from a set of bits.
-        protocol_type=g.protocol_type, protocol_data=g.protocol_data, authorized_operations=None,
+        protocol_type=g.protocol_type, protocol_data=g.protocol_data,
+        authorized_operations=None if g.error_code or b.error_code else _operations(view, "group"),
         members=[G.DescribedGroupMember(member_id=x.member_id, group_instance_id=x.group_instance_id,
                                         client_id=x.client_id, client_host=x.client_host,
                                         member_metadata=x.member_metadata, member_assignment=x.member_assignment)
@@ -478,10 +514,9 @@ def _describe_configs_resp(v: int, b: m.DescribeConfigsResponse, c: Any, view: V
 
 
 def _describe_cluster_resp(v: int, b: m.DescribeClusterResponse, c: Any, view: View) -> Any:
-    """The broker as the client reached it (as Metadata names it). Authorized operations: None is
-    Kafka's INT32_MIN (kafka-python encodes the field from a set of bits)."""
+    """The broker as the client reached it (as Metadata names it)."""
     return c(throttle_time_ms=0, error_code=b.error_code, error_message=b.error_message, endpoint_type=BROKER_ENDPOINT,
-             cluster_id=b.cluster_id, controller_id=b.controller_id, authorized_operations=None,
+             cluster_id=b.cluster_id, controller_id=b.controller_id, authorized_operations=_operations(view, "cluster"),
              brokers=[c.DescribeClusterBroker(broker_id=x.broker_id, host=view.host, port=view.port, rack=x.rack,
                                               is_fenced=False) for x in b.brokers])
 
