@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from grouplab.coordinator.kafka_wire.apis import KafkaApi
 from grouplab.coordinator.topics import CLUSTER_ID
-from grouplab.coordinator.kafka_wire.records import BadRecords, decode_batch, encode_batches
+from grouplab.coordinator.kafka_wire.records import DEFAULT_MESSAGE_MAX_BYTES, BadRecords, decode_batch, encode_batches
 from grouplab.protocol import messages as m
 from grouplab.protocol.errors import ErrorCode
 
@@ -50,6 +50,8 @@ class View:
     # Which authorized operations the request asked for ("group", "topic", "cluster"): answered as
     # a Kafka broker without an authorizer answers them, every operation the resource supports.
     asked_operations: frozenset[str] = frozenset()
+    # message.max.bytes: a produced batch is checked against it as it is decoded (records.py)
+    message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES
 
 
 # Kafka's AclOperation codes (READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION
@@ -202,7 +204,7 @@ def _produce(v: int, r: Any, view: View) -> m.ProduceRequest:
         parts = []
         for p in t.partition_data or []:
             try:
-                parts.append(m.ProducePartitionData(p.index, decode_batch(p.records)))
+                parts.append(m.ProducePartitionData(p.index, decode_batch(p.records, view.message_max_bytes)))
             except BadRecords as exc:
                 view.refused_partitions[(_s(t.name), p.index)] = m.ProducePartitionResponse(
                     p.index, exc.code, error_message=exc.message)
