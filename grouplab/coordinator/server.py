@@ -294,7 +294,8 @@ class CoordinatorServer:
         self.port = self._server.sockets[0].getsockname()[1]
         self.broker.topics.port = self.port
         if self.kafka_port is not None:
-            self.kafka = KafkaListener(self, self.config.socket_request_max_bytes, self.config.broker_id)
+            self.kafka = KafkaListener(self, self.config.socket_request_max_bytes, self.config.broker_id,
+                                       self.config.message_max_bytes)
             try:
                 self._kafka_server = await self._loop.create_server(self.kafka.protocol, self.host, self.kafka_port,
                                                                     backlog=4096)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from grouplab.coordinator.broker import RequestContext
@@ -38,6 +40,7 @@ from grouplab.coordinator.kafka_wire.codec import (
 )
 from grouplab.coordinator.kafka_wire.holdings import WireHoldings
 from grouplab.coordinator.kafka_wire.long_poll import fetch_ready
+from grouplab.coordinator.kafka_wire.records import DEFAULT_MESSAGE_MAX_BYTES, is_heavy
 from grouplab.coordinator.kafka_wire.translate import (
     GroupFetches, GroupsFetched, Refused, View, find_coordinator_response, reuse_key, to_grouplab, to_kafka,
 )
@@ -54,6 +57,10 @@ _log = logging.getLogger("grouplab.kafka_wire")
 # kafka-python, then framed with each request's correlation id. Bounded: emptied when full.
 _ENCODED_BODIES: dict[tuple, tuple[bytes, bool]] = {}
 _ENCODED_BODIES_MAX = 4096
+
+# Threads that decode heavy Produce batches (compressed or large: records.is_heavy) off the event
+# loop: the decode is pure, and up to ~1 s of building records must not stop the groups' timers.
+DECODE_THREADS = 2
 
 
 class KafkaHost(Protocol):
@@ -139,10 +146,16 @@ class _ParkedFetch:
 class KafkaListener:
     """The connections of one Kafka port and their parked Fetches."""
 
-    def __init__(self, host: KafkaHost, max_frame_bytes: int, node_id: int) -> None:
+    def __init__(self, host: KafkaHost, max_frame_bytes: int, node_id: int,
+                 message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES) -> None:
         self.host = host
         self.max_frame_bytes = max_frame_bytes
         self.node_id = node_id
+        self.message_max_bytes = message_max_bytes
+        self.decoder: ThreadPoolExecutor | None = None  # made at the first heavy Produce
+        # The most bytes any one connection held at once (frames read and not handled, answers not
+        # yet taken by the client): what a client that never reads can make the server keep.
+        self.peak_buffered_bytes = 0
         self.connections: set[KafkaConnection] = set()
         self.parked: dict[KafkaConnection, _ParkedFetch] = {}
         self.holdings = WireHoldings()
@@ -157,6 +170,14 @@ class KafkaListener:
         self.parked.clear()
         for conn in list(self.connections):
             conn.close()
+        if self.decoder is not None:
+            self.decoder.shutdown(wait=False, cancel_futures=True)
+            self.decoder = None
+
+    def decode_off_loop(self) -> ThreadPoolExecutor:
+        if self.decoder is None:
+            self.decoder = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="grouplab-kafka-decode")
+        return self.decoder
 
     def wake(self) -> None:
         """A step ran: answer every parked Fetch that would now find something. Not re-entered by
@@ -198,8 +219,10 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = ""
         self.local: tuple[str, int] = ("127.0.0.1", 0)
-        self.pending: list[bytes] = []
+        self.pending: deque[bytes] = deque()  # frames read, not yet handled
+        self.pending_bytes = 0
         self.inflight: KafkaReplyTo | None = None
+        self.writing_paused = False  # the client is not taking its answers: no next request (muted)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ transport
@@ -217,18 +240,39 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.pending.clear()
+        self.pending_bytes = 0
+        self.writing_paused = False
         self.listener.forget(self)
 
     def data_received(self, data: bytes) -> None:
         try:
             frames = self.reader.feed(data)
         except FrameTooLarge as exc:
-            self.pending += exc.frames
+            self._queue(exc.frames)
             self._pump()
             self._refuse(exc.message)
             return
-        self.pending += frames
+        self._queue(frames)
         self._pump()
+
+    def _queue(self, frames: list[bytes]) -> None:
+        self.pending.extend(frames)
+        self.pending_bytes += sum(map(len, frames))
+
+    def pause_writing(self) -> None:
+        """The transport's write buffer passed its high-water mark: the client is not reading."""
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._pump()
+
+    def buffered_bytes(self) -> int:
+        """What this connection holds in the server: frames read and not handled, a partial frame,
+        answers not yet taken by the client."""
+        transport = self.transport
+        written = transport.get_write_buffer_size() if transport is not None else 0
+        return self.pending_bytes + self.reader.buffered + written
 
     def close(self) -> None:
         if self.transport is not None:
@@ -242,12 +286,18 @@ class KafkaConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ one request at a time
 
     def _pump(self) -> None:
-        while self.inflight is None and self.pending and self.transport is not None:
-            self._handle(self.pending.pop(0))
+        """Handle the next request if none is in flight and the client takes its answers (Kafka
+        mutes a connection while its answer waits to be written); stop reading while frames wait,
+        so what one connection holds is one read's frames and one answer past the write buffer's
+        high-water mark."""
+        while self.inflight is None and not self.writing_paused and self.pending and self.transport is not None:
+            frame = self.pending.popleft()
+            self.pending_bytes -= len(frame)
+            self._handle(frame)
         if self.transport is not None:
-            if self.inflight is not None and self.pending:
+            if (self.inflight is not None or self.writing_paused) and self.pending:
                 self.transport.pause_reading()
-            else:
+            elif not self.transport.is_closing():
                 self.transport.resume_reading()
 
     def _handle(self, frame: bytes) -> None:
@@ -271,19 +321,49 @@ class KafkaConnection(asyncio.Protocol):
         if name == "ApiVersions":
             self._write(encode_response(api_versions_response(request.version), request.correlation_id))
             return
-        view = View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id)
+        view = View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id,
+                    message_max_bytes=self.listener.message_max_bytes)
         if name == "FindCoordinator":
             self._write(encode_response(find_coordinator_response(request.api, request.version, request.body, view),
                                         request.correlation_id))
             return
         token = KafkaReplyTo(self, request, view)
+        if name == "Produce" and _heavy_produce(request.body):
+            self._translate_off_loop(token)
+            return
         try:
             body = to_grouplab(request.api, request.version, request.body, view)
-        except Refused as refused:
-            self._write(encode_response(to_kafka(request.api, request.version, refused.body, view),
+        except Exception as exc:  # noqa: BLE001 - Refused, or a value the translation cannot take
+            self._translated(token, None, exc)
+            return
+        self._translated(token, body, None)
+
+    def _translate_off_loop(self, token: KafkaReplyTo) -> None:
+        """A Produce whose batches take long to decode (records.is_heavy): decoded on a thread, the
+        connection holding its place (in flight) meanwhile; the rest of the request goes on here."""
+        request = token.request
+        self.inflight = token
+        assert self._loop is not None
+        future = self._loop.run_in_executor(self.listener.decode_off_loop(), to_grouplab, request.api,
+                                            request.version, request.body, token.view)
+
+        def done(f: "asyncio.Future[Any]") -> None:
+            self.inflight = None
+            if self.transport is None or f.cancelled():
+                return
+            exc = f.exception()
+            self._translated(token, None if exc is not None else f.result(), exc)
+            self._pump()
+
+        future.add_done_callback(done)
+
+    def _translated(self, token: KafkaReplyTo, body: Any, exc: BaseException | None) -> None:
+        request, view, name = token.request, token.view, token.request.api.name
+        if isinstance(exc, Refused):
+            self._write(encode_response(to_kafka(request.api, request.version, exc.body, view),
                                         request.correlation_id))
             return
-        except Exception as exc:  # noqa: BLE001 - a value the translation cannot take: refused as unreadable
+        if exc is not None:  # a value the translation cannot take: refused as unreadable
             self._refuse(f"{name} v{request.version}: {exc!r}")
             return
         ctx = RequestContext(token, request.client_id, self.peer.rsplit(":", 1)[0])
@@ -359,4 +439,11 @@ class KafkaConnection(asyncio.Protocol):
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
+            held = self.buffered_bytes()
+            if held > self.listener.peak_buffered_bytes:
+                self.listener.peak_buffered_bytes = held
+
+
+def _heavy_produce(body: Any) -> bool:
+    return any(is_heavy(p.records) for t in body.topic_data or [] for p in t.partition_data or [])
 
