@@ -132,3 +132,164 @@ def test_heavy_batches_are_the_compressed_and_the_large() -> None:
     assert not records_module.is_heavy(raw_batch(one_record(b"x"), 1))
     assert records_module.is_heavy(raw_batch(one_record(bytes(records_module.HEAVY_BATCH_BYTES)), 1))
     assert not records_module.is_heavy(None) and not records_module.is_heavy(b"short")
+
+
+# ----------------------------------------------------------------------------- end to end
+
+import asyncio  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+import struct  # noqa: E402
+import time  # noqa: E402
+
+from kafka.protocol.consumer.group import (  # noqa: E402
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, SyncGroupRequest, SyncGroupResponse)
+from kafka.protocol.producer.produce import ProduceResponse  # noqa: E402
+
+from grouplab.coordinator.server import CoordinatorServer  # noqa: E402
+
+from test_kafka_wire import Raw, batch, fetch, produce, server  # noqa: E402,F401 - the fixture too
+
+BYSTANDER_BOUND_S = 2.0  # generous on a loaded 2-core machine; main's code took 5-50 s at these sizes
+
+
+class Bystander:
+    """A group member heartbeating every 100 ms from a thread of its own, over a blocking socket
+    (the test shares the server's event loop, so a loop task would stall with it and not see the
+    stall): the worst round trip is how long the hostile client held everyone else; any error
+    would mean it lost its membership."""
+
+    def __init__(self, port: int, member_id: str, generation: int) -> None:
+        self.port, self.member_id, self.generation = port, member_id, generation
+        self.worst_s = 0.0
+        self.errors: list[int] = []
+        self.beats = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+
+    @classmethod
+    async def join(cls, port: int, group: str = "protected") -> "Bystander":
+        raw = await Raw.open(port)
+        member_id = ""
+        for _ in range(2):  # the first JoinGroup gets MEMBER_ID_REQUIRED and the id to use
+            raw.send(JoinGroupRequest[5](group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                         member_id=member_id, group_instance_id=None, protocol_type="consumer",
+                                         protocols=[JoinGroupRequest[5].JoinGroupRequestProtocol(
+                                             name="range", metadata=b"")]))
+            joined = await raw.read(JoinGroupResponse, 5, timeout=30)
+            member_id = joined.member_id
+        assert joined.error_code == 0, joined
+        raw.send(SyncGroupRequest[3](group_id=group, generation_id=joined.generation_id, member_id=member_id,
+                                     group_instance_id=None, assignments=[]))
+        synced = await raw.read(SyncGroupResponse, 3, timeout=30)
+        assert synced.error_code == 0, synced
+        raw.close()
+        return cls(port, member_id, joined.generation_id)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _beat(self) -> None:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=60) as sock:
+            correlation_id = 0
+            while not self._stop.is_set():
+                correlation_id += 1
+                request = HeartbeatRequest[4](group_id="protected", generation_id=self.generation,
+                                              member_id=self.member_id, group_instance_id=None)
+                request.with_header(correlation_id=correlation_id, client_id="bystander")
+                started = time.monotonic()
+                sock.sendall(bytes(request.encode(header=True, framed=True)))
+                size = struct.unpack(">i", _read_exactly(sock, 4))[0]
+                answer = HeartbeatResponse.decode(_read_exactly(sock, size), version=4, header=True)
+                self.worst_s = max(self.worst_s, time.monotonic() - started)
+                self.beats += 1
+                if answer.error_code:
+                    self.errors.append(answer.error_code)
+                self._stop.wait(0.1)
+
+    async def stop(self) -> None:
+        beats = self.beats
+        deadline = time.monotonic() + 60
+        while self.beats < beats + 3 and time.monotonic() < deadline:  # it still answers, after the storm
+            await asyncio.sleep(0.05)
+        self._stop.set()
+        await asyncio.to_thread(self._thread.join, 60)
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("the server closed the bystander's connection")
+        out += chunk
+    return out
+
+
+async def test_case_3_a_produce_of_many_compressed_empty_records_is_refused_without_holding_the_loop(
+        server: CoordinatorServer) -> None:
+    count = 600_000  # about 6 MB inflated, 60 KB sent; main built every record on the loop (~10 s)
+    many = raw_batch(empty_records(count), count, codec=1)  # built before the bystander starts: the
+    inflating = raw_batch(one_record(bytes(50_000_000)), 1, codec=1)  # test shares the server's loop
+    bystander = await Bystander.join(server.kafka_port)
+    bystander.start()
+    hostile = await Raw.open(server.kafka_port)
+    hostile.send(produce(9, many))
+    answer = await hostile.read(ProduceResponse, 9, timeout=120)
+    assert answer.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
+    hostile.send(produce(9, inflating))  # 50 MB of zeros in one record
+    answer = await hostile.read(ProduceResponse, 9, timeout=120)
+    assert answer.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
+    await bystander.stop()
+    assert bystander.errors == [] and bystander.worst_s < BYSTANDER_BOUND_S, (bystander.worst_s, bystander.errors)
+    log = server.broker.logs.existing("t", 0)
+    assert log is None or log.log_end_offset == 0  # nothing appended
+    hostile.close()
+
+
+async def test_case_3_a_legal_gzip_batch_decoded_off_the_loop_is_appended(server: CoordinatorServer) -> None:
+    raw = await Raw.open(server.kafka_port)
+    raw.send(produce(9, batch(*[b"v%d" % i for i in range(1000)], codec=1)))
+    answer = await raw.read(ProduceResponse, 9, timeout=60)
+    assert answer.responses[0].partition_responses[0].error_code == 0
+    assert server.broker.logs.existing("t", 0).log_end_offset == 1000
+    raw.close()
+
+
+async def test_case_4_a_client_that_never_reads_holds_a_bounded_amount(server: CoordinatorServer) -> None:
+    """300 Fetches for about 1 MiB answers, never read: the server stops taking the connection's
+    requests once its answers pass the write buffer's high-water mark, so what it holds for the
+    connection stays near one answer, not 300 of them."""
+    producer = await Raw.open(server.kafka_port)
+    for _ in range(4):
+        producer.send(produce(9, batch(bytes(250_000))))
+        assert (await producer.read(ProduceResponse, 9, timeout=60)).responses[0].partition_responses[0].error_code == 0
+    bystander = await Bystander.join(server.kafka_port)
+    bystander.start()
+    hostile = await Raw.open(server.kafka_port)
+    hostile.writer.transport.set_write_buffer_limits(high=64 << 20)  # the test's side keeps sending
+    for _ in range(300):
+        hostile.send(fetch(12, 0, max_wait_ms=0))
+    await hostile.writer.drain()
+    await asyncio.sleep(1)  # give the server every chance to buffer what it would
+    await bystander.stop()
+    assert server.kafka is not None
+    peak = server.kafka.peak_buffered_bytes
+    assert peak < 8 << 20, f"one connection made the server hold {peak} bytes"
+    assert bystander.errors == [] and bystander.worst_s < BYSTANDER_BOUND_S, (bystander.worst_s, bystander.errors)
+    hostile.close()
+    producer.close()
+
+
+async def test_case_5_a_storm_of_malformed_frames_leaves_others_their_heartbeats(server: CoordinatorServer) -> None:
+    bystander = await Bystander.join(server.kafka_port)
+    bystander.start()
+    bad_before = server.bad_frames
+    for i in range(2000):  # each on a new connection, as the issue's storm: JoinGroup v5 with a bad group id
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.kafka_port)
+        writer.write(struct.pack(">i", 12) + struct.pack(">hhih", 11, 5, i, 2) + b"\xff\xff")
+        assert await asyncio.wait_for(reader.read(1), 30) == b""  # Kafka's answer: a closed connection
+        writer.close()
+    await bystander.stop()
+    assert server.bad_frames - bad_before == 2000
+    assert bystander.errors == [] and bystander.worst_s < BYSTANDER_BOUND_S, (bystander.worst_s, bystander.errors)
