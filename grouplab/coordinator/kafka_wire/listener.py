@@ -22,6 +22,7 @@ in that client's own node of the event log, as grouplab's consumers write it abo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any, Protocol
 
@@ -307,6 +308,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         ctx = RequestContext(token, request.client_id, self.peer.rsplit(":", 1)[0])
         token.body = body
+        if isinstance(body, FetchRequest):  # a parked Fetch keeps grouplab's request, not kafka-python's too
+            token.request = dataclasses.replace(request, body=None)
         if isinstance(body, JoinGroupRequest):  # what it no longer lists as owned, it revoked before asking
             self._note(request.client_id, self.listener.holdings.joining(body))
         elif isinstance(body, LeaveGroupRequest):
