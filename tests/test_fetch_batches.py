@@ -24,7 +24,7 @@ from kafka.record.memory_records import MemoryRecords
 from grouplab.coordinator.broker import Broker, RequestContext
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.kafka_wire.apis import APIS
-from grouplab.coordinator.kafka_wire.long_poll import fetch_ready
+from grouplab.coordinator.kafka_wire.purgatory import fetch_ready
 from grouplab.coordinator.kafka_wire.translate import View, to_grouplab, to_kafka
 from grouplab.protocol.effects import Reply
 from grouplab.protocol.messages import FetchPartition, FetchRequest, FetchTopic, Record, RecordBatch

@@ -204,18 +204,19 @@ class FetchRead(NamedTuple):
 
 def handle_fetch(broker: DataPlaneHost, req: FetchRequest, reply_to: Any, now_ms: int) -> list[Output]:
     """Answer at once from the logs (no long poll: max_wait_ms and min_bytes are ignored; the
-    Kafka-wire listener waits before it hands a Fetch over, long_poll.py)."""
+    Kafka-wire listener parks a Fetch before it hands it over, kafka_wire/purgatory.py)."""
     if req.isolation_level not in ISOLATION_LEVELS:
         return [Reply(reply_to, FetchResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
             f"isolation_level must be 0 (read_uncommitted) or 1 (read_committed), got {req.isolation_level}")))]
-    return [Reply(reply_to, FetchResponse(responses=read_fetch(broker, req, broker.logs.log).responses))]
+    # `view`: a partition with no log yet answers as an empty one and none is created (a Fetch
+    # over 20,000 partitions must not leave 20,000 logs behind).
+    return [Reply(reply_to, FetchResponse(responses=read_fetch(broker, req, broker.logs.view).responses))]
 
 
 def read_fetch(broker: DataPlaneHost, req: FetchRequest,
                log_of: Callable[[str, int], PartitionLog]) -> FetchRead:
-    """The answer of a Fetch (its isolation level valid), from the logs `log_of` gives: Broker's
-    `logs.log` when answering, `logs.view` to look without creating a log (the long poll asks
-    what an answer now would hold).
+    """The answer of a Fetch (its isolation level valid), from the logs `log_of` gives (Broker's
+    `logs.view`: a partition that has no log reads as an empty one, and none is created).
 
     Each partition is answered once: a partition listed again replaces the earlier entry's
     fetch_offset and partition_max_bytes but keeps its place (Kafka's fetch map). Sizes, as

@@ -16,6 +16,7 @@ Interface (other modules code against these names):
     store.allocate_producer_id() -> int                 (never reused, also across restarts)
     store.is_allocated(producer_id) -> bool              (could it have been handed out?)
     store.delete_topic(topic) -> int                     (DeleteTopics: its partition logs go)
+    store.take_changes() -> LogChanges                   (what appends, markers and deletions changed since)
     log.log_start_offset / log.log_end_offset / log.last_stable_offset
     log.append(batch, now_ms) -> AppendResult(error_code, base_offset, duplicate, ...)
     log.append_marker(producer_id, producer_epoch, commit, now_ms, authoritative=False) -> offset of the marker
@@ -189,6 +190,18 @@ class AbortedTxn(NamedTuple):
     last_offset: int  # the abort marker's offset
 
 
+class LogChanges(NamedTuple):
+    """What changed in a store since it was last asked (`LogStore.take_changes`): the partitions
+    appended to (records or a transaction marker: their high watermark or last stable offset moved)
+    and the topics deleted. A shell that parks Fetches wakes only those watching these."""
+
+    partitions: set[tuple[str, int]]
+    topics: set[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.partitions or self.topics)
+
+
 @dataclass
 class RecoveryStats:
     """What recovering one partition (or, summed, a store) found."""
@@ -257,6 +270,9 @@ class PartitionLog:
         self.aborted: list[AbortedTxn] = []  # in marker order
         self._aborted_last: list[int] = []  # their last offsets, for bisect
         self.max_producer_id = -1
+        # The store's set of changed partitions (LogStore.take_changes), or None: not told.
+        self.changes: set[tuple[str, int]] | None = None
+        self.key = (topic, partition)
 
     # ------------------------------------------------------------------ offsets
 
@@ -325,6 +341,7 @@ class PartitionLog:
         info = BatchInfo(base, n, pid, epoch, seq, flags, max_ts, len(frame))
         self._storage.write(info, frame, now_ms)  # raises OSError with nothing changed
         self._apply(info)
+        self._note_change()
         return AppendResult(0, base, False, now_ms if stamped else -1)
 
     def _check_sequence(self, pid: int, epoch: int, seq: int, n: int) -> AppendResult | None:
@@ -381,7 +398,12 @@ class PartitionLog:
         info = BatchInfo(base, 1, producer_id, producer_epoch, -1, flags, now_ms, len(frame))
         self._storage.write(info, frame, now_ms)
         self._apply(info)
+        self._note_change()
         return base
+
+    def _note_change(self) -> None:
+        if self.changes is not None:
+            self.changes.add(self.key)
 
     def _apply(self, info: BatchInfo) -> None:
         """The state a batch header implies; run after every append and for every batch recovered,
@@ -902,6 +924,8 @@ class LogStore:
         self.max_message_bytes = _config_value(config, "message_max_bytes", 1048588)
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._next_producer_id = 0
+        self._changed: set[tuple[str, int]] = set()
+        self._deleted: set[str] = set()
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         key = (topic, partition)
@@ -910,7 +934,16 @@ class LogStore:
             check_log_name(topic, partition)
             log = self._logs[key] = PartitionLog(topic, partition, self._new_storage(topic, partition),
                                                  self.max_message_bytes)
+            log.changes = self._changed
         return log
+
+    def take_changes(self) -> LogChanges:
+        """The partitions appended to and the topics deleted since the last call (recovery is not a
+        change); each call starts a new set. Bounded by the partitions and topic names in use."""
+        changes = LogChanges(set(self._changed), set(self._deleted))
+        self._changed.clear()
+        self._deleted.clear()
+        return changes
 
     def existing(self, topic: str, partition: int) -> PartitionLog | None:
         """The log if it has been created (by an append or by recovery), without creating it."""
@@ -932,7 +965,9 @@ class LogStore:
         keys = sorted(key for key in self._logs if key[0] == topic)
         self._discard([self._logs[key] for key in keys])
         for key in keys:
-            del self._logs[key]
+            self._logs.pop(key).changes = None
+            self._changed.discard(key)
+        self._deleted.add(topic)
         return len(keys)
 
     def _discard(self, logs: list[PartitionLog]) -> None:
@@ -981,6 +1016,7 @@ class MemoryLogStore(LogStore):
             fresh = PartitionLog(topic, partition, log._storage, self.max_message_bytes)
             for info, _ in log._storage.scan(log.log_start_offset):
                 fresh._apply(info)
+            fresh.changes = new._changed
             new._logs[(topic, partition)] = fresh
         return new
 
@@ -1050,6 +1086,7 @@ class FileLogStore(LogStore):
             storage.recover(log._apply, stats, topic, partition)
             log.log_start_offset = storage.start_offset
             log.log_end_offset = storage.segments[-1].end_offset if storage.segments else log.log_start_offset
+            log.changes = self._changed
             self._logs[(topic, partition)] = log
             total.add(stats)
         max_pid = max((log.max_producer_id for log in self._logs.values()), default=-1)

@@ -31,7 +31,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
-from grouplab.coordinator.broker import GROUP_APIS, OFFSET_APIS, Broker, RequestContext, uuid_member_ids
+from grouplab.coordinator.broker import Broker, RequestContext, uuid_member_ids
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.driver import CoordinatorDriver, PersistFailed
 from grouplab.coordinator.group_log import GroupLog, Record
@@ -494,12 +494,8 @@ class CoordinatorServer:
         while queue.items:
             item = queue.items.popleft()
             if item[0] == "request":
-                # A group's or an offset API's step reads the topics and changes no partition log:
-                # no parked Fetch can have become answerable, so the listener does not look at
-                # them all again (with N consumers each long-polling, that was N checks a commit).
                 _, api, body, ctx = item
-                self._run(lambda: self._driver().handle(api, body, ctx), ctx,
-                          data_plane=api not in GROUP_APIS and api not in OFFSET_APIS)
+                self._run(lambda: self._driver().handle(api, body, ctx), ctx)
             else:
                 key = item[1]
                 self._run(lambda: self._driver().on_timer(key), None)
@@ -511,10 +507,12 @@ class CoordinatorServer:
         assert self.driver is not None, "requests and timers come only after start()"
         return self.driver
 
-    def _run(self, step: Callable[[], None], ctx: RequestContext | None, data_plane: bool = True) -> None:
+    def _run(self, step: Callable[[], None], ctx: RequestContext | None) -> None:
         """Run one state-machine step and carry out its outputs; a bug in either answers
         UNKNOWN_SERVER_ERROR (an output the driver cannot carry out included), never kills the server.
-        `data_plane`: the step may change partition logs or topics (then parked Fetches are looked at)."""
+        Then the partitions the step appended to and the topics it deleted (the log store's
+        `take_changes`) go to the Kafka-wire listener, which looks again only at the parked
+        Fetches watching them (kafka_wire/purgatory.py)."""
         try:
             step()
         except Exception as exc:  # pragma: no cover - a defect, reported loudly
@@ -526,8 +524,9 @@ class CoordinatorServer:
                 to = ctx.reply_to
                 to.conn.send(to.correlation_id, ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
                                                               error_message=repr(exc)), to.api, to.client_id)
-        if data_plane and self.kafka is not None and self.kafka.parked:
-            self.kafka.wake()  # the step may have made records visible to a parked Fetch
+        changes = self.broker.logs.take_changes()
+        if changes and self.kafka is not None:
+            self.kafka.wake(changes)
 
     def _reply(self, out: Reply) -> None:
         to = out.to

@@ -9,8 +9,9 @@ body that does not decode closes the connection; nothing reaches the Broker befo
 ApiVersions and FindCoordinator are answered here (they read no state; FindCoordinator names this
 listener for every key). Everything else is translated (coordinator/kafka_wire/translate.py) and
 handed to the host's `submit`, the same path as the msgpack port, so the event log, the message
-trace and replay see it. A Fetch that would find nothing waits here (long_poll.py) until a step
-makes data visible or max_wait_ms passes, and only then goes to the Broker. An OffsetFetch v8+
+trace and replay see it. A Fetch that would find nothing waits here, parked in a purgatory keyed
+by partition (purgatory.py), until a step changes a partition it names enough to complete it or
+max_wait_ms passes, and only then goes to the Broker. An OffsetFetch v8+
 naming several groups goes as one OffsetFetch per group, each through its group's queue (a step,
 a trace line and an answer of its own, as Kafka fetches each group on that group's coordinator
 shard); their answers are gathered into the one response (`_GroupFetches`). What each Kafka
@@ -21,6 +22,7 @@ in that client's own node of the event log, as grouplab's consumers write it abo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +30,7 @@ from typing import Any, Protocol
 
 from grouplab.coordinator.broker import RequestContext
 from grouplab.coordinator.data_plane import DataPlaneHost
+from grouplab.coordinator.partition_log import LogChanges
 from grouplab.coordinator.kafka_wire.codec import (
     CloseConnection,
     KafkaRequest,
@@ -39,7 +42,7 @@ from grouplab.coordinator.kafka_wire.codec import (
     header_v1,
 )
 from grouplab.coordinator.kafka_wire.holdings import WireHoldings
-from grouplab.coordinator.kafka_wire.long_poll import fetch_ready
+from grouplab.coordinator.kafka_wire.purgatory import FetchPurgatory
 from grouplab.coordinator.kafka_wire.records import DEFAULT_MESSAGE_MAX_BYTES, is_heavy
 from grouplab.coordinator.kafka_wire.translate import (
     GroupFetches, GroupsFetched, Refused, View, find_coordinator_response, reuse_key, to_grouplab, to_kafka,
@@ -135,6 +138,9 @@ class _GroupPart:
 
 
 class _ParkedFetch:
+    """What the listener keeps of a parked Fetch besides the purgatory's count: how to answer it
+    and its max_wait_ms timer."""
+
     __slots__ = ("body", "ctx", "timer")
 
     def __init__(self, body: FetchRequest, ctx: RequestContext, timer: asyncio.TimerHandle) -> None:
@@ -158,8 +164,10 @@ class KafkaListener:
         self.peak_buffered_bytes = 0
         self.connections: set[KafkaConnection] = set()
         self.parked: dict[KafkaConnection, _ParkedFetch] = {}
+        self.purgatory: FetchPurgatory[KafkaConnection] = FetchPurgatory()
         self.holdings = WireHoldings()
         self._waking = False
+        self._changes: list[LogChanges] = []  # what steps changed, not yet looked at
 
     def protocol(self) -> "KafkaConnection":
         return KafkaConnection(self)
@@ -168,6 +176,7 @@ class KafkaListener:
         for parked in self.parked.values():
             parked.timer.cancel()
         self.parked.clear()
+        self.purgatory.clear()
         for conn in list(self.connections):
             conn.close()
         if self.decoder is not None:
@@ -179,25 +188,35 @@ class KafkaListener:
             self.decoder = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="grouplab-kafka-decode")
         return self.decoder
 
-    def wake(self) -> None:
-        """A step ran: answer every parked Fetch that would now find something. Not re-entered by
-        the steps of the Fetches it releases (a Fetch makes nothing visible to another)."""
+    def wake(self, changes: LogChanges) -> None:
+        """A step changed these partitions (appended records or a marker) or deleted these topics:
+        answer the parked Fetches watching them that are now complete; no other is looked at. The
+        steps of the Fetches it releases run inside; what they change is looked at after."""
+        if not changes or not self.parked:
+            return
+        self._changes.append(changes)
         if self._waking:
             return
         self._waking = True
         try:
-            for conn, parked in list(self.parked.items()):
-                if self.parked.get(conn) is parked and fetch_ready(self.host.broker, parked.body):
+            while self._changes:
+                for conn in self.purgatory.changed(self.host.broker, self._changes.pop(0)):
                     self._release(conn)
         finally:
             self._waking = False
 
-    def park(self, conn: "KafkaConnection", body: FetchRequest, ctx: RequestContext) -> None:
+    def park(self, conn: "KafkaConnection", body: FetchRequest, ctx: RequestContext) -> bool:
+        """Park the Fetch unless it may be answered now; True when parked (then it is answered
+        when the partitions it watches complete it, or at its max_wait_ms)."""
+        if not self.purgatory.try_park(conn, body, self.host.broker):
+            return False
         loop = asyncio.get_running_loop()
         timer = loop.call_later(body.max_wait_ms / 1000, self._release, conn)
         self.parked[conn] = _ParkedFetch(body, ctx, timer)
+        return True
 
     def _release(self, conn: "KafkaConnection") -> None:
+        self.purgatory.remove(conn)
         parked = self.parked.pop(conn, None)
         if parked is None:
             return
@@ -206,6 +225,7 @@ class KafkaListener:
             self.host.submit("Fetch", parked.body, parked.ctx)
 
     def forget(self, conn: "KafkaConnection") -> None:
+        self.purgatory.remove(conn)
         parked = self.parked.pop(conn, None)
         if parked is not None:
             parked.timer.cancel()
@@ -368,6 +388,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         ctx = RequestContext(token, request.client_id, self.peer.rsplit(":", 1)[0])
         token.body = body
+        if isinstance(body, FetchRequest):  # a parked Fetch keeps grouplab's request, not kafka-python's too
+            token.request = dataclasses.replace(request, body=None)
         if isinstance(body, JoinGroupRequest):  # what it no longer lists as owned, it revoked before asking
             self._note(request.client_id, self.listener.holdings.joining(body))
         elif isinstance(body, LeaveGroupRequest):
@@ -377,8 +399,7 @@ class KafkaConnection(asyncio.Protocol):
             self.inflight = None  # no answer is coming: the next request may start
             self.listener.host.submit(name, body, ctx)
             return
-        if isinstance(body, FetchRequest) and not fetch_ready(self.listener.host.broker, body):
-            self.listener.park(self, body, ctx)
+        if isinstance(body, FetchRequest) and self.listener.park(self, body, ctx):
             return
         if isinstance(body, GroupFetches):
             self._fetch_groups(request, body, view)
