@@ -337,17 +337,26 @@ def test_a_live_snapshot_after_a_deletion_counts_nothing_for_the_deleted_partiti
     assert costs.totals(9_000).unowned_ms == 6 * 1_010
 
 
+def u_made_again(stale: bool) -> list[tuple[str, LogEvent]]:
+    """u deleted at 5 s and made again at 7 s with one partition, which b gets in generation 3.
+    `stale`: before that, a leader that had not refreshed its metadata yet still assigned u in
+    generation 2 (at 5.5 s; a took u-0 and gave it up at 5.6 s); else generation 2 is the one
+    without u of `two_topics_then_u_deleted`."""
+    if stale:
+        lines = [*two_topics_then_u_deleted()[:6],
+                 started(5_200, 1, "member_joined"),
+                 *stable(5_500, 2, {"a-1": pairs(0, 1) + u(0), "b-1": pairs(2, 3) + u(1)}),
+                 member_lines(5_510, "a", "partitions_assigned", "a-1", 2, pairs(0, 1) + u(0), owned=[]),
+                 member_lines(5_600, "a", "partitions_revoked", "a-1", 2, u(0), reason="rejoin")]
+    else:
+        lines = two_topics_then_u_deleted()
+    return [*lines, topic_created(7_000, count=1), started(7_500, 2, "member_metadata_changed"),
+            *stable(8_000, 3, {"a-1": pairs(0, 1), "b-1": pairs(2, 3) + u(0)}),
+            member_lines(8_010, "b", "partitions_assigned", "b-1", 3, pairs(2, 3) + u(0), owned=[])]
+
+
 def test_a_stale_assignment_does_not_bring_a_deleted_partition_back_and_a_new_topic_starts_afresh() -> None:
-    lines = [*two_topics_then_u_deleted()[:6],
-             # a leader that had not refreshed its metadata yet still assigns u: it does not exist
-             started(5_200, 1, "member_joined"), *stable(5_500, 2, {"a-1": pairs(0, 1) + u(0), "b-1": pairs(2, 3) + u(1)}),
-             member_lines(5_510, "a", "partitions_assigned", "a-1", 2, pairs(0, 1) + u(0), owned=[]),
-             member_lines(5_600, "a", "partitions_revoked", "a-1", 2, u(0), reason="rejoin"),
-             topic_created(7_000, count=1),  # made again, one partition
-             started(7_500, 2, "member_metadata_changed"),
-             *stable(8_000, 3, {"a-1": pairs(0, 1), "b-1": pairs(2, 3) + u(0)}),
-             member_lines(8_010, "b", "partitions_assigned", "b-1", 3, pairs(2, 3) + u(0), owned=[])]
-    costs, _ = run(lines, end_ms=10_000)
+    costs, _ = run(u_made_again(stale=True), end_ms=10_000)
     assert lane(costs, "u", 0) == [(UNOWNED, 0, 1_010, None, "assigned"), (CONSUMED, 1_010, 5_000, "a", "deleted"),
                                    (UNOWNED, 7_000, 8_010, None, "assigned"), (CONSUMED, 8_010, 10_000, "b", "end_of_log")]
     assert lane(costs, "u", 1)[-1] == (CONSUMED, 1_010, 5_000, "b", "deleted")
