@@ -312,19 +312,6 @@ def test_a_reused_run_directory_is_split_into_its_runs(spark, tmp_path):
 # ----------------------------------------------------------------------------- a deleted topic
 
 
-def write_run(run_dir: Path, lines) -> None:
-    """Hand-written (node, LogEvent) lines as a run directory: one file per node."""
-    from grouplab.eventlog import run_dir_log
-
-    logs = {}
-    for node, ev in lines:
-        if node not in logs:
-            logs[node] = run_dir_log(run_dir, node)
-        logs[node].emit(ev)
-    for log in logs.values():
-        log.close()
-
-
 def test_a_deleted_topics_partitions_agree_with_the_fold_in_every_table(spark, tmp_path):
     """Two runs of a group on topics t and u, u deleted at 5 s and made again at 7 s (tests/test_costs.py):
     `fresh`, the group rebalanced without u, then gave the new u-0 to b; `stale`, a leader that had
@@ -332,7 +319,7 @@ def test_a_deleted_topics_partitions_agree_with_the_fold_in_every_table(spark, t
     tracker read back from the same directories: nothing of u between its deletion and its new
     creation, its assignments and holdings end at the deletion, and the new u-0 moved from nobody."""
     from grouplab.runlog import read_run
-    from tests.test_costs import u_made_again
+    from tests.test_costs import u_made_again, write_run
 
     for name, stale in (("fresh", False), ("stale", True)):
         write_run(tmp_path / name, u_made_again(stale))
