@@ -1,7 +1,7 @@
 """Honest costs: per partition, when it was consumed, when it was *assigned but not consumed* (its
 owner had stopped: crashed, hung, stopped polling) and when it was *unowned*; and each stop
 (a `Stall`) charged with what it cost. docs/events.md §6 defines the three states; this module is
-the one place that computes them.
+the one place that computes them. A topic's deletion ends its partitions' time: they stop existing.
 
 `CostTracker` is a pure fold over `(node, LogEvent)` pairs, like `RebalanceTracker` (which it
 feeds and exposes as `.rebalances`, so one tracker serves both): give it a run's events in order,
