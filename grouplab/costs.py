@@ -1,7 +1,7 @@
 """Honest costs: per partition, when it was consumed, when it was *assigned but not consumed* (its
 owner had stopped: crashed, hung, stopped polling) and when it was *unowned*; and each stop
 (a `Stall`) charged with what it cost. docs/events.md §6 defines the three states; this module is
-the one place that computes them.
+the one place that computes them. A topic's deletion ends its partitions' time: they stop existing.
 
 `CostTracker` is a pure fold over `(node, LogEvent)` pairs, like `RebalanceTracker` (which it
 feeds and exposes as `.rebalances`, so one tracker serves both): give it a run's events in order,
@@ -113,7 +113,8 @@ class Segment:
     stall: int | None  # Stall.index charged: every assigned_not_consumed one, and the unowned time right after
     # What ended it: assigned (a member got it), stopped (its consumer stopped), resumed, reassigned
     # (another member took it over), a removal reason (session_timeout, rebalance_timeout,
-    # sync_timeout, left), fenced, revoked, closed, lost, end_of_log; "open" in a live snapshot.
+    # sync_timeout, left), fenced, revoked, closed, lost, deleted (its topic was: the lane ends for
+    # good), end_of_log; "open" in a live snapshot.
     ended_by: str
 
     @property
@@ -126,7 +127,8 @@ class Holding:
     """A member process holding a partition: from its `partitions_assigned` until `end_reason`:
     revoked, closed (revoked on close), lost, removed (the coordinator removed its member id),
     fenced (a static replacement took its id's place), reassigned (the same client was given it
-    again: a later process or generation), end_of_log. A stopped process still holds."""
+    again: a later process or generation), deleted (its topic was deleted), end_of_log. A stopped
+    process still holds."""
 
     group_id: str
     partition: TopicPartition
@@ -164,7 +166,9 @@ class StallReport:
 
 @dataclass
 class PartitionTime:
-    """Partition-ms per state, over `partitions` partitions (a group's, or a whole run's)."""
+    """Partition-ms per state, over `partitions` partitions (a group's, or a whole run's). A
+    partition whose topic was deleted counts with its time up to the deletion; one made again
+    under the same name after that is another partition."""
 
     consumed_ms: int = 0
     assigned_not_consumed_ms: int = 0
@@ -243,6 +247,8 @@ class CostTracker:
         self._stalls_of: dict[tuple[str, str], list[Stall]] = {}  # (group, member id) -> its stalls
         self._group_start: dict[str, int] = {}
         self._created: dict[str, tuple[int, int]] = {}  # topic -> (partition count, ts of its latest growth)
+        self._deleted: dict[str, int] = {}  # topic -> when it was deleted, until it is created again
+        self._gone: list[_Lane] = []  # the lanes of deleted partitions: closed for good, still in totals
         self._stable_at: dict[tuple[str, int], int] = {}  # (group, generation) -> its group_stable ts
         self._resumes: list[tuple[int, int, Stall, _Process]] = []  # (until_ms, seq, ...): hang and slow ends
         self._timed: dict[int, tuple[Stall, _Process]] = {}  # the hang and slow spells still on
@@ -356,7 +362,7 @@ class CostTracker:
     def totals(self, now_ms: int | None = None, group_id: str | None = None) -> PartitionTime:
         """Partition-ms per state over every partition (of `group_id`), open segments up to `now_ms`."""
         out = PartitionTime()
-        for lane in self._lanes.values():
+        for lane in itertools.chain(self._lanes.values(), self._gone):
             if group_id is not None and lane.group_id != group_id:
                 continue
             out.consumed_ms += lane.closed.consumed_ms
@@ -405,13 +411,27 @@ class CostTracker:
 
     def _topic_created(self, node: str, ts: int, ev: events.TopicCreated | events.PartitionsCreated) -> None:
         self._created[ev.topic] = (ev.partition_count, ts)
+        self._deleted.pop(ev.topic, None)  # made again: its partitions are new ones, lanes start afresh
+
+    def _topic_deleted(self, node: str, ts: int, ev: events.TopicDeleted) -> None:
+        """A deleted partition stops existing: every lane of the topic, in every group, ends here
+        (its holdings too, `deleted`), and no time accrues to it after, whatever the members say
+        of it until a `topic_created` makes the name again."""
+        self._deleted[ev.topic] = ts
+        self._created.pop(ev.topic, None)
+        for key in sorted((k for k in self._lanes if k[1].topic == ev.topic), key=lambda k: (k[0], k[1].partition)):
+            lane = self._lanes.pop(key)
+            for n in list(lane.holders):
+                self._end_hold(lane, n, ts, "deleted", evaluate=False)
+            self._close(lane, ts, "deleted", None)
+            self._gone.append(lane)
 
     def _group_stable(self, node: str, ts: int, ev: events.GroupStable) -> None:
         raw: dict[str, Any] = ev.assignments
         for parts in raw.values():
             if isinstance(parts, list):
                 for t, p in parts:
-                    self._lane(ev.group_id, TopicPartition(t, p), ts)
+                    self._lane(ev.group_id, TopicPartition(t, p), ts)  # None: a deleted topic's (stale metadata)
 
     def _member_removed(self, node: str, ts: int, ev: events.MemberRemoved) -> None:
         key = (ev.group_id, ev.member_id)
@@ -498,6 +518,8 @@ class CostTracker:
         proc.group_id = ev.group_id
         for t, p in ev.partitions:
             lane = self._lane(ev.group_id, TopicPartition(t, p), ts)
+            if lane is None:  # a deleted topic's, assigned from stale metadata: it does not exist
+                continue
             if node in lane.holders:
                 self._end_hold(lane, node, ts, "reassigned", evaluate=False)
             lane.holders[node] = _Hold(proc, ev.member_id, ev.generation_id, ts)
@@ -566,10 +588,13 @@ class CostTracker:
 
     # ------------------------------------------------------------------ lanes
 
-    def _lane(self, group_id: str, tp: TopicPartition, ts: int) -> _Lane:
+    def _lane(self, group_id: str, tp: TopicPartition, ts: int) -> _Lane | None:
+        """The lane of `tp` in the group, opened if new; None while its topic is deleted."""
         key = (group_id, tp)
         lane = self._lanes.get(key)
         if lane is None:
+            if tp.topic in self._deleted:
+                return None
             since = self._group_start.get(group_id, ts)
             created = self._created.get(tp.topic)
             if created is not None and created[1] <= ts:
@@ -683,6 +708,7 @@ _COORDINATOR: dict[type, Handler] = {
     events.GroupLoaded: CostTracker._group_begins,
     events.TopicCreated: CostTracker._topic_created,
     events.PartitionsCreated: CostTracker._topic_created,
+    events.TopicDeleted: CostTracker._topic_deleted,
     events.GroupStable: CostTracker._group_stable,
     events.MemberRemoved: CostTracker._member_removed,
     events.StaticMemberReplaced: CostTracker._static_member_replaced,
@@ -742,6 +768,8 @@ def _until(stall: Stall, session_timeout_ms: int | None) -> str:
         return "until it resumed"
     if by == "stopped":
         return "until it stopped again"
+    if by == "deleted":
+        return "until their topic was deleted"
     return "until the end of the log"
 
 

@@ -29,6 +29,7 @@ IDLE_EDGE = "#1a1a1a"
 FAULT_COLOR = "#8c2d04"
 IDLE_LABEL = "assigned but not consumed"
 END_MARKS = ("removed", "fenced")  # a holding the coordinator ended: an × at its end
+DELETED = "deleted"  # a holding its topic's deletion ended: a bar across the lane at its end (the lane ends there)
 MAX_LANES = 100  # partitions drawn by chart_from_costs: more is not readable
 FORMATS = (".png", ".svg")
 AXES_WIDTH = 0.74  # of the figure's 13 inches; the legend takes the right
@@ -42,7 +43,7 @@ class Bar:
     start_ms: int
     end_ms: int
     owner: str
-    end: str | None = None  # how it ended (Holding.end_reason); END_MARKS get an ×
+    end: str | None = None  # how it ended (Holding.end_reason); END_MARKS get an ×, DELETED a bar
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +193,7 @@ def draw(chart: OwnershipChart) -> Any:
     label_size = 6.5
     polys, faces, labels = [], [], []
     ends_x, ends_y = [], []
+    gone_x, gone_y = [], []
     for bar in chart.bars:
         y = row_of.get(bar.lane)
         if y is None:
@@ -205,6 +207,9 @@ def draw(chart: OwnershipChart) -> Any:
         if bar.end in END_MARKS and sec(bar.end_ms) <= x1:
             ends_x.append(b)
             ends_y.append(y)
+        elif bar.end == DELETED and sec(bar.end_ms) <= x1:
+            gone_x.append(b)
+            gone_y.append(y)
         name = mpl(bar.owner, 12)
         if row_pt >= label_size + 2 and (b - a) * pt_per_s >= len(name) * label_size * 0.62 + 4:
             labels.append(((a + b) / 2, y, name, text_color(color)))
@@ -243,6 +248,8 @@ def draw(chart: OwnershipChart) -> Any:
         ax.text(x, y, name, ha="center", va="center", fontsize=label_size, color=tc, zorder=4, clip_on=True)
     if ends_x:
         ax.scatter(ends_x, ends_y, marker="x", s=14, linewidths=0.9, color="#222222", zorder=5)
+    if gone_x:
+        ax.scatter(gone_x, gone_y, marker="|", s=40, linewidths=1.6, color="#222222", zorder=5)
 
     # Faults: a dashed line through every lane, a label above the tags on a free level.
     fault_levels: list[float] = [-1e9, -1e9, -1e9]
@@ -285,6 +292,9 @@ def draw(chart: OwnershipChart) -> Any:
     if ends_x:
         handles.append(Line2D([], [], marker="x", ls="none", color="#222222", markersize=5,
                               label="removed or fenced"))
+    if gone_x:
+        handles.append(Line2D([], [], marker="|", ls="none", color="#222222", markersize=7, markeredgewidth=1.6,
+                              label="topic deleted"))
     if overlaps:
         handles.append(Patch(facecolor="none", edgecolor=HURT_COLOR, hatch="\\\\\\\\", label="two owners at once"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5, frameon=False,

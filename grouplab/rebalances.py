@@ -156,6 +156,18 @@ class GroupHistory:
         (readers may hold this object)."""
         self.__init__(self.group_id)  # type: ignore[misc]
 
+    def _topic_deleted(self, ts_ms: int, ev: events.TopicDeleted) -> None:
+        """A deleted partition stops existing: nobody owns it now, the next rebalance neither
+        revokes nor withholds it, and one made again under the name is a new partition, not a
+        move from its last owner. New dicts: completed rebalances hold the old ones."""
+        topic = ev.topic
+        if any(tp.topic == topic for tp in self._last_assigned):
+            self._last_assigned = {tp: m for tp, m in self._last_assigned.items() if tp.topic != topic}
+        if any(tp.topic == topic for tp in self._stable_owners):
+            self._stable_owners = {tp: m for tp, m in self._stable_owners.items() if tp.topic != topic}
+        if any(tp.topic == topic for tp in self.owners):
+            self.owners = {tp: m for tp, m in self.owners.items() if tp.topic != topic}
+
     def _group_stable(self, ts_ms: int, ev: events.GroupStable) -> Rebalance:
         gen = ev.generation_id
         raw: dict[str, Any] = ev.assignments
@@ -192,7 +204,8 @@ _HANDLERS: dict[type, Callable[[GroupHistory, int, Any], Rebalance | None]] = {
     events.GroupDeleted: GroupHistory._group_deleted,
 }
 # The coordinator events the tracker reads: a reader may hand it only these.
-TRACKED_EVENTS: frozenset[str] = frozenset(cls.NAME for cls in _HANDLERS)  # type: ignore[attr-defined]
+TRACKED_EVENTS: frozenset[str] = frozenset(
+    {cls.NAME for cls in _HANDLERS} | {events.TopicDeleted.NAME})  # type: ignore[attr-defined]
 
 
 class RebalanceTracker:
@@ -211,5 +224,8 @@ class RebalanceTracker:
         payload = ev.payload
         handler = _HANDLERS.get(type(payload))
         if handler is None or node != "coordinator":
+            if type(payload) is events.TopicDeleted and node == "coordinator":  # the broker's: every group's
+                for history in self.groups.values():
+                    history._topic_deleted(ev.ts_ms, payload)
             return None
         return handler(self.group(payload.group_id), ev.ts_ms, payload)  # type: ignore[union-attr]

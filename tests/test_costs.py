@@ -3,9 +3,10 @@ partition, and each stop charged with what it cost (docs/events.md §6).
 
 Hand-written logs pin the definitions case by case (a crash noticed by the session timeout, a
 real run's `app_crashed`, a hang that ends by itself, a slow consumer that gives its partitions
-up, a static restart, a restart under a new member id, partitions added later); hypothesis
-checks the invariants on random logs (every partition's three times add up to its time in the
-run, a live snapshot equals the finished fold of the same prefix); simulated runs check them on
+up, a static restart, a restart under a new member id, partitions added later, a topic deleted
+and made again); hypothesis checks the invariants on random logs (every partition's three times
+add up to its time in the run, none after its topic's deletion, a live snapshot equals the
+finished fold of the same prefix); simulated runs check them on
 the simulator's logs, live and read back from the run directory, and that a crash without a
 LeaveGroup costs about a session timeout."""
 
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 
 from grouplab.costs import (ASSIGNED_NOT_CONSUMED, COST_EVENTS, CONSUMED, UNOWNED, CostTracker, Segment,
                             StallReport, describe_stall)
+from grouplab.eventlog import EventLog, run_dir_log
 from grouplab.runlog import payload_of, read_run
 from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import load_scenario
@@ -105,13 +107,17 @@ def timeline(costs: CostTracker, p: int) -> list[tuple[str, int, int, str | None
             if s.partition == tp(p)]
 
 
-def assert_adds_up(costs: CostTracker, end_ms: int) -> None:
+def assert_adds_up(costs: CostTracker, end_ms: int, deleted: tuple[int, ...] = ()) -> None:
+    """Every lane's segments are contiguous from its start to the end of the log, but for the
+    times its topic was deleted (`deleted`: when): a deletion ends the lane, and nothing accrues
+    until the topic is made again."""
     for (_, part), (t, opened) in costs.lane_totals().items():
-        assert t.total_ms == end_ms - opened, part
+        assert deleted or t.total_ms == end_ms - opened, part
     for (g, part), segs in _by_lane(costs.segments).items():
         segs.sort(key=lambda s: s.start_ms)
-        assert all(a.end_ms == b.start_ms for a, b in zip(segs, segs[1:])), part  # contiguous, no overlap
-        assert segs[-1].end_ms == end_ms
+        for a, b in zip(segs, segs[1:]):
+            assert a.end_ms == b.start_ms or a.end_ms < b.start_ms and a.end_ms in deleted, part  # no overlap
+        assert segs[-1].end_ms == end_ms or segs[-1].end_ms in deleted
     for s in costs.stalls:
         anc = sum(x.duration_ms for x in costs.segments if x.stall == s.index and x.state == ASSIGNED_NOT_CONSUMED)
         after = sum(x.duration_ms for x in costs.segments if x.stall == s.index and x.state == UNOWNED)
@@ -262,6 +268,130 @@ def test_partitions_added_later_are_counted_from_their_creation() -> None:
     assert_adds_up(costs, 10_000)
 
 
+def u(*ps: int) -> list[list[Any]]:
+    return [["u", p] for p in ps]
+
+
+def topic_deleted(ts: int, topic: str = "u", count: int = 2) -> tuple[str, LogEvent]:
+    return line(ts, "coordinator", "topic_deleted", topic=topic, partition_count=count, partition_logs=count)
+
+
+def topic_created(ts: int, topic: str = "u", count: int = 2) -> tuple[str, LogEvent]:
+    return line(ts, "coordinator", "topic_created", topic=topic, partition_count=count, auto=False)
+
+
+def member_lines(ts: int, node: str, event: str, member_id: str, gen: int, parts: list[list[Any]],
+                 **fields: Any) -> tuple[str, LogEvent]:
+    return member(ts, node, event, member_id, gen, partitions=parts, **fields)
+
+
+def two_topics_then_u_deleted() -> list[tuple[str, LogEvent]]:
+    """a and b consume t (4 partitions) and u (2) from 1.01 s; u is deleted at 5 s (the offsets of
+    the group go with it); the members see it at their next metadata refresh, revoke everything
+    (eager) and the group rebalances without u, stable at 6.3 s."""
+    return [started(0, 0), *stable(1_000, 1, {"a-1": pairs(0, 1) + u(0), "b-1": pairs(2, 3) + u(1)}),
+            member_lines(1_010, "a", "partitions_assigned", "a-1", 1, pairs(0, 1) + u(0), owned=[]),
+            member_lines(1_010, "b", "partitions_assigned", "b-1", 1, pairs(2, 3) + u(1), owned=[]),
+            topic_deleted(5_000),
+            coord(5_000, "topic_offsets_deleted", 1, topic="u", partitions=u(0, 1), staged_partitions=[]),
+            started(6_000, 1, "member_metadata_changed"),
+            member_lines(6_010, "a", "partitions_revoked", "a-1", 1, pairs(0, 1) + u(0), reason="rejoin"),
+            member_lines(6_010, "b", "partitions_revoked", "b-1", 1, pairs(2, 3) + u(1), reason="rejoin"),
+            *stable(6_300, 2, {"a-1": pairs(0, 1), "b-1": pairs(2, 3)}),
+            assigned(6_310, "a", "a-1", 2, 0, 1), assigned(6_310, "b", "b-1", 2, 2, 3)]
+
+
+def lane(costs: CostTracker, topic: str, p: int) -> list[tuple[str, int, int, str | None, str]]:
+    return [(s.state, s.start_ms, s.end_ms, s.client_id, s.ended_by)
+            for s in sorted(costs.segments, key=lambda s: s.start_ms) if s.partition == TopicPartition(topic, p)]
+
+
+def write_run(run_dir: Path, lines: list[tuple[str, LogEvent]]) -> None:
+    """Hand-written lines as a run directory, one file per node (for plot and analyze)."""
+    logs: dict[str, EventLog] = {}
+    for node, ev in lines:
+        if node not in logs:
+            logs[node] = run_dir_log(run_dir, node)
+        logs[node].emit(ev)
+    for log in logs.values():
+        log.close()
+
+
+def test_a_deleted_topics_partitions_end_at_the_deletion_and_the_other_topic_goes_on() -> None:
+    costs, reports = run(two_topics_then_u_deleted(), end_ms=10_000)
+    # u's partitions: consumed until the deletion, then nothing at all (not unowned for the rest of the run)
+    assert lane(costs, "u", 0) == [(UNOWNED, 0, 1_010, None, "assigned"), (CONSUMED, 1_010, 5_000, "a", "deleted")]
+    assert lane(costs, "u", 1) == [(UNOWNED, 0, 1_010, None, "assigned"), (CONSUMED, 1_010, 5_000, "b", "deleted")]
+    # t's: as if u had never been there; the rebalance's stop-the-world time is theirs alone
+    assert lane(costs, "t", 2) == [(UNOWNED, 0, 1_010, None, "assigned"), (CONSUMED, 1_010, 6_010, "b", "revoked"),
+                                   (UNOWNED, 6_010, 6_310, None, "assigned"), (CONSUMED, 6_310, 10_000, "b", "end_of_log")]
+    after = [s for s in costs.segments if s.end_ms > 5_000 and s.partition.topic == "u"]
+    assert after == []
+    stop_the_world = {s.partition for s in costs.segments if s.state == UNOWNED and s.generation == 2}
+    assert stop_the_world == {tp(0), tp(1), tp(2), tp(3)}
+    assert sorted((h.partition.topic, h.partition.partition, h.end_ms, h.end_reason) for h in costs.holdings
+                  if h.partition.topic == "u") == [("u", 0, 5_000, "deleted"), ("u", 1, 5_000, "deleted")]
+    total = costs.totals()
+    assert total.partitions == 6 and total.total_ms == 4 * 10_000 + 2 * 5_000
+    assert total.unowned_ms == 6 * 1_010 + 4 * 300
+    assert costs.totals(group_id=G) == total and not costs.stalls and not reports
+    assert_adds_up(costs, 10_000, deleted=(5_000,))
+
+
+def test_a_live_snapshot_after_a_deletion_counts_nothing_for_the_deleted_partitions() -> None:
+    costs = CostTracker()
+    for node, ev in two_topics_then_u_deleted()[:6]:  # up to the deletion
+        costs.feed(node, ev)
+    assert {s.partition.topic for s in costs.open_segments(9_000)} == {"t"}
+    assert costs.totals(9_000).total_ms == 4 * 9_000 + 2 * 5_000
+    assert costs.totals(9_000).unowned_ms == 6 * 1_010
+
+
+def u_made_again(stale: bool) -> list[tuple[str, LogEvent]]:
+    """u deleted at 5 s and made again at 7 s with one partition, which b gets in generation 3.
+    `stale`: before that, a leader that had not refreshed its metadata yet still assigned u in
+    generation 2 (at 5.5 s; a took u-0 and gave it up at 5.6 s); else generation 2 is the one
+    without u of `two_topics_then_u_deleted`."""
+    if stale:
+        lines = [*two_topics_then_u_deleted()[:6],
+                 started(5_200, 1, "member_joined"),
+                 *stable(5_500, 2, {"a-1": pairs(0, 1) + u(0), "b-1": pairs(2, 3) + u(1)}),
+                 member_lines(5_510, "a", "partitions_assigned", "a-1", 2, pairs(0, 1) + u(0), owned=[]),
+                 member_lines(5_600, "a", "partitions_revoked", "a-1", 2, u(0), reason="rejoin")]
+    else:
+        lines = two_topics_then_u_deleted()
+    return [*lines, topic_created(7_000, count=1), started(7_500, 2, "member_metadata_changed"),
+            *stable(8_000, 3, {"a-1": pairs(0, 1), "b-1": pairs(2, 3) + u(0)}),
+            member_lines(8_010, "b", "partitions_assigned", "b-1", 3, pairs(2, 3) + u(0), owned=[])]
+
+
+def test_a_stale_assignment_does_not_bring_a_deleted_partition_back_and_a_new_topic_starts_afresh() -> None:
+    costs, _ = run(u_made_again(stale=True), end_ms=10_000)
+    assert lane(costs, "u", 0) == [(UNOWNED, 0, 1_010, None, "assigned"), (CONSUMED, 1_010, 5_000, "a", "deleted"),
+                                   (UNOWNED, 7_000, 8_010, None, "assigned"), (CONSUMED, 8_010, 10_000, "b", "end_of_log")]
+    assert lane(costs, "u", 1)[-1] == (CONSUMED, 1_010, 5_000, "b", "deleted")
+    assert not [h for h in costs.holdings if h.partition.topic == "u" and 5_000 < h.start_ms < 7_000]
+    total = costs.totals()
+    assert total.partitions == 7 and total.total_ms == 4 * 10_000 + 2 * 5_000 + 3_000
+    assert_adds_up(costs, 10_000, deleted=(5_000,))
+
+
+def test_a_stop_whose_last_partitions_are_deleted_ends_there() -> None:
+    lines = [started(0, 0), *stable(1_000, 1, {"a-1": pairs(0, 1), "b-1": u(0, 1)}),
+             assigned(1_010, "a", "a-1", 1, 0, 1),
+             member_lines(1_010, "b", "partitions_assigned", "b-1", 1, u(0, 1), owned=[]),
+             fault(3_000, "crash", "b"), topic_deleted(5_000)]
+    costs, reports = run(lines, end_ms=10_000)
+    (stall,) = costs.stalls
+    assert (stall.ended_ms, stall.ended_by, stall.assigned_not_consumed_ms) == (5_000, "deleted", 2 * 2_000)
+    assert lane(costs, "u", 0)[-1] == (ASSIGNED_NOT_CONSUMED, 3_000, 5_000, "b", "deleted")
+    assert costs.waiting() == []
+    (report,) = reports
+    assert report.ts_ms == 5_000 and describe_stall(report) == (
+        "b crashed at 3.0 s; its 2 partitions were assigned but not consumed for 2.0 s until their topic was deleted")
+    assert_adds_up(costs, 10_000, deleted=(5_000,))
+
+
 # ----------------------------------------------------------------------------- random logs
 
 
@@ -279,7 +409,8 @@ def random_logs(draw: Any) -> list[tuple[str, LogEvent]]:
         mid = f"{n}-{incarnation[n]}"
         ps = draw(st.lists(st.integers(0, 3), min_size=1, max_size=3, unique=True))
         what = draw(st.sampled_from(["stable", "assigned", "assigned", "revoked", "lost", "crash", "hang", "slow",
-                                     "restart", "removed", "fenced", "faults_over", "app_crashed"]))
+                                     "restart", "removed", "fenced", "faults_over", "app_crashed", "deleted",
+                                     "created"]))
         if what == "stable":
             gen += 1
             lines += stable(ts, gen, {f"{m}-{incarnation[m]}": pairs(*[p for p in range(4) if p % 3 == i])
@@ -303,6 +434,10 @@ def random_logs(draw: Any) -> list[tuple[str, LogEvent]]:
             incarnation[n] += 1
             lines.append(coord(ts, "static_member_replaced", gen, member_id=f"{n}-{incarnation[n]}", old_member_id=mid,
                                group_instance_id=n))
+        elif what == "deleted":
+            lines.append(topic_deleted(ts, "t", 4))
+        elif what == "created":
+            lines.append(topic_created(ts, "t", 4))
         else:
             lines.append(sim(ts, "faults_over"))
     return lines
@@ -314,7 +449,9 @@ def test_every_partitions_three_times_add_up_and_a_snapshot_equals_the_finished_
         lines: list[tuple[str, LogEvent]], tail: int, data: Any) -> None:
     end = lines[-1][1].ts_ms + tail
     costs, reports = run(lines, end_ms=end)
-    assert_adds_up(costs, end)
+    deleted = tuple(ev.ts_ms for _, ev in lines if ev.event == "topic_deleted")
+    assert_adds_up(costs, end, deleted)
+    assert_nothing_while_deleted(costs, lines)
     assert len({r.stall.index for r in reports}) == len(reports)  # each stall reported once
     assert {r.stall.index for r in reports} == {s.index for s in costs.stalls if s.partitions}
     # Live: a prefix fed, then read at `now` without finishing, is what finishing it at `now` gives.
@@ -326,6 +463,25 @@ def test_every_partitions_three_times_add_up_and_a_snapshot_equals_the_finished_
     snapshot = (live.totals(now), [live.stall_cost(s, now) for s in live.stalls])
     live.finish(now)
     assert snapshot == (live.totals(), [(s.assigned_not_consumed_ms, s.unowned_after_ms) for s in live.stalls])
+
+
+def assert_nothing_while_deleted(costs: CostTracker, lines: list[tuple[str, LogEvent]]) -> None:
+    """No segment and no holding of topic t spans a time it did not exist: from a `topic_deleted`
+    to the next `topic_created`."""
+    gone: list[tuple[int, int]] = []
+    since = None
+    for _, ev in lines:
+        if ev.event == "topic_deleted" and since is None:
+            since = ev.ts_ms
+        elif ev.event == "topic_created" and since is not None:
+            gone.append((since, ev.ts_ms))
+            since = None
+    if since is not None:
+        gone.append((since, 1 << 62))
+    spans = [(s.start_ms, s.end_ms) for s in costs.segments] + [(h.start_ms, h.end_ms) for h in costs.holdings]
+    for start, end in spans:
+        for a, b in gone:
+            assert end <= a or start >= b or start == end, ((start, end), (a, b))
 
 
 # ----------------------------------------------------------------------------- simulated runs

@@ -173,3 +173,74 @@ def test_a_run_directory_without_a_trace(tmp_path: Path) -> None:
     (tmp_path / "coordinator.jsonl").write_text("")
     out = cli("explain", str(tmp_path))
     assert out.returncode == 1 and "no message trace" in out.stderr and "Traceback" not in out.stderr
+
+
+# ----------------------------------------------------------------------------- a topic deleted
+
+
+async def test_a_topic_deletion_is_told_with_what_went_in_every_language(tmp_path: Path) -> None:
+    """A run over loopback: topics t and u, group g's committed offsets of u, then DeleteTopics of
+    u and an unknown name. The story tells the request, the deletion and its rule, the group's
+    offsets going, and the answer per name."""
+    from grouplab.admin import AdminClient
+    from grouplab.coordinator.config import BrokerConfig
+    from grouplab.coordinator.server import CoordinatorServer
+    from grouplab.eventlog import run_dir_log
+    from grouplab.protocol.types import TopicPartition
+    from grouplab.teach.explain import text_lines
+    from grouplab.tracefile import TraceFile, trace_path
+
+    events, trace = run_dir_log(tmp_path, "coordinator"), TraceFile(trace_path(tmp_path))
+    server = await CoordinatorServer(BrokerConfig(), "127.0.0.1", 0, events=events, trace=trace).start()
+    try:
+        async with AdminClient("127.0.0.1", server.port) as admin:
+            await admin.create_topics({"t": 1, "u": 2})
+            await admin.commit_offsets("g", {TopicPartition("u", 0): 3, TopicPartition("u", 1): 5})
+            await admin.delete_topics(["u", "nosuch"])
+    finally:
+        await server.stop()
+        events.close()
+        trace.close()
+    told = {
+        "en": ["DeleteTopics of u, nosuch", "topic u is deleted: its 2 partitions and their records are gone",
+               "no time is counted for it from now on", "group g's offsets of u-0,1 are deleted",
+               "As Kafka's group coordinator does for deleted partitions",
+               "DeleteTopics answered: u NONE, nosuch UNKNOWN_TOPIC_OR_PARTITION"],
+        "zh": ["DeleteTopics：删除 u, nosuch", "主题 u 被删除：它的 2 个分区及其中的记录都不复存在", "不再为它计算任何时间",
+               "组 g 在 u-0,1 上的 offset 被删除", "DeleteTopics 的答复：u NONE, nosuch UNKNOWN_TOPIC_OR_PARTITION"],
+    }
+    for lang, sentences in told.items():
+        story = narrate_run(tmp_path, lang)
+        text = "\n".join(line for _, line in text_lines(story, story.steps, Catalog(lang)))
+        for sentence in sentences:
+            assert sentence in text, (lang, sentence, text)
+        if lang == "zh":
+            assert "is deleted" not in text and "answered" not in text  # no English sentence leaks through
+
+
+def test_a_crash_gap_forgets_the_partitions_of_a_topic_deleted_meanwhile() -> None:
+    """b crashed holding t-1 and u-0; u is deleted; the next generation gives t-1 to a: b's
+    partitions have a consumer again (u-0 no longer exists), so the gap is told then."""
+    from grouplab.coordinator.group import GroupState
+    from grouplab.protocol import events
+    from grouplab.protocol.effects import LogEvent
+    from grouplab.protocol.types import TopicPartition
+    from grouplab.replay import Step
+    from grouplab.teach.narrate import Narrator
+
+    narrator = Narrator("en")
+    notes = narrator.notes
+    narrator._learn_member("a-1", "a")
+    narrator._learn_member("b-1", "b")
+    notes.assigned = {"a-1": {TopicPartition("t", 0)}, "b-1": {TopicPartition("t", 1), TopicPartition("u", 0)}}
+    notes.fault("crash", ["b"], 1_000)
+
+    def step(ts: int, payload: events.Event) -> Step:
+        return Step(1, {"kind": "timer", "ts_ms": ts, "key": ["other"]}, [], [LogEvent(ts, payload)], None)
+
+    assert notes.after(step(2_000, events.TopicDeleted("u", 1, 1)), None, None) == []
+    assert [g.partitions for g in notes.gaps] == [{TopicPartition("t", 1)}]
+    assert notes.assigned["b-1"] == {TopicPartition("t", 1)}
+    stable = events.GroupStable("g", 2, GroupState.STABLE, "a-1", "range", {"a-1": [["t", 0], ["t", 1]]}, {"a-1": "a"})
+    (note,) = notes.after(step(7_000, stable), None, None)
+    assert "t-1" in note.text and "6.000" in note.text and not notes.gaps

@@ -136,6 +136,17 @@ def test_a_crash_costs_its_session_timeout(tmp_path: Path) -> None:
     assert 8 < m.longest_s <= 10 + 3  # m-1's: noticed within a session of the crash, then one rebalance
 
 
+def test_a_deleted_topic_made_again_is_not_waiting_for_a_consumer(tmp_path: Path) -> None:
+    """tests/test_costs.py's run: u deleted at 5 s and made again at 7 s; b has the new u-0 at
+    8.01 s. Only t's four partitions waited (300 ms of rebalance each): the new u-0 is forming,
+    and the old one stopped existing."""
+    from tests.test_costs import u_made_again, write_run
+
+    write_run(tmp_path, u_made_again(stale=False))
+    m = measure(tmp_path, 0, Filter())
+    assert (m.idle_s, m.longest_s, m.rebalances) == (1.2, 0.3, 3)
+
+
 # ----------------------------------------------------------------------------- golden pages
 
 

@@ -309,6 +309,55 @@ def test_a_reused_run_directory_is_split_into_its_runs(spark, tmp_path):
         == {(None, None)}
 
 
+# ----------------------------------------------------------------------------- a deleted topic
+
+
+def test_a_deleted_topics_partitions_agree_with_the_fold_in_every_table(spark, tmp_path):
+    """Two runs of a group on topics t and u, u deleted at 5 s and made again at 7 s (tests/test_costs.py):
+    `fresh`, the group rebalanced without u, then gave the new u-0 to b; `stale`, a leader that had
+    not seen the deletion assigned u once more first. The tables agree with the fold and the
+    tracker read back from the same directories: nothing of u between its deletion and its new
+    creation, its assignments and holdings end at the deletion, and the new u-0 moved from nobody."""
+    from grouplab.runlog import read_run
+    from tests.test_costs import u_made_again, write_run
+
+    for name, stale in (("fresh", False), ("stale", True)):
+        write_run(tmp_path / name, u_made_again(stale))
+    analyze(spark, [str(tmp_path / "fresh"), str(tmp_path / "stale")], tmp_path / "out")
+    for name in ("fresh", "stale"):
+        log = read_run(tmp_path / name)
+        costs, tracker = CostTracker(), RebalanceTracker()
+        moves = []
+        for node, ev in log.events:
+            costs.feed(node, ev)
+            r = tracker.feed(node, ev)
+            moves += [(r.generation, m.partition.topic, m.partition.partition, m.from_member, m.to_member)
+                      for m in (r.moved if r is not None else ())]
+        costs.finish(log.end_ms)
+        got = sorted((r["group_id"], r["topic"], r["partition"], r["state"], r["start_ms"], r["end_ms"], r["client_id"],
+                      r["generation"], r["ended_by"]) for r in rows(spark, tmp_path / "out", "partition_time")
+                     if r["run"] == name)
+        assert got == sorted((g.group_id, *g.partition, g.state, g.start_ms, g.end_ms, g.client_id, g.generation,
+                              g.ended_by) for g in costs.segments), name
+        assert not [r for r in got if r[1] == "u" and r[5] > 5_000 and r[4] < 7_000], name
+        owned = sorted((r["client_id"], r["topic"], r["partition"], r["generation"], r["start_ms"], r["end_ms"],
+                        r["end_reason"]) for r in rows(spark, tmp_path / "out", "ownership") if r["run"] == name)
+        assert owned == sorted((h.client_id, *h.partition, h.generation, h.start_ms, h.end_ms, h.end_reason)
+                               for h in costs.holdings), name
+        assert ("a", "u", 0, 1, 1_010, 5_000, "deleted") in owned
+        moved = sorted((r["generation"], r["topic"], r["partition"], r["from_member"], r["to_member"])
+                       for r in rows(spark, tmp_path / "out", "movements") if r["run"] == name)
+        assert moved == sorted(moves), name
+        assigned = {(r["generation"], r["topic"], r["partition"]): r["to_ms"]
+                    for r in rows(spark, tmp_path / "out", "assignments") if r["run"] == name}
+        assert assigned[(1, "u", 0)] == assigned[(1, "u", 1)] == 5_000  # the deletion, not the next rebalance
+        assert assigned[(3, "u", 0)] is None and assigned[(1, "t", 0)] in (5_200, 6_000)
+    # fresh: the new u-0 came from nobody; stale: from a-1, that the stale generation gave it to
+    assert not [r for r in rows(spark, tmp_path / "out", "movements") if r["run"] == "fresh" and r["topic"] == "u"]
+    assert [(r["generation"], r["from_member"], r["to_member"]) for r in rows(spark, tmp_path / "out", "movements")
+            if r["run"] == "stale" and r["topic"] == "u"] == [(3, "a-1", "b-1")]
+
+
 # ----------------------------------------------------------------------------- the command
 
 

@@ -104,3 +104,24 @@ def test_the_command(run_dir: Path, tmp_path: Path) -> None:
         bad = plot(*args)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and message in bad.stderr, bad.stderr
         assert not (tmp_path / "t.png").exists() and not (tmp_path / "t.pdf").exists()
+
+
+def test_a_deleted_topics_lanes_end_at_the_deletion_with_a_mark(tmp_path: Path) -> None:
+    """tests/test_costs.py's run: a and b on t (4 partitions) and u (2); u deleted at 5 s, made
+    again at 7 s with one partition, which b gets. u's bars end at the deletion with the
+    deletion's mark, and the title counts no unowned time for u after it."""
+    from tests.test_costs import u_made_again, write_run
+
+    write_run(tmp_path / "run", u_made_again(stale=False))
+    chart = chart_from_run(tmp_path / "run")
+    data = chart.to_json()
+    assert data["lanes"] == ["t-0", "t-1", "t-2", "t-3", "u-0", "u-1"]
+    u0 = [(b["owner"], b["start_ms"], b["end_ms"], b["end"]) for b in data["bars"] if b["lane"] == "u-0"]
+    assert u0 == [("a", 1_010, 5_000, "deleted")]  # (b's holding of the new u-0 begins at the log's end)
+    assert [(b["start_ms"], b["end_ms"], b["end"]) for b in data["bars"] if b["lane"] == "u-1"] == [(1_010, 5_000, "deleted")]
+    # The log ends at 8.01 s. Unowned: all six partitions until 1.01 s, t's four for the 300 ms of
+    # the rebalance, the new u-0 from 7 s until b had it: 8.27 partition-s, of 4 × 8.01 (t) +
+    # 2 × 5 (u until its deletion) + 1.01 (the new u-0).
+    assert str(data["title"]).endswith("(0 stops), 8.3 unowned, of 43.0")
+    svg = save(chart, tmp_path / "t.svg").read_text()
+    assert "topic deleted" in svg and "removed or fenced" not in svg

@@ -141,6 +141,31 @@ def test_a_restarted_coordinator_continues_the_generation_it_loaded() -> None:
     assert history.leaders == {1: "a-1", 2: "b-1"}
 
 
+def test_a_deleted_topic_is_owned_by_nobody_and_a_topic_made_again_under_its_name_moves_nothing() -> None:
+    tracker = RebalanceTracker()
+    u = [["u", 0], ["u", 1]]
+    (first,) = feed(tracker, started(0, 0, "member a-1 joined", "member_joined"), formed(90, 1, "a-1", "cooperative-sticky"),
+                    stable(100, 1, "a-1", {"a-1": pairs(0, 1) + u[:1], "b-1": pairs(2, 3) + u[1:]}, "cooperative-sticky"))
+    history = tracker.group("g")
+    deleted = LogEvent(5000, events.TopicDeleted("u", 2, 2))
+    assert tracker.feed("a", deleted) is None and tp(0, "u") in history.owners  # only the coordinator's line counts
+    assert tracker.feed("coordinator", deleted) is None
+    assert history.owners == {tp(0): "a-1", tp(1): "a-1", tp(2): "b-1", tp(3): "b-1"}
+    assert first.owners[tp(0, "u")] == "a-1"  # a completed rebalance keeps what it was
+    # The members saw u gone and rejoined: the cooperative rebalance withholds nothing of u.
+    without_u, made_again = feed(
+        tracker, started(6000, 1, "a-1 metadata changed", "member_metadata_changed"),
+        formed(6100, 2, "a-1", "cooperative-sticky"),
+        stable(6110, 2, "a-1", {"a-1": pairs(0, 1), "b-1": pairs(2, 3)}, "cooperative-sticky"),
+        # u made again, one partition, given to b: a new partition, not a move from a-1
+        started(8000, 2, "a-1 metadata changed", "member_metadata_changed"),
+        formed(8100, 3, "a-1", "cooperative-sticky"),
+        stable(8110, 3, "a-1", {"a-1": pairs(0, 1), "b-1": pairs(2, 3) + u[:1]}, "cooperative-sticky"))
+    assert without_u.unowned == [] and without_u.moved == () and without_u.kept == 4
+    assert set(without_u.previous_owners) == {tp(p) for p in range(4)}
+    assert made_again.moved == () and made_again.owners[tp(0, "u")] == "b-1"
+
+
 def test_other_groups_other_nodes_and_opaque_assignments() -> None:
     tracker = RebalanceTracker()
     assert tracker.feed("consumer-1", stable(5, 1, "a-1", {"a-1": pairs(0)})) is None  # a member's node

@@ -153,6 +153,32 @@ def _log_end(events: DataFrame) -> DataFrame:
     return events.groupBy("run").agg(F.max("ts_ms").alias("log_end_ms"))
 
 
+def _topic_lives(events: DataFrame, rows: DataFrame, ts: str) -> DataFrame:
+    """`rows` (with `run`, `topic` and the time column `ts`), each with what the topic's deletions
+    (DeleteTopics: `topic_deleted`, docs/events.md §4.2) say at its time: `deleted_ms`, the first
+    one after it (null: none), `while_deleted` (the topic was deleted then and not created again:
+    the row names a partition that does not exist) and `topic_incarnation` (the deletions up to
+    then: a topic made again under the name has new partitions). A coordinator line comes first at
+    the same `ts_ms` (docs/events.md §6), so a deletion at the row's time is before it. The
+    deletions and creations are a handful per run: gathered per topic into two small arrays and
+    broadcast, so the rows are neither shuffled nor grouped."""
+    none = F.lit(None).cast("long")
+    deletions = _coordinator(events, "topic_deleted").select("run", "topic", F.col("ts_ms").alias("_d"), none.alias("_c"))
+    creations = _coordinator(events, "topic_created").select("run", "topic", none.alias("_d"), F.col("ts_ms").alias("_c"))
+    lives = (deletions.unionByName(creations).groupBy("run", "topic")
+             .agg(F.collect_list("_d").alias("_dels"), F.collect_list("_c").alias("_made")))  # lists skip nulls
+    at = F.col(ts)
+    dels, made = F.coalesce("_dels", F.array().cast("array<long>")), F.coalesce("_made", F.array().cast("array<long>"))
+    last_deleted = F.array_max(F.filter(dels, lambda d: d <= at))
+    last_made = F.array_max(F.filter(made, lambda c: c <= at))
+    gone = last_deleted.isNotNull() & (last_made.isNull() | (last_made < last_deleted))
+    return (rows.join(F.broadcast(lives), on=["run", "topic"], how="left")
+            .withColumn("deleted_ms", F.array_min(F.filter(dels, lambda d: d > at)))
+            .withColumn("while_deleted", F.coalesce(gone, F.lit(False)))
+            .withColumn("topic_incarnation", F.size(F.filter(dels, lambda d: d <= at)))
+            .drop("_dels", "_made"))
+
+
 def _next_non_null(value: Column, partition: list[str], order: list[str]) -> Column:
     """The nearest later non-null `value` in the partition: `last(ignorenulls)` over the rows
     after this one, in reverse order, so the frame grows by one row at a time (linear, where a
@@ -208,8 +234,9 @@ def identities(events: DataFrame) -> DataFrame:
 
 def assignments(events: DataFrame, phases: DataFrame) -> DataFrame:
     """Each stable generation's assignment, one row per (member, partition): in force `from_ms`
-    (its `group_stable`) `to_ms` (the next rebalance's start; null while in force at the log's
-    end). A static member replaced within the generation hands its rows to its new id."""
+    (its `group_stable`) `to_ms` (the next rebalance's start, or its topic's deletion if that
+    comes first; null while in force at the log's end). A static member replaced within the
+    generation hands its rows to its new id."""
     stable = _coordinator(events, "group_stable").withColumn("_last", F.max("ts_ms").over(
         Window.partitionBy(*GROUP, "generation_id")))
     stable = stable.where(F.col("ts_ms") == F.col("_last"))
@@ -230,21 +257,24 @@ def assignments(events: DataFrame, phases: DataFrame) -> DataFrame:
         *GROUP, "generation", F.col("new_member_id").alias("member_id"), "client_id", "topic", "partition",
         F.col("replaced_ms").alias("from_ms"), "to_ms", F.col("protocol_name").alias("protocol"),
         F.lit(True).alias("handed_over"))
-    return kept.unionByName(handed)
+    # A deleted partition stops existing: the assignment of it ends there (Spark's least skips nulls).
+    out = _topic_lives(events, kept.unionByName(handed), "from_ms")
+    return out.withColumn("to_ms", F.least("to_ms", "deleted_ms")).drop("deleted_ms", "while_deleted", "topic_incarnation")
 
 
-def movements(assigned: DataFrame, phases: DataFrame, ids: DataFrame) -> DataFrame:
+def movements(events: DataFrame, assigned: DataFrame, phases: DataFrame, ids: DataFrame) -> DataFrame:
     """Partitions whose owner changed between consecutive stable generations. `withheld`: one or
     more stable generations in between gave it to nobody (cooperative rebalancing's two steps).
     `reason`: `owner_gone` if the previous owner is not in the new generation, else `rebalanced`
-    (moved away from a member that stayed). `cause`: the new generation's rebalance cause."""
+    (moved away from a member that stayed). `cause`: the new generation's rebalance cause. A topic
+    deleted and made again has new partitions: nothing moves from their old owners."""
     owners = (assigned.where(~F.col("handed_over"))
               .join(ids.select(*GROUP, "member_id", "identity"), on=[*GROUP, "member_id"], how="left")
               .withColumn("identity", F.coalesce("identity", "member_id")))
     stable_rank = (phases.where(F.col("outcome") == "stable").select(*GROUP, "generation")
                    .withColumn("rank", F.row_number().over(Window.partitionBy(*GROUP).orderBy("generation"))))
-    owners = owners.join(stable_rank, on=[*GROUP, "generation"], how="left")
-    w = Window.partitionBy(*GROUP, "topic", "partition").orderBy("generation")
+    owners = _topic_lives(events, owners.join(stable_rank, on=[*GROUP, "generation"], how="left"), "from_ms")
+    w = Window.partitionBy(*GROUP, "topic", "topic_incarnation", "partition").orderBy("generation")
     prev = (owners.withColumn("from_member", F.lag("member_id").over(w)).withColumn("from_client", F.lag("client_id").over(w))
             .withColumn("from_identity", F.lag("identity").over(w)).withColumn("from_generation", F.lag("generation").over(w))
             .withColumn("prev_rank", F.lag("rank").over(w)))
@@ -321,9 +351,10 @@ def ownership(events: DataFrame) -> DataFrame:
     """What each consumer process held, and when (docs/events.md §6, "Holding"): one interval per
     partition from its `partitions_assigned` to its `partitions_revoked` / `partitions_lost`, the
     coordinator removing or fencing its member id, the same partition assigned to the same client
-    again, or the end of the log. A process that crashed or hung still holds: the group counts its
-    partitions as its own until the coordinator removes it (`partition_time` says when they were
-    not consumed). The same rules as grouplab/costs.py's holdings, which the tests hold this to."""
+    again, its topic's deletion, or the end of the log. A process that crashed or hung still holds:
+    the group counts its partitions as its own until the coordinator removes it (`partition_time`
+    says when they were not consumed). A partition assigned while its topic is deleted does not
+    exist: no interval. The same rules as grouplab/costs.py's holdings, which the tests hold this to."""
     member = events.where(~F.col("node").isin(*NON_MEMBER_NODES))
     starts = (_explode_pairs(member.where(F.col("event") == "partitions_assigned"), "partitions",
                              "run", "group_id", "node", "member_id", "generation_id", "ts_ms", "seq")
@@ -342,7 +373,7 @@ def ownership(events: DataFrame) -> DataFrame:
               .withColumn("next_end_ms", _next_non_null(F.when(is_end, F.col("ts_ms")), per_tp, order))
               .withColumn("next_end_kind", _next_non_null(F.when(is_end, F.col("end_kind")), per_tp, order))
               .withColumn("next_start_ms", _next_non_null(F.when(~is_end, F.col("ts_ms")), per_tp, order)))
-    intervals = stream.where(~is_end)
+    intervals = _topic_lives(events, stream.where(~is_end), "ts_ms").where(~F.col("while_deleted"))
 
     # The coordinator ending the member id: lines of the same ts_ms as the start come before it
     # in log order (docs/events.md §6), so only a later one ends the interval.
@@ -356,7 +387,7 @@ def ownership(events: DataFrame) -> DataFrame:
                                 F.min(F.when(F.col("_f") > F.col("ts_ms"), F.col("_f"))).alias("fenced_ms")))
     intervals = (intervals.join(by_id, on=key, how="left").join(_log_end(events), on=RUN, how="left"))
     # At the same ts_ms the coordinator's line comes first, then the member's (log order).
-    candidates = [("removed_ms", F.lit("removed")), ("fenced_ms", F.lit("fenced")),
+    candidates = [("deleted_ms", F.lit("deleted")), ("removed_ms", F.lit("removed")), ("fenced_ms", F.lit("fenced")),
                   ("next_end_ms", F.col("next_end_kind")), ("next_start_ms", F.lit("reassigned"))]
     end_ms = F.least(*[F.col(c) for c, _ in candidates])
     reason = F.lit("end_of_log")

@@ -167,7 +167,9 @@ CRASHES = ("crash", "process_crashed")  # the stops after which the process is g
 def without_consumer(segments: list[Segment]) -> list[tuple[int, int]]:
     """Each partition's stretches (start, end) without a consumer after it first had one: its
     assigned-but-not-consumed and unowned segments run together (the time before a group first
-    hands a partition out is the group forming, not a wait)."""
+    hands a partition out is the group forming, not a wait). A deletion of its topic ends its
+    lane (the fold's `deleted`): a stretch ends there, and a topic made again under the name is a
+    new partition, forming anew."""
     lanes: dict[tuple[str, TopicPartition], list[Segment]] = {}
     for seg in segments:
         lanes.setdefault((seg.group_id, seg.partition), []).append(seg)
@@ -175,7 +177,13 @@ def without_consumer(segments: list[Segment]) -> list[tuple[int, int]]:
     for segs in lanes.values():
         open_at: int | None = None
         consumed = False
+        last_end: int | None = None
         for seg in sorted(segs, key=lambda s: s.start_ms):
+            if last_end is not None and seg.start_ms > last_end:  # gone between: deleted, made again
+                if open_at is not None:
+                    out.append((open_at, last_end))
+                open_at, consumed = None, False
+            last_end = seg.end_ms
             if seg.state == CONSUMED:
                 if open_at is not None:
                     out.append((open_at, seg.start_ms))

@@ -247,6 +247,8 @@ class Narrator:
             offsets = ", ".join(f"{t.name}-{p.partition_index}@{p.committed_offset}"
                                 for t in body.topics for p in t.partitions)
             return c.t("req.OffsetCommit", generation=body.generation_id, offsets=offsets)
+        if api == "DeleteTopics":
+            return c.t("req.DeleteTopics", topics=", ".join(body.topic_names))
         return c.t("req.generic", api=api)
 
     def _timer_text(self, key: list[Any], group_id: str | None) -> str:
@@ -334,6 +336,14 @@ class Narrator:
             elif isinstance(p, events.GroupLoaded):
                 said = Said(COORDINATOR, p.group_id, c.t("dec.group_loaded", generation=p.generation_id,
                                                          members=self._names(p.members)), kind="decision")
+            elif isinstance(p, events.TopicDeleted):
+                said = Said(COORDINATOR, COORDINATOR, c.t("dec.topic_deleted", topic=p.topic, n=p.partition_count),
+                            c.t("why.topic_deleted"), kind="decision")
+            elif isinstance(p, events.TopicOffsetsDeleted):
+                gone = sorted({(t, n) for t, n in [*p.partitions, *p.staged_partitions]})
+                said = Said(COORDINATOR, p.group_id, c.t("dec.topic_offsets_deleted", group=p.group_id,
+                                                         partitions=self._pairs(gone)),
+                            c.t("why.topic_offsets_deleted"), kind="decision")
             elif isinstance(p, (events.TransactionCommitted, events.TransactionAborted)):
                 key = "dec.transaction_committed" if isinstance(p, events.TransactionCommitted) else "dec.transaction_aborted"
                 said = Said(COORDINATOR, COORDINATOR, c.t(key, tid=p.transactional_id, reason=p.reason,
@@ -386,6 +396,9 @@ class Narrator:
         if api == "SyncGroup" and body is not None:
             return Said(COORDINATOR, receiver, c.t("resp.SyncGroup", partitions=self._partitions(body.assignment)),
                         kind="response", raw=written)
+        if api == "DeleteTopics" and body is not None:  # one error per name: a refused one is told as such
+            results = ", ".join(f"{r.name} {ErrorCode.from_code(r.error_code).name}" for r in body.responses)
+            return Said(COORDINATOR, receiver, c.t("resp.DeleteTopics", results=results), kind="response", raw=written)
         return Said(COORDINATOR, receiver, c.t("resp.ok", api=api), kind="response", raw=written)
 
     def _receiver(self, written: dict[str, Any], request: Any) -> str:

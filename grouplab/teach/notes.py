@@ -152,6 +152,8 @@ class Notes:
                 self.assigned.pop(p.member_id, None)
             elif isinstance(p, events.GenerationCompleted) and p.leader:
                 notes += self._new_leader(p)
+            elif isinstance(p, events.TopicDeleted):
+                self._forget_topic(p.topic)
             elif isinstance(p, events.GroupStable):
                 new = {m: {TopicPartition(t, n) for t, n in a} for m, a in p.assignments.items() if isinstance(a, list)}
                 notes += self._cooperative(p.group_id, p.protocol_name, new) + self._idle(p.group_id, new)
@@ -173,6 +175,14 @@ class Notes:
             if parts:
                 session = max(self.who.session_ms(m) for m in ids)
                 self.gaps.append(_Gap(client, fault, ts_ms, parts, ids, session_ms=session))
+
+    def _forget_topic(self, topic: str) -> None:
+        """A deleted topic's partitions stop existing: nobody owns them, and no gap waits for them
+        to be handed out again (a gap left with none is over, untold)."""
+        self.assigned = {m: {tp for tp in parts if tp.topic != topic} for m, parts in self.assigned.items()}
+        for gap in self.gaps:
+            gap.partitions = {tp for tp in gap.partitions if tp.topic != topic}
+        self.gaps = [g for g in self.gaps if g.partitions]
 
     # ------------------------------------------------------------------ each note
 
