@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -574,6 +575,7 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
                 f"from {args.data_dir} ({logs} partition log{'s' * (logs != 1)})") if args.data_dir else ""
     kafka = f" · Kafka clients on {args.host}:{server.kafka_port}" if server.kafka_port is not None else ""
     err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{kafka}{restored} (Ctrl-C to stop)")
+    gc.freeze()  # what start made (modules, recovered state) lives on: full collections need not walk it again
     try:
         await server.serve_forever()
     except asyncio.CancelledError:

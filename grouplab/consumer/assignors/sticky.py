@@ -23,11 +23,9 @@ order is Java's (java_order.py).
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Mapping
 
 from grouplab.consumer.assignors.base import AssignmentMap, Assignor, RebalanceProtocol, partitions_of
 from grouplab.consumer.assignors.java_order import java_key
@@ -44,23 +42,11 @@ from grouplab.consumer.assignors.sticky_claims import (
 )
 from grouplab.consumer.assignors.sticky_constrained import constrained_assign
 from grouplab.consumer.assignors.sticky_general import general_assign
+from grouplab.protocol.memory import gc_paused
 from grouplab.protocol.types import Subscription, TopicPartition
 
 __all__ = ["NO_GENERATION", "CooperativeStickyAssignor", "MemberData", "StickyAssignor", "StickyResult",
            "decode_user_data", "encode_user_data", "is_balanced", "sticky_assign"]
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """An assignment allocates hundreds of thousands of small tuples and frees none of them before it
-    returns: the cyclic collector would only rescan them (a third of the time at 100,000 partitions)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass
@@ -144,7 +130,7 @@ class StickyAssignor(Assignor):
 
     def compute(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]) -> StickyResult:
         """The assignment with Kafka's bookkeeping (for tests and explanations)."""
-        with _gc_paused():
+        with gc_paused():
             return sticky_assign(partitions_per_topic, subscriptions, self.member_data)
 
     def assign(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]) -> AssignmentMap:
@@ -175,7 +161,7 @@ class CooperativeStickyAssignor(StickyAssignor):
     def assign(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]) -> AssignmentMap:
         if not subscriptions:
             return {}
-        with _gc_paused():
+        with gc_paused():
             result = sticky_assign(partitions_per_topic, subscriptions, self.member_data)
             withheld = self.withheld(partitions_per_topic, subscriptions, result)
             if not withheld:

@@ -17,6 +17,14 @@ a trace line and an answer of its own, as Kafka fetches each group on that group
 shard); their answers are gathered into the one response (`_GroupFetches`). What each Kafka
 client holds, as its JoinGroup, SyncGroup answer and LeaveGroup show it (holdings.py), is written
 in that client's own node of the event log, as grouplab's consumers write it about themselves.
+
+Heavy requests take turns (issue 22, case 1): a frame of HEAVY_FRAME_BYTES or more (a Fetch naming
+thousands of partitions, a large Produce) is decoded, translated and counted in a turn of its own,
+after what was waiting on the loop (other connections' reads, the groups' queues, timers), at most
+TURN_S of such work per turn, as the msgpack port's connections take turns (server.py). A hundred
+wide Fetches arriving at once then delay a heartbeat by about one of them, not by all. A parked
+Fetch keeps its Kafka frame (about 16 bytes a partition), not the decoded request, and is decoded
+again when it is answered, in a turn of its own if heavy.
 """
 
 from __future__ import annotations
@@ -24,9 +32,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from grouplab.coordinator.broker import RequestContext
 from grouplab.coordinator.data_plane import DataPlaneHost
@@ -51,6 +60,7 @@ from grouplab.protocol.errors import ErrorCode, FrameTooLarge
 from grouplab.protocol.framing import WRONG_PORT, FrameReader, grouplab_correlation_id
 from grouplab.protocol.framing import encode_response as encode_grouplab_response
 from grouplab.protocol import events
+from grouplab.protocol.memory import gc_paused, trim_heap
 from grouplab.protocol.messages import (ErrorResponse, FetchRequest, JoinGroupRequest, LeaveGroupRequest, ProduceRequest, SyncGroupRequest,
                                SyncGroupResponse)
 
@@ -64,6 +74,16 @@ _ENCODED_BODIES_MAX = 4096
 # Threads that decode heavy Produce batches (compressed or large: records.is_heavy) off the event
 # loop: the decode is pure, and up to ~1 s of building records must not stop the groups' timers.
 DECODE_THREADS = 2
+
+# A frame this large or larger is handled in a turn of the loop of its own (see the module's doc):
+# a Fetch over ~4,000 partitions (v4: 16 bytes a partition), a Produce of 64 KiB.
+HEAVY_FRAME_BYTES = 64 * 1024
+# How long heavy work may hold the loop before other connections and the timers get a turn (one
+# piece that takes longer is still done whole: one per turn, then). As server.TURN_S.
+TURN_S = 0.005
+# After a heavy parked Fetch goes (answered, expired, its client gone), malloc's free pages go back
+# to the system this long after, once for all that went meanwhile (protocol/memory.trim_heap).
+TRIM_AFTER_S = 1.0
 
 
 class KafkaHost(Protocol):
@@ -80,12 +100,14 @@ class KafkaHost(Protocol):
 
     def note_client_event(self, client_id: str, payload: events.Event) -> None: ...
 
+    def note_internal_error(self, exc: Exception) -> None: ...
+
 
 class KafkaReplyTo:
     """The reply token of one Kafka request: the Broker hands it back in Reply; the connection
     encodes the answer at the request's API and version."""
 
-    __slots__ = ("conn", "correlation_id", "request", "view", "api", "client_id", "body")
+    __slots__ = ("conn", "correlation_id", "request", "view", "api", "client_id", "body", "frame")
 
     def __init__(self, conn: "KafkaConnection | _GroupPart", request: KafkaRequest, view: View) -> None:
         self.conn = conn
@@ -95,6 +117,7 @@ class KafkaReplyTo:
         self.api = request.api.name  # what the server's reply path names in its events
         self.client_id = request.client_id
         self.body: Any = None  # grouplab's request, once translated
+        self.frame = b""  # a Fetch's Kafka frame, until it is parked or answered
 
 
 class _GroupFetches:
@@ -138,15 +161,25 @@ class _GroupPart:
 
 
 class _ParkedFetch:
-    """What the listener keeps of a parked Fetch besides the purgatory's count: how to answer it
-    and its max_wait_ms timer."""
+    """What the listener keeps of a parked Fetch besides the purgatory's count: its Kafka frame
+    (decoded again when it is answered: compact, where the decoded request is an object a
+    partition), its context and its max_wait_ms timer."""
 
-    __slots__ = ("body", "ctx", "timer")
+    __slots__ = ("frame", "ctx", "timer")
 
-    def __init__(self, body: FetchRequest, ctx: RequestContext, timer: asyncio.TimerHandle) -> None:
-        self.body = body
+    def __init__(self, frame: bytes, ctx: RequestContext, timer: asyncio.TimerHandle) -> None:
+        self.frame = frame
         self.ctx = ctx
         self.timer = timer
+
+    def request(self) -> FetchRequest:
+        """grouplab's Fetch again, from the frame (it decoded and translated before it parked)."""
+        token = self.ctx.reply_to
+        request = decode_request(self.frame)
+        assert isinstance(request, KafkaRequest)
+        body = to_grouplab(request.api, request.version, request.body, token.view)
+        assert isinstance(body, FetchRequest)
+        return body
 
 
 class KafkaListener:
@@ -168,11 +201,17 @@ class KafkaListener:
         self.holdings = WireHoldings()
         self._waking = False
         self._changes: list[LogChanges] = []  # what steps changed, not yet looked at
+        self._turns: deque[Callable[[], None]] = deque()  # heavy work waiting for its turn
+        self._turn_due = False
+        self._trim: asyncio.TimerHandle | None = None
 
     def protocol(self) -> "KafkaConnection":
         return KafkaConnection(self)
 
     def close_all(self) -> None:
+        if self._trim is not None:
+            self._trim.cancel()
+            self._trim = None
         for parked in self.parked.values():
             parked.timer.cancel()
         self.parked.clear()
@@ -187,6 +226,37 @@ class KafkaListener:
         if self.decoder is None:
             self.decoder = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="grouplab-kafka-decode")
         return self.decoder
+
+    def in_turn(self, work: Callable[[], None]) -> None:
+        """Run `work` in a later turn of the loop, after what is waiting now and the requests read
+        meanwhile (a timer due at once, set from a call_soon, runs after the reads and the group
+        queues they fill; as server.after_others); heavy work runs in order, TURN_S at a time."""
+        self._turns.append(work)
+        if not self._turn_due:
+            self._turn_due = True
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_later, 0, self._take_turn)
+
+    def _take_turn(self) -> None:
+        """Heavy work for up to TURN_S, the cyclic collector paused: a wide request's thousands of
+        objects live only while it is decoded and translated and are freed by reference counting;
+        the collector would only walk them (protocol/memory.gc_paused)."""
+        self._turn_due = False
+        deadline = time.perf_counter() + TURN_S
+        with gc_paused():
+            while self._turns:
+                work = self._turns.popleft()
+                try:
+                    work()
+                except Exception as exc:  # pragma: no cover - a defect: reported, the other turns go on
+                    _log.exception("heavy Kafka-wire work failed")
+                    self.host.note_internal_error(exc)
+                if time.perf_counter() >= deadline:
+                    break
+        if self._turns and not self._turn_due:
+            self._turn_due = True
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_later, 0, self._take_turn)
 
     def wake(self, changes: LogChanges) -> None:
         """A step changed these partitions (appended records or a marker) or deleted these topics:
@@ -205,14 +275,15 @@ class KafkaListener:
         finally:
             self._waking = False
 
-    def park(self, conn: "KafkaConnection", body: FetchRequest, ctx: RequestContext) -> bool:
+    def park(self, conn: "KafkaConnection", body: FetchRequest, ctx: RequestContext, frame: bytes) -> bool:
         """Park the Fetch unless it may be answered now; True when parked (then it is answered
-        when the partitions it watches complete it, or at its max_wait_ms)."""
+        when the partitions it watches complete it, or at its max_wait_ms). What is kept is its
+        frame, not `body`."""
         if not self.purgatory.try_park(conn, body, self.host.broker):
             return False
         loop = asyncio.get_running_loop()
         timer = loop.call_later(body.max_wait_ms / 1000, self._release, conn)
-        self.parked[conn] = _ParkedFetch(body, ctx, timer)
+        self.parked[conn] = _ParkedFetch(frame, ctx, timer)
         return True
 
     def _release(self, conn: "KafkaConnection") -> None:
@@ -221,15 +292,36 @@ class KafkaListener:
         if parked is None:
             return
         parked.timer.cancel()
+        if conn.transport is None:
+            return
+        if len(parked.frame) >= HEAVY_FRAME_BYTES:
+            self._trim_soon()
+            self.in_turn(lambda: self._answer(conn, parked))
+        else:
+            self._answer(conn, parked)
+
+    def _answer(self, conn: "KafkaConnection", parked: _ParkedFetch) -> None:
         if conn.transport is not None:
-            self.host.submit("Fetch", parked.body, parked.ctx)
+            self.host.submit("Fetch", parked.request(), parked.ctx)
 
     def forget(self, conn: "KafkaConnection") -> None:
         self.purgatory.remove(conn)
         parked = self.parked.pop(conn, None)
         if parked is not None:
             parked.timer.cancel()
+            if len(parked.frame) >= HEAVY_FRAME_BYTES:
+                self._trim_soon()
         self.connections.discard(conn)
+
+    def _trim_soon(self) -> None:
+        """A heavy parked Fetch went: give malloc's free pages back in a moment, once for all that
+        go meanwhile (a hundred clients closing together trim once)."""
+        if self._trim is None:
+            self._trim = asyncio.get_running_loop().call_later(TRIM_AFTER_S, self._trim_now)
+
+    def _trim_now(self) -> None:
+        self._trim = None
+        trim_heap()
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -243,6 +335,7 @@ class KafkaConnection(asyncio.Protocol):
         self.pending_bytes = 0
         self.inflight: KafkaReplyTo | None = None
         self.writing_paused = False  # the client is not taking its answers: no next request (muted)
+        self.heavy_waiting = False  # a heavy frame waits for its turn (listener.in_turn): no next request
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ transport
@@ -309,16 +402,28 @@ class KafkaConnection(asyncio.Protocol):
         """Handle the next request if none is in flight and the client takes its answers (Kafka
         mutes a connection while its answer waits to be written); stop reading while frames wait,
         so what one connection holds is one read's frames and one answer past the write buffer's
-        high-water mark."""
-        while self.inflight is None and not self.writing_paused and self.pending and self.transport is not None:
+        high-water mark. A heavy frame waits for a turn of its own (listener.in_turn)."""
+        while (self.inflight is None and not self.writing_paused and not self.heavy_waiting and self.pending
+               and self.transport is not None):
             frame = self.pending.popleft()
             self.pending_bytes -= len(frame)
+            if len(frame) >= HEAVY_FRAME_BYTES:
+                self.heavy_waiting = True
+                self.listener.in_turn(lambda: self._heavy_turn(frame))
+                break
             self._handle(frame)
         if self.transport is not None:
-            if (self.inflight is not None or self.writing_paused) and self.pending:
+            if (self.inflight is not None or self.writing_paused or self.heavy_waiting) and self.pending:
                 self.transport.pause_reading()
             elif not self.transport.is_closing():
                 self.transport.resume_reading()
+
+    def _heavy_turn(self, frame: bytes) -> None:
+        self.heavy_waiting = False
+        if self.transport is None:
+            return  # the client went while its request waited: nothing to answer
+        self._handle(frame)
+        self._pump()
 
     def _handle(self, frame: bytes) -> None:
         try:
@@ -348,6 +453,8 @@ class KafkaConnection(asyncio.Protocol):
                                         request.correlation_id))
             return
         token = KafkaReplyTo(self, request, view)
+        if name == "Fetch":
+            token.frame = frame
         if name == "Produce" and _heavy_produce(request.body):
             self._translate_off_loop(token)
             return
@@ -387,9 +494,11 @@ class KafkaConnection(asyncio.Protocol):
             self._refuse(f"{name} v{request.version}: {exc!r}")
             return
         ctx = RequestContext(token, request.client_id, self.peer.rsplit(":", 1)[0])
-        token.body = body
-        if isinstance(body, FetchRequest):  # a parked Fetch keeps grouplab's request, not kafka-python's too
+        frame, token.frame = token.frame, b""
+        if isinstance(body, FetchRequest):  # a parked Fetch keeps its frame only (_ParkedFetch)
             token.request = dataclasses.replace(request, body=None)
+        else:
+            token.body = body
         if isinstance(body, JoinGroupRequest):  # what it no longer lists as owned, it revoked before asking
             self._note(request.client_id, self.listener.holdings.joining(body))
         elif isinstance(body, LeaveGroupRequest):
@@ -399,7 +508,7 @@ class KafkaConnection(asyncio.Protocol):
             self.inflight = None  # no answer is coming: the next request may start
             self.listener.host.submit(name, body, ctx)
             return
-        if isinstance(body, FetchRequest) and self.listener.park(self, body, ctx):
+        if isinstance(body, FetchRequest) and self.listener.park(self, body, ctx, frame):
             return
         if isinstance(body, GroupFetches):
             self._fetch_groups(request, body, view)

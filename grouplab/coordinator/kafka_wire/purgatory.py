@@ -17,13 +17,22 @@ are grouplab's measure of what the Broker would return (data_plane.read_fetch): 
 key, value and header bytes, so a transaction marker counts and a Fetch positioned at one is
 answered at once; grouplab's own record answers count records only.
 
+Compact, because a Fetch may name every partition of a topic and a hundred such may be parked
+(issue 22, case 1): a parked Fetch keeps per topic three arrays (partitions sorted, their fetch
+offsets and partition_max_bytes), not the request's objects, and the index holds plain ints (a
+number per parked Fetch) in dicts the garbage collector does not track; so parking 20,000
+partitions adds no object per partition for the collector to walk, and the memory goes back in
+a few large blocks when the Fetch is answered or its client goes.
+
 Pure and read-only over the broker's logs: it never creates a log; the listener owns the timers
-(max_wait_ms) and hands the completed Fetches to the Broker.
+(max_wait_ms), keeps what it needs to hand the completed Fetches to the Broker, and hands them.
 """
 
 from __future__ import annotations
 
-from typing import Generic, Hashable, TypeVar
+from array import array
+from bisect import bisect_left
+from typing import Generic, Hashable, Iterator, TypeVar
 
 from grouplab.coordinator.data_plane import DataPlaneHost
 from grouplab.coordinator.partition_log import READ_COMMITTED, LogChanges, fetched_size
@@ -57,15 +66,14 @@ class _Reads:
         self.broker = broker
         self.cache: dict[tuple, tuple[int, int]] = {}
 
-    def since(self, topic: str, fp: FetchPartition, start: int, limit: int, isolation_level: int,
-              as_batches: bool) -> tuple[int, int] | None:
-        """(where counting got to, the bytes found) reading `topic`-`fp.partition` from `start`
-        up to its high watermark (read_committed: last stable offset), `limit` bytes at most;
-        None when the partition answers with an error."""
+    def since(self, topic: str, index: int, partition_max_bytes: int, start: int, limit: int,
+              isolation_level: int, as_batches: bool) -> tuple[int, int] | None:
+        """(where counting got to, the bytes found) reading `topic`-`index` from `start` up to its
+        high watermark (read_committed: last stable offset), `limit` bytes at most; None when the
+        partition answers with an error."""
         broker = self.broker
-        index = fp.partition
         count = broker.topics.partitions.get(topic)
-        if count is None or not 0 <= index < count or fp.partition_max_bytes < 0:
+        if count is None or not 0 <= index < count or partition_max_bytes < 0:
             return None
         log = broker.logs.existing(topic, index)
         if log is None:  # no data yet: an empty log, offset 0 only
@@ -88,22 +96,57 @@ class _Reads:
         return found
 
 
-class _Watch:
-    """One parked Fetch: the bytes it has found so far, in all and per partition counted."""
+class _Wanted:
+    """What a Fetch names of one topic, as arrays: its partitions sorted (each once, the last
+    entry of a repeat, as read_fetch answers it), their fetch offsets and partition_max_bytes."""
 
-    __slots__ = ("req", "counted", "total")
+    __slots__ = ("partitions", "offsets", "max_bytes")
+
+    def __init__(self, by_index: dict[int, FetchPartition]) -> None:
+        order = sorted(by_index)
+        self.partitions = array("q", order)
+        self.offsets = array("q", (by_index[p].fetch_offset for p in order))
+        self.max_bytes = array("q", (by_index[p].partition_max_bytes for p in order))
+
+    def find(self, partition: int) -> int:
+        """The position of `partition` in the arrays, or -1."""
+        at = bisect_left(self.partitions, partition)
+        return at if at < len(self.partitions) and self.partitions[at] == partition else -1
+
+
+class _Watch:
+    """One parked Fetch: what it names (compact), the bytes found so far, in all and per
+    partition counted (only partitions that had something to count)."""
+
+    __slots__ = ("min_bytes", "isolation_level", "as_batches", "topics", "counted", "total")
 
     def __init__(self, req: FetchRequest) -> None:
-        self.req = req
+        self.min_bytes = req.min_bytes
+        self.isolation_level = req.isolation_level
+        self.as_batches = req.as_batches
+        self.topics = {topic: _Wanted(by_index) for topic, by_index in wanted(req).items()}
         self.counted: dict[tuple[str, int], tuple[int, int]] = {}  # partition -> (counted to, bytes)
         self.total = 0
 
-    def look(self, reads: _Reads, topic: str, fp: FetchPartition) -> bool:
-        """Count what the partition gained since the last look; True when the Fetch is complete."""
-        key = (topic, fp.partition)
-        start, had = self.counted.get(key, (fp.fetch_offset, 0))
-        limit = fp.partition_max_bytes - had
-        found = reads.since(topic, fp, start, limit, self.req.isolation_level, self.req.as_batches)
+    def partitions(self) -> Iterator[tuple[str, int]]:
+        for topic, w in self.topics.items():
+            for index in w.partitions:
+                yield topic, index
+
+    def look(self, reads: _Reads, topic: str, index: int) -> bool:
+        """Count what the partition gained since the last look; True when the Fetch is complete
+        (or the partition errors)."""
+        w = self.topics.get(topic)
+        at = -1 if w is None else w.find(index)
+        if w is None or at < 0:
+            return False  # not one of ours (the index says it is: never)
+        return self._look_at(reads, topic, index, w.offsets[at], w.max_bytes[at])
+
+    def _look_at(self, reads: _Reads, topic: str, index: int, fetch_offset: int, partition_max_bytes: int) -> bool:
+        key = (topic, index)
+        start, had = self.counted.get(key, (fetch_offset, 0))
+        limit = partition_max_bytes - had
+        found = reads.since(topic, index, partition_max_bytes, start, limit, self.isolation_level, self.as_batches)
         if found is None:
             return True
         position, size = found
@@ -111,22 +154,24 @@ class _Watch:
             size = min(size, limit)
             self.total += size
             self.counted[key] = (position, had + size)
-        return self.total >= self.req.min_bytes
+        return self.total >= self.min_bytes
+
+    def first_look(self, reads: _Reads) -> bool:
+        """Count every partition named (Kafka's first tryComplete); True when complete."""
+        for topic, w in self.topics.items():
+            for index, offset, most in zip(w.partitions, w.offsets, w.max_bytes):
+                if self._look_at(reads, topic, index, offset, most):
+                    return True
+        return False
 
 
-def first_look(broker: DataPlaneHost, req: FetchRequest,
-               by_topic: dict[str, dict[int, FetchPartition]] | None = None) -> _Watch | None:
+def first_look(broker: DataPlaneHost, req: FetchRequest) -> _Watch | None:
     """Count what every partition `req` names holds now: the watch to park, or None when the
     Fetch may be answered at once (as Kafka's first tryComplete)."""
     if answers_at_once(req):
         return None
     watch = _Watch(req)
-    reads = _Reads(broker)
-    for topic, by_index in (wanted(req) if by_topic is None else by_topic).items():
-        for fp in by_index.values():
-            if watch.look(reads, topic, fp):
-                return None
-    return watch
+    return None if watch.first_look(_Reads(broker)) else watch
 
 
 def fetch_ready(broker: DataPlaneHost, req: FetchRequest) -> bool:
@@ -135,79 +180,96 @@ def fetch_ready(broker: DataPlaneHost, req: FetchRequest) -> bool:
 
 
 class FetchPurgatory(Generic[K]):
-    """Parked Fetches by a key of the caller's (the listener's connection), indexed by partition."""
+    """Parked Fetches by a key of the caller's (the listener's connection), indexed by partition:
+    topic -> partition -> {number of a parked Fetch: None} (ints only: untracked by the collector)."""
 
     def __init__(self) -> None:
-        self._watches: dict[K, _Watch] = {}
-        self._index: dict[str, dict[int, dict[K, FetchPartition]]] = {}
+        self._numbers: dict[K, int] = {}
+        self._keys: dict[int, K] = {}
+        self._watches: dict[int, _Watch] = {}
+        self._index: dict[str, dict[int, dict[int, None]]] = {}
+        self._next = 0
 
     def __len__(self) -> int:
         return len(self._watches)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._watches
+        return key in self._numbers
 
     def watchers(self, topic: str, partition: int) -> list[K]:
         """The keys of the Fetches parked on `topic`-`partition` (for tests and inspection)."""
-        return list(self._index.get(topic, {}).get(partition, {}))
+        return [self._keys[n] for n in self._index.get(topic, {}).get(partition, {})]
 
     def try_park(self, key: K, req: FetchRequest, broker: DataPlaneHost) -> bool:
         """Park `req` under `key` unless it may be answered now (then nothing is kept): True when
-        parked. One look over every partition it names, as Kafka's first tryComplete."""
+        parked. One look over every partition it names, as Kafka's first tryComplete. Nothing of
+        `req` itself is kept."""
         self.remove(key)
-        by_topic = wanted(req)
-        watch = first_look(broker, req, by_topic)
+        watch = first_look(broker, req)
         if watch is None:
             return False
-        self._watches[key] = watch
+        number = self._next
+        self._next += 1
+        self._numbers[key] = number
+        self._keys[number] = key
+        self._watches[number] = watch
         index = self._index
-        for topic, by_index in by_topic.items():
+        for topic, w in watch.topics.items():
             entries = index.setdefault(topic, {})
-            for partition, fp in by_index.items():
-                entries.setdefault(partition, {})[key] = fp
+            for partition in w.partitions:
+                watching = entries.get(partition)
+                if watching is None:
+                    entries[partition] = {number: None}
+                else:
+                    watching[number] = None
         return True
 
     def changed(self, broker: DataPlaneHost, changes: LogChanges) -> list[K]:
         """A step changed these partitions and deleted these topics: look again at the Fetches
         watching them (only those), and return, removed from the purgatory, the ones complete."""
-        done: dict[K, None] = {}
+        done: dict[int, None] = {}
         index = self._index
         for topic in changes.topics:
             for deleted in index.get(topic, {}).values():
-                done.update(dict.fromkeys(deleted))
+                done.update(deleted)
         reads = _Reads(broker)
         for topic, partition in changes.partitions:
             watching = index.get(topic, {}).get(partition)
             if not watching:
                 continue
-            for key, fp in watching.items():
-                if key not in done and self._watches[key].look(reads, topic, fp):
-                    done[key] = None
-        for key in done:
+            for number in watching:
+                if number not in done and self._watches[number].look(reads, topic, partition):
+                    done[number] = None
+        keys = [self._keys[number] for number in done]
+        for key in keys:
             self.remove(key)
-        return list(done)
+        return keys
 
-    def remove(self, key: K) -> FetchRequest | None:
+    def remove(self, key: K) -> bool:
         """Forget the Fetch parked under `key` (answered, expired, its client gone), from every
-        partition it watched. Returns it, or None if none was parked."""
-        watch = self._watches.pop(key, None)
-        if watch is None:
-            return None
+        partition it watched. False if none was parked."""
+        number = self._numbers.pop(key, None)
+        if number is None:
+            return False
+        del self._keys[number]
+        watch = self._watches.pop(number)
         index = self._index
-        for ft in watch.req.topics:
-            entries = index.get(ft.topic)
+        for topic, w in watch.topics.items():
+            entries = index.get(topic)
             if entries is None:
                 continue
-            for fp in ft.partitions:
-                watching = entries.get(fp.partition)
+            for partition in w.partitions:
+                watching = entries.get(partition)
                 if watching is not None:
-                    watching.pop(key, None)
+                    watching.pop(number, None)
                     if not watching:
-                        del entries[fp.partition]
+                        del entries[partition]
             if not entries:
-                del index[ft.topic]
-        return watch.req
+                del index[topic]
+        return True
 
     def clear(self) -> None:
+        self._numbers.clear()
+        self._keys.clear()
         self._watches.clear()
         self._index.clear()
