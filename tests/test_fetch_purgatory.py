@@ -5,6 +5,8 @@ Fetch removed (answered, expired, its client gone) leaves nothing in the index."
 
 from __future__ import annotations
 
+import gc
+import sys
 from typing import Any
 
 from grouplab.coordinator.broker import Broker, RequestContext
@@ -136,3 +138,34 @@ def test_a_removed_fetch_leaves_no_index_entry() -> None:
     assert purgatory.watchers("t", 7) == ["narrow"]
     purgatory.remove("narrow")
     assert purgatory._index == {} and len(purgatory) == 0
+
+
+def test_a_parked_wide_fetch_adds_no_object_per_partition_for_the_collector() -> None:
+    """Issue 22, case 1: a hundred Fetches over 20,000 partitions parked at once made every full
+    collection walk millions of objects. Parked, a Fetch keeps arrays, and the index plain ints in
+    dicts the collector does not track; nothing of the request object is kept."""
+    b = broker(partitions=5000)
+    purgatory: FetchPurgatory[str] = FetchPurgatory()
+    gc.collect()
+    before = len(gc.get_objects())
+    wide = fetch({p: 0 for p in range(5000)})
+    assert purgatory.try_park("wide", wide, b)
+    referrers = sys.getrefcount(wide.topics[0].partitions[0])
+    del wide
+    gc.collect()
+    assert len(gc.get_objects()) - before < 50  # not 5,000 or more
+    assert referrers == 2  # its list and getrefcount's argument: the purgatory keeps no reference
+    assert not gc.is_tracked(purgatory._index["t"][4999])
+
+
+def test_a_repeated_partition_is_watched_once_from_its_last_entry() -> None:
+    """As read_fetch answers a partition named twice: the last entry's fetch offset counts."""
+    b = broker()
+    append(b, 0, b"a", b"b")  # offsets 0, 1
+    purgatory: FetchPurgatory[str] = FetchPurgatory()
+    twice = FetchRequest([FetchTopic("t", [FetchPartition(0, 0), FetchPartition(0, 2)])], max_wait_ms=INT32_MAX,
+                         min_bytes=1, as_batches=True)
+    assert purgatory.try_park("f", twice, b)  # at the log end (2): nothing to count yet
+    assert purgatory.watchers("t", 0) == ["f"]
+    append(b, 0, b"c")
+    assert purgatory.changed(b, b.logs.take_changes()) == ["f"]
