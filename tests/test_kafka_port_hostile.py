@@ -146,6 +146,7 @@ from kafka.protocol.consumer.group import (  # noqa: E402
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, SyncGroupRequest, SyncGroupResponse)
 from kafka.protocol.producer.produce import ProduceResponse  # noqa: E402
 
+from grouplab.admin import AdminClient  # noqa: E402
 from grouplab.coordinator.server import CoordinatorServer  # noqa: E402
 
 from test_kafka_wire import Raw, batch, fetch, produce, server  # noqa: E402,F401 - the fixture too
@@ -293,3 +294,52 @@ async def test_case_5_a_storm_of_malformed_frames_leaves_others_their_heartbeats
     await bystander.stop()
     assert server.bad_frames - bad_before == 2000
     assert bystander.errors == [] and bystander.worst_s < BYSTANDER_BOUND_S, (bystander.worst_s, bystander.errors)
+
+
+async def test_case_5_wide_answers_asked_from_many_connections_leave_others_their_heartbeats(
+        server: CoordinatorServer) -> None:
+    """What made the issue's storm of mutated frames cost ~9 ms each: the ones still naming the
+    20,000-partition topic are Metadata requests, each answered with ~520 KB that took ~150 ms to
+    build and encode on the loop, and several connections asking at once held it for seconds.
+    Heavy answers are encoded on a thread, so the bystander's heartbeats keep their time."""
+    from kafka.protocol.metadata.metadata import MetadataRequest  # noqa: PLC0415
+
+    async with AdminClient("127.0.0.1", server.port) as admin:
+        await admin.create_topics({"wide": 30_000})
+    bystander = await Bystander.join(server.kafka_port)
+    bystander.start()
+    M = MetadataRequest[12]
+    wide = M(topics=[M.MetadataRequestTopic(name="wide", topic_id=None)], allow_auto_topic_creation=False,
+             include_topic_authorized_operations=False)
+    hostile = [await Raw.open(server.kafka_port) for _ in range(16)]
+
+    async def ask(raw: Raw, times: int) -> int:
+        sizes = 0
+        for _ in range(times):
+            raw.send(wide)
+            size = struct.unpack(">i", await asyncio.wait_for(raw.reader.readexactly(4), 120))[0]
+            await asyncio.wait_for(raw.reader.readexactly(size), 120)
+            sizes += size
+        return sizes
+
+    sizes = await asyncio.gather(*(ask(raw, 3) for raw in hostile))
+    await bystander.stop()
+    assert min(sizes) > 3 * 500_000  # each answer names every partition
+    assert bystander.errors == [] and bystander.worst_s < BYSTANDER_BOUND_S, (bystander.worst_s, bystander.errors)
+    for raw in hostile:
+        raw.close()
+
+
+def test_heavy_answers_are_told_by_their_entries_within_a_bounded_walk() -> None:
+    from grouplab.coordinator.kafka_wire.listener import HEAVY_ANSWER_ENTRIES, heavy_answer  # noqa: PLC0415
+    from grouplab.protocol.messages import (  # noqa: PLC0415
+        FetchedRecord, MetadataResponse, MetadataResponsePartition, MetadataResponseTopic)
+
+    def metadata(partitions: int) -> MetadataResponse:
+        return MetadataResponse(topics=[MetadataResponseTopic(
+            "t", partitions=[MetadataResponsePartition(i, 0) for i in range(partitions)])])
+
+    assert not heavy_answer(metadata(10))
+    assert heavy_answer(metadata(HEAVY_ANSWER_ENTRIES + 1))
+    assert heavy_answer([FetchedRecord(0, 0, bytes(1 << 20))])  # one record of 1 MiB
+    assert not heavy_answer([FetchedRecord(0, 0, b"x" * 100)])

@@ -336,6 +336,7 @@ class KafkaConnection(asyncio.Protocol):
         self.inflight: KafkaReplyTo | None = None
         self.writing_paused = False  # the client is not taking its answers: no next request (muted)
         self.heavy_waiting = False  # a heavy frame waits for its turn (listener.in_turn): no next request
+        self.encoding = False  # a heavy answer is being encoded on a thread: no next request yet
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ transport
@@ -403,8 +404,8 @@ class KafkaConnection(asyncio.Protocol):
         mutes a connection while its answer waits to be written); stop reading while frames wait,
         so what one connection holds is one read's frames and one answer past the write buffer's
         high-water mark. A heavy frame waits for a turn of its own (listener.in_turn)."""
-        while (self.inflight is None and not self.writing_paused and not self.heavy_waiting and self.pending
-               and self.transport is not None):
+        while (self.inflight is None and not self.encoding and not self.writing_paused and not self.heavy_waiting
+               and self.pending and self.transport is not None):
             frame = self.pending.popleft()
             self.pending_bytes -= len(frame)
             if len(frame) >= HEAVY_FRAME_BYTES:
@@ -413,7 +414,7 @@ class KafkaConnection(asyncio.Protocol):
                 break
             self._handle(frame)
         if self.transport is not None:
-            if (self.inflight is not None or self.writing_paused or self.heavy_waiting) and self.pending:
+            if (self.inflight is not None or self.encoding or self.writing_paused or self.heavy_waiting) and self.pending:
                 self.transport.pause_reading()
             elif not self.transport.is_closing():
                 self.transport.resume_reading()
@@ -534,18 +535,44 @@ class KafkaConnection(asyncio.Protocol):
         token = self.inflight
         if token is None or token.correlation_id != correlation_id:
             return  # an answer to nothing in flight (acks=0 Produce's never comes): nothing to send
+        if self._loop is not None and heavy_answer(body):
+            self.encoding = True  # holds the connection's place: its next request waits for this answer
+            self.inflight = None
+            future = self._loop.run_in_executor(self.listener.decode_off_loop(), self._encode, token, body,
+                                                correlation_id)
+            future.add_done_callback(lambda f: self._encoded(token, body, f))
+            return
         self.inflight = None
         try:
             data = self._encode(token, body, correlation_id)
         except Exception as exc:  # noqa: BLE001 - a defect in translation: the client sees a closed connection
-            _log.exception("encoding a %s response failed", token.request.api.name)
-            self._refuse(f"cannot encode the {token.request.api.name} response: {exc!r}")
+            self._encode_failed(token, exc)
             return
+        self._answered(token, body, data)
+        if self._loop is not None:
+            self._loop.call_soon(self._pump)  # not inside the Broker step that answered
+
+    def _encoded(self, token: KafkaReplyTo, body: Any, future: "asyncio.Future[bytes]") -> None:
+        """A heavy answer encoded on a thread: written now, then the connection's next request."""
+        self.encoding = False
+        if self.transport is None or future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._encode_failed(token, exc)
+            return
+        self._answered(token, body, future.result())
+        self._pump()
+
+    def _encode_failed(self, token: KafkaReplyTo, exc: BaseException) -> None:
+        """A defect in translation: the client sees a closed connection."""
+        _log.error("encoding a %s response failed", token.request.api.name, exc_info=exc)
+        self._refuse(f"cannot encode the {token.request.api.name} response: {exc!r}")
+
+    def _answered(self, token: KafkaReplyTo, body: Any, data: bytes) -> None:
         self._write(data)
         if isinstance(body, SyncGroupResponse) and isinstance(token.body, SyncGroupRequest):
             self._note(token.client_id, self.listener.holdings.synced(token.body, body))
-        if self._loop is not None:
-            self._loop.call_soon(self._pump)  # not inside the Broker step that answered
 
     def _note(self, client_id: str, lines: list[events.Event]) -> None:
         for payload in lines:
@@ -572,6 +599,36 @@ class KafkaConnection(asyncio.Protocol):
             held = self.buffered_bytes()
             if held > self.listener.peak_buffered_bytes:
                 self.listener.peak_buffered_bytes = held
+
+
+# An answer with more entries than this (partitions, records, groups, members...; a bytes field
+# counts one per HEAVY_ANSWER_BYTES_PER_ENTRY bytes) is encoded on a thread: building and encoding
+# kafka-python's objects costs ~7 us an entry, so a 20,000-partition Metadata answer held the loop
+# ~150 ms, and a storm of them from several connections held it for seconds (issue 22, case 5).
+HEAVY_ANSWER_ENTRIES = 2000
+HEAVY_ANSWER_BYTES_PER_ENTRY = 256
+
+
+def heavy_answer(body: Any, limit: int = HEAVY_ANSWER_ENTRIES) -> bool:
+    """Does grouplab's answer hold more than `limit` entries? Counts down from `limit` and stops as
+    soon as it is passed, so the check itself costs at most `limit` steps."""
+    budget = [limit]
+
+    def walk(value: Any) -> bool:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            budget[0] -= len(value) // HEAVY_ANSWER_BYTES_PER_ENTRY
+        elif isinstance(value, (list, tuple)):
+            budget[0] -= len(value)
+            if budget[0] < 0:
+                return True
+            return any(walk(item) for item in value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return any(walk(getattr(value, f.name)) for f in dataclasses.fields(value))
+        else:
+            return False
+        return budget[0] < 0
+
+    return walk(body)
 
 
 def _heavy_produce(body: Any) -> bool:
