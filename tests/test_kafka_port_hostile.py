@@ -343,3 +343,20 @@ def test_heavy_answers_are_told_by_their_entries_within_a_bounded_walk() -> None
     assert heavy_answer(metadata(HEAVY_ANSWER_ENTRIES + 1))
     assert heavy_answer([FetchedRecord(0, 0, bytes(1 << 20))])  # one record of 1 MiB
     assert not heavy_answer([FetchedRecord(0, 0, b"x" * 100)])
+
+
+def test_a_metadata_of_many_partitions_is_a_heavy_step() -> None:
+    """Its step waits for a turn of its own: more than 2,000 partitions named, or all topics'."""
+    from grouplab.coordinator.broker import Broker  # noqa: PLC0415
+    from grouplab.coordinator.config import BrokerConfig as Config  # noqa: PLC0415
+    from grouplab.coordinator.kafka_wire.listener import heavy_step  # noqa: PLC0415
+    from grouplab.protocol.messages import MetadataRequest  # noqa: PLC0415
+    from grouplab.protocol.messages import MetadataRequestTopic as T  # noqa: PLC0415
+
+    broker = Broker(Config())
+    broker.topics.partitions.update({"wide": 1500, "wider": 1500})
+    assert not heavy_step(MetadataRequest([T("wide")]), broker)
+    assert not heavy_step(MetadataRequest([T("wide"), T("wide"), T("nope")]), broker)  # a repeat counts once
+    assert heavy_step(MetadataRequest([T("wide"), T("wider")]), broker)
+    assert heavy_step(MetadataRequest(None), broker)  # every topic
+    assert not heavy_step(object(), broker)  # only a Metadata is a heavy step

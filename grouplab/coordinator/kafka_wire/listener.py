@@ -61,8 +61,10 @@ from grouplab.protocol.framing import WRONG_PORT, FrameReader, grouplab_correlat
 from grouplab.protocol.framing import encode_response as encode_grouplab_response
 from grouplab.protocol import events
 from grouplab.protocol.memory import gc_paused, trim_heap
-from grouplab.protocol.messages import (ErrorResponse, FetchRequest, JoinGroupRequest, LeaveGroupRequest, ProduceRequest, SyncGroupRequest,
-                               SyncGroupResponse)
+from grouplab.protocol.messages import (
+    ErrorResponse, FetchRequest, JoinGroupRequest, LeaveGroupRequest, MetadataRequest, ProduceRequest, SyncGroupRequest,
+    SyncGroupResponse,
+)
 
 _log = logging.getLogger("grouplab.kafka_wire")
 
@@ -514,7 +516,14 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(body, GroupFetches):
             self._fetch_groups(request, body, view)
             return
+        if heavy_step(body, self.listener.host.broker):
+            self.listener.in_turn(lambda: self._submit_now(name, body, ctx))
+            return
         self.listener.host.submit(name, body, ctx)
+
+    def _submit_now(self, name: str, body: Any, ctx: RequestContext) -> None:
+        if self.transport is not None:  # not if the client went while its request waited for its turn
+            self.listener.host.submit(name, body, ctx)
 
     def _fetch_groups(self, request: KafkaRequest, body: GroupFetches, view: View) -> None:
         """OffsetFetch v8+: each group's OffsetFetch on that group's queue; one response when all are in."""
@@ -629,6 +638,22 @@ def heavy_answer(body: Any, limit: int = HEAVY_ANSWER_ENTRIES) -> bool:
         return budget[0] < 0
 
     return walk(body)
+
+
+def heavy_step(body: Any, broker: DataPlaneHost, limit: int = HEAVY_ANSWER_ENTRIES) -> bool:
+    """Will the Broker's step for this small request build a heavy answer? A Metadata naming
+    topics (or all of them) with more than `limit` partitions in all: its step builds every
+    partition's entry, ~50 ms for 20,000, and several connections asking at once held the loop for
+    all of them back to back (issue 22, case 5). Such a step waits for a turn of its own
+    (`in_turn`), so others' requests are read and answered between them."""
+    if not isinstance(body, MetadataRequest):
+        return False
+    counts = broker.topics.partitions
+    if body.topics is None:
+        total = sum(counts.values())
+    else:
+        total = sum(counts.get(name, 0) for name in {t.name for t in body.topics})
+    return total > limit
 
 
 def _heavy_produce(body: Any) -> bool:
