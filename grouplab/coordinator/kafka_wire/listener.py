@@ -203,7 +203,10 @@ class KafkaListener:
         self.holdings = WireHoldings()
         self._waking = False
         self._changes: list[LogChanges] = []  # what steps changed, not yet looked at
-        self._turns: deque[Callable[[], None]] = deque()  # heavy work waiting for its turn
+        # Heavy work waiting for its turn, in lanes taken in rotation: a heavy frame's decoding
+        # ("frames") and a heavy step of a small request ("steps", heavy_step), so a burst of one
+        # kind does not hold the other back for all of it.
+        self._turns: dict[str, deque[Callable[[], None]]] = {"frames": deque(), "steps": deque()}
         self._turn_due = False
         self._trim: asyncio.TimerHandle | None = None
 
@@ -229,15 +232,27 @@ class KafkaListener:
             self.decoder = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="grouplab-kafka-decode")
         return self.decoder
 
-    def in_turn(self, work: Callable[[], None]) -> None:
+    def in_turn(self, work: Callable[[], None], lane: str = "frames") -> None:
         """Run `work` in a later turn of the loop, after what is waiting now and the requests read
         meanwhile (a timer due at once, set from a call_soon, runs after the reads and the group
-        queues they fill; as server.after_others); heavy work runs in order, TURN_S at a time."""
-        self._turns.append(work)
+        queues they fill; as server.after_others); heavy work runs in order within its lane, the
+        lanes in rotation, TURN_S at a time."""
+        self._turns[lane].append(work)
         if not self._turn_due:
             self._turn_due = True
             loop = asyncio.get_running_loop()
             loop.call_soon(loop.call_later, 0, self._take_turn)
+
+    def _waiting_turns(self) -> bool:
+        return any(self._turns.values())
+
+    def _next_turn(self) -> Callable[[], None]:
+        """The first work of the next lane that has some; that lane then goes to the back."""
+        for lane, works in list(self._turns.items()):
+            if works:
+                self._turns[lane] = self._turns.pop(lane)  # to the back of the rotation
+                return works.popleft()
+        raise LookupError("no heavy work waits")
 
     def _take_turn(self) -> None:
         """Heavy work for up to TURN_S, the cyclic collector paused: a wide request's thousands of
@@ -246,8 +261,8 @@ class KafkaListener:
         self._turn_due = False
         deadline = time.perf_counter() + TURN_S
         with gc_paused():
-            while self._turns:
-                work = self._turns.popleft()
+            while self._waiting_turns():
+                work = self._next_turn()
                 try:
                     work()
                 except Exception as exc:  # pragma: no cover - a defect: reported, the other turns go on
@@ -255,7 +270,7 @@ class KafkaListener:
                     self.host.note_internal_error(exc)
                 if time.perf_counter() >= deadline:
                     break
-        if self._turns and not self._turn_due:
+        if self._waiting_turns() and not self._turn_due:
             self._turn_due = True
             loop = asyncio.get_running_loop()
             loop.call_soon(loop.call_later, 0, self._take_turn)
@@ -517,7 +532,7 @@ class KafkaConnection(asyncio.Protocol):
             self._fetch_groups(request, body, view)
             return
         if heavy_step(body, self.listener.host.broker):
-            self.listener.in_turn(lambda: self._submit_now(name, body, ctx))
+            self.listener.in_turn(lambda: self._submit_now(name, body, ctx), lane="steps")
             return
         self.listener.host.submit(name, body, ctx)
 
