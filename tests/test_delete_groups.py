@@ -7,8 +7,6 @@ name is answered once. A refusal changes nothing."""
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +29,9 @@ from grouplab.protocol.messages import (
     OffsetCommitRequestTopic,
 )
 from grouplab.protocol.types import TopicPartition
+from tests.cli_subprocess import grouplab, one_line
 
 T0 = 1_700_000_000_000
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def broker(**overrides: Any) -> Broker:
@@ -168,23 +166,6 @@ async def test_a_deleted_group_stays_deleted_after_a_restart(tmp_path: Path) -> 
 
 
 # ----------------------------------------------------------------------------- grouplab delete
-
-
-async def grouplab(*args: str) -> tuple[int, str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "grouplab.cli", *args, cwd=ROOT, env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-def one_line(stderr: str, *words: str) -> None:
-    assert "Traceback" not in stderr, stderr
-    lines = stderr.splitlines()
-    assert len(lines) == 1, stderr
-    for word in words:
-        assert word in lines[0], lines[0]
 
 
 async def test_grouplab_delete() -> None:

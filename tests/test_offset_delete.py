@@ -10,10 +10,7 @@ own; the others lose their committed (and staged) offsets, tombstones persisted 
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +40,8 @@ from grouplab.protocol.messages import (
 from grouplab.protocol.types import Subscription
 from grouplab.protocol.types import TopicPartition as TP
 from tests.helpers_group import GROUP, MemberIds, config, form_generation, form_stable, join_req, leave_req, snapshot
+from tests.cli_subprocess import grouplab, one_line
 
-ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_000
 TOPICS = {"t0": 3, "t1": 2}
 UNKNOWN_TOPIC = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -315,23 +312,6 @@ async def test_a_deleted_offset_stays_deleted_after_a_coordinator_restart(tmp_pa
             assert await admin.fetch_offsets("g") == {TP("t", 1): 6}
     finally:
         await server.stop()
-
-
-async def grouplab(*args: str) -> tuple[int, str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "grouplab.cli", *args, cwd=ROOT, env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-def one_line(stderr: str, *words: str) -> None:
-    assert "Traceback" not in stderr, stderr
-    lines = stderr.splitlines()
-    assert len(lines) == 1, stderr
-    for word in words:
-        assert word in lines[0], lines[0]
 
 
 async def test_grouplab_delete_topic_deletes_offsets_of_one_group() -> None:
