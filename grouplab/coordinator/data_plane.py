@@ -10,7 +10,7 @@ transactions); this module maps requests onto them and their answers onto Kafka'
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Protocol
+from typing import Any, Callable, NamedTuple, Protocol, TypeVar
 
 from grouplab.coordinator.partition_log import (
     INT64_MAX,
@@ -284,7 +284,7 @@ def _read_records(log: PartitionLog, offset: int, limit: int, isolation_level: i
     """grouplab's answer: the records from `offset` on (markers and, read_committed, aborted
     records left out) and where to fetch next. Returns their size and wire size."""
     read = log.read_records(offset, limit, isolation_level, min_one=min_one)
-    records, wire = _within(read.records, wire_left, min_one)
+    records, wire = _within(read.records, record_wire_size, wire_left, min_one)
     resp.records = records
     if len(records) == len(read.records):
         resp.next_offset = read.next_offset
@@ -298,7 +298,7 @@ def _read_batches(log: PartitionLog, offset: int, limit: int, isolation_level: i
     """Kafka's answer: the stored batches, whole, markers included, and under read_committed
     the aborted transactions that overlap them. Returns their size and wire size."""
     read = log.read_batches(offset, limit, isolation_level, min_one=min_one)
-    batches, wire = _batches_within(read.batches, wire_left, min_one)
+    batches, wire = _within(read.batches, batch_wire_size, wire_left, min_one)
     resp.batches = batches
     resp.next_offset = read.next_offset if len(batches) == len(read.batches) else (
         batches[-1].records[-1].offset + 1 if batches else offset)
@@ -330,28 +330,20 @@ def batch_wire_size(b: FetchedBatch) -> int:
             + packed_size(b.producer_epoch) + packed_size(b.base_sequence) + 2)  # the two booleans
 
 
-def _within(records: list[FetchedRecord], wire_left: int, min_one: bool) -> tuple[list[FetchedRecord], int]:
-    """The records that fit in `wire_left` encoded bytes (the first one anyway with `min_one`),
-    and their encoded size."""
-    used = 0
-    for i, r in enumerate(records):
-        size = record_wire_size(r)
-        if used + size > wire_left and (i or not min_one):
-            return records[:i], used
-        used += size
-    return records, used
+_Item = TypeVar("_Item")
 
 
-def _batches_within(batches: list[FetchedBatch], wire_left: int, min_one: bool) -> tuple[list[FetchedBatch], int]:
-    """The batches that fit in `wire_left` encoded bytes (the first one anyway with `min_one`),
-    and their encoded size."""
+def _within(items: list[_Item], size_of: Callable[[_Item], int], wire_left: int,
+            min_one: bool) -> tuple[list[_Item], int]:
+    """The records (or batches) that fit in `wire_left` encoded bytes, each `size_of` it (the
+    first one anyway with `min_one`), and their encoded size."""
     used = 0
-    for i, b in enumerate(batches):
-        size = batch_wire_size(b)
+    for i, item in enumerate(items):
+        size = size_of(item)
         if used + size > wire_left and (i or not min_one):
-            return batches[:i], used
+            return items[:i], used
         used += size
-    return batches, used
+    return items, used
 
 
 # ----------------------------------------------------------------------------- ListOffsets
