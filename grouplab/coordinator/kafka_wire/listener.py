@@ -559,6 +559,9 @@ class KafkaConnection(asyncio.Protocol):
         token = self.inflight
         if token is None or token.correlation_id != correlation_id:
             return  # an answer to nothing in flight (acks=0 Produce's never comes): nothing to send
+        if self.transport is None:
+            self.inflight = None
+            return  # the client went while its request ran: no one to encode the answer for
         if self._loop is not None and heavy_answer(body):
             self.encoding = True  # holds the connection's place: its next request waits for this answer
             self.inflight = None
