@@ -39,6 +39,7 @@ from grouplab.coordinator.group_log import (
     encode_record,
     latest,
 )
+from grouplab.coordinator.topics import new_topic_id
 from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
 from grouplab.protocol.effects import ArmTimer, LogEvent, Reply, wall_clock_ms
@@ -334,13 +335,14 @@ def test_broker_persists_topics_it_creates_or_grows():
     broker = Broker(config(num_partitions=2), MemberIds())
     ctx = RequestContext("r")
     out = broker.handle("CreateTopics", CreateTopicsRequest([CreatableTopic("t0", 3), CreatableTopic("bad/name", 1)]), ctx, 10)
-    assert persisted(out) == [TopicRecord("t0", 3, 10)]
+    t0 = new_topic_id("t0", 10)  # made at 10: its id, kept when it grows
+    assert persisted(out) == [TopicRecord("t0", 3, 10, t0)]
     assert isinstance(out[0], Persist) and any(isinstance(o, Reply) for o in out[1:])
     assert persisted(broker.handle("CreateTopics", CreateTopicsRequest([CreatableTopic("t9", 3)], validate_only=True), ctx, 11)) == []
     out = broker.handle("CreatePartitions", CreatePartitionsRequest([CreatePartitionsTopic("t0", 5)]), ctx, 20)
-    assert persisted(out) == [TopicRecord("t0", 5, 20)]
+    assert persisted(out) == [TopicRecord("t0", 5, 20, t0)]
     out = broker.handle("Metadata", MetadataRequest(topics=[MetadataRequestTopic("auto")]), ctx, 30)
-    assert persisted(out) == [TopicRecord("auto", 2, 30)]
+    assert persisted(out) == [TopicRecord("auto", 2, 30, new_topic_id("auto", 30))]
     assert persisted(broker.handle("Metadata", MetadataRequest(topics=None), ctx, 40)) == []
 
 

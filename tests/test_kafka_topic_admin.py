@@ -26,6 +26,7 @@ from kafka.structs import OffsetAndMetadata
 
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.describe_configs import TOPIC_CONFIGS
+from grouplab.coordinator.topics import topic_id_text
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.types import TopicPartition
 from grouplab.testing import Cluster
@@ -130,8 +131,7 @@ def test_confluent_create_partitions(cluster: Cluster, cadmin: AdminClient) -> N
 
 def test_kafka_python_delete_topics(cluster: Cluster, kadmin: KafkaAdminClient) -> None:
     """The topic goes with its records and the groups' committed offsets of it (a consumer's
-    commit); an unknown name is UNKNOWN_TOPIC_OR_PARTITION, a topic id UNKNOWN_TOPIC_ID (grouplab's
-    topics have none: v6 by id)."""
+    commit); an unknown name is UNKNOWN_TOPIC_OR_PARTITION, an unknown topic id (v6) UNKNOWN_TOPIC_ID."""
     kadmin.create_topics({"kp-del": {"num_partitions": 2}, "kp-stay": {"num_partitions": 1}})
     cluster.produce("kp-del", [b"x", b"y"])
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="kp-del-g", enable_auto_commit=False)
@@ -149,6 +149,28 @@ def test_kafka_python_delete_topics(cluster: Cluster, kadmin: KafkaAdminClient) 
         kadmin.delete_topics(["kp-del"])
     kadmin.create_topics({"kp-del": {"num_partitions": 1}})  # the name again: a new topic, from offset 0
     assert cluster.produce("kp-del", [b"new"]) == 0
+
+
+def test_a_topic_has_an_id_both_clients_see_and_a_deletion_by_id_takes(cluster: Cluster, kadmin: KafkaAdminClient,
+                                                                       cadmin: AdminClient) -> None:
+    """Metadata v10+ gives each topic its id (kafka-topics --describe's TopicId), the same to both
+    clients; DeleteTopics v6 deletes by it; the name made again is a new topic with a new id."""
+    kadmin.create_topics({"by-id": {"num_partitions": 2}})
+
+    def ids() -> tuple[uuid.UUID, str]:
+        (k,) = kadmin.describe_topics(["by-id"])
+        (c,) = results(cadmin.describe_topics(TopicCollection(["by-id"]), request_timeout=30)).values()
+        # librdkafka prints standard base64; Kafka's own tools (Java's Uuid) the URL-safe form
+        return uuid.UUID(str(k["topic_id"])), str(c.topic_id).replace("+", "-").replace("/", "_")
+
+    first, shown = ids()
+    assert first != uuid.UUID(int=0) and shown == topic_id_text(first)
+    (deleted,) = kadmin.delete_topics([first], raise_errors=False)["topics"]
+    assert (deleted["error_code"], uuid.UUID(str(deleted["topic_id"]))) == (0, first)
+    assert "by-id" not in cluster.topics()
+    kadmin.create_topics({"by-id": {"num_partitions": 1}})
+    again, _ = ids()
+    assert again not in (first, uuid.UUID(int=0))
 
 
 def test_confluent_delete_topics(cluster: Cluster, cadmin: AdminClient) -> None:

@@ -27,6 +27,7 @@ from grouplab.coordinator.kafka_wire import translate
 from grouplab.coordinator.kafka_wire.apis import APIS, KafkaApi
 from grouplab.coordinator.kafka_wire.codec import api_versions_response, encode_response
 from grouplab.coordinator.kafka_wire.translate import GroupsFetched, View, find_coordinator_response, to_kafka
+from grouplab.coordinator.topics import topic_id_text
 from grouplab.protocol import messages as m
 from grouplab.protocol.errors import ErrorCode
 
@@ -72,6 +73,8 @@ def strategy(hint: Any, name: str) -> st.SearchStrategy[Any]:
         lo, hi = int_range(name)
         return st.one_of(st.integers(lo, min(hi, 100)), st.integers(lo, hi))
     if hint is str:
+        if name == "topic_id":  # grouplab's ids are Kafka's text form of a UUID
+            return st.uuids().map(topic_id_text)
         return st.text(max_size=12)
     if hint is bytes:
         return st.binary(max_size=24)

@@ -177,6 +177,8 @@ class Broker:
         for record in live(records):
             if isinstance(record, TopicRecord):
                 self.topics.partitions[record.name] = record.partition_count
+                if record.topic_id is not None:
+                    self.topics.ids[record.name] = record.topic_id
             elif isinstance(record, GroupMetadataRecord):
                 group = self.groups[record.group_id] = Group(record.group_id, self.config, self.new_member_id)
                 out += group.restore(record, now_ms)
@@ -454,7 +456,7 @@ class Broker:
 
     def _on_Metadata(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         try:
-            response, created = self.topics.metadata(req, self.config.response_max_bytes)
+            response, created = self.topics.metadata(req, self.config.response_max_bytes, now_ms)
         except AnswerTooLarge as exc:
             return self._answer_too_large("Metadata", exc, ctx, now_ms)
         out: list[Output] = [self._persist_topic(t, now_ms) for t in created]
@@ -463,7 +465,7 @@ class Broker:
         return out
 
     def _on_CreateTopics(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
-        response = self.topics.create_topics(req)
+        response = self.topics.create_topics(req, now_ms)
         out: list[Output] = []
         if not req.validate_only:
             out += [self._persist_topic(r.name, now_ms) for r in response.topics if r.error_code == 0]
@@ -494,25 +496,26 @@ class Broker:
         persisted: list[Output] = []
         rest: list[Output] = []
         results = self.topics.deletions(req)
-        floor = sum(floor_bytes(DeletableTopicResult) + len(r.name) + len(r.error_message or "") for r in results)
+        floor = sum(floor_bytes(DeletableTopicResult) + len(r.name or r.topic_id or "") + len(r.error_message or "") for r in results)
         if floor > self.config.response_max_bytes:  # refused before anything is deleted
             return self._answer_too_large("DeleteTopics", AnswerTooLarge(floor, self.config.response_max_bytes,
                                                                          exact=False), ctx, now_ms)
         for result in results:
-            if result.error_code != ErrorCode.NONE:
+            name = result.name
+            if result.error_code != ErrorCode.NONE or name is None:
                 continue
             try:
-                logs = self.logs.delete_topic(result.name)
+                logs = self.logs.delete_topic(name)
             except OSError as exc:
                 result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 result.error_message = f"removing the partition logs failed: {exc!r}"
                 continue
-            count = self.topics.remove(result.name)
-            self.txn.forget_topic(result.name)
-            persisted.append(Persist(TopicTombstone(result.name, now_ms)))
-            rest.append(LogEvent(now_ms, events.TopicDeleted(result.name, count, logs)))
+            count = self.topics.remove(name)
+            self.txn.forget_topic(name)
+            persisted.append(Persist(TopicTombstone(name, now_ms)))
+            rest.append(LogEvent(now_ms, events.TopicDeleted(name, count, logs)))
             for group_id, group in list(self.groups.items()):
-                for o in group.delete_topic_offsets(result.name, now_ms):
+                for o in group.delete_topic_offsets(name, now_ms):
                     (persisted if isinstance(o, Persist) else rest).append(o)
                 self._watch(group_id, rest, now_ms)  # an Empty group left with nothing goes at the next check
         return [*persisted, Reply(ctx.reply_to, DeleteTopicsResponse(responses=results)), *rest]
@@ -534,4 +537,4 @@ class Broker:
 
     def _persist_topic(self, name: str, now_ms: int) -> Persist:
         """Topic metadata is durable before the request that changed it is answered."""
-        return Persist(TopicRecord(name, self.topics.partitions[name], now_ms))
+        return Persist(TopicRecord(name, self.topics.partitions[name], now_ms, self.topics.topic_id(name)))

@@ -108,6 +108,7 @@ class TopicRecord:
     name: str
     partition_count: int
     ts_ms: int
+    topic_id: str | None = None  # None in the records of a grouplab before topic ids: one from the name
 
     @property
     def key(self) -> tuple[str, str]:
@@ -220,6 +221,8 @@ def encode_record(record: Record) -> bytes:
     elif isinstance(record, TopicRecord):
         body = {"type": "topic", "version": RECORD_VERSION, "name": record.name,
                 "partition_count": record.partition_count, "ts_ms": record.ts_ms}
+        if record.topic_id is not None:
+            body["topic_id"] = record.topic_id
     elif isinstance(record, OffsetCommitRecord):
         body = {"type": "offset_commit", "version": RECORD_VERSION, "group_id": record.group_id,
                 "topic": record.topic, "partition": record.partition, "offset": record.offset,
@@ -259,7 +262,8 @@ def decode_record(payload: bytes) -> Record:
         count = _get(m, "partition_count", int)
         if count < 1:
             raise RecordError(f"partition_count must be >= 1, got {count}")
-        return TopicRecord(_get(m, "name", str), count, _get(m, "ts_ms", int))
+        topic_id = _get(m, "topic_id", str, optional=True) if "topic_id" in m else None
+        return TopicRecord(_get(m, "name", str), count, _get(m, "ts_ms", int), topic_id)
     if kind == "offset_commit":
         partition = _get(m, "partition", int)
         if partition < 0:

@@ -3,7 +3,9 @@ leads every partition, since grouplab emulates coordination, not replication."""
 
 from __future__ import annotations
 
+import base64
 import re
+import uuid
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -43,6 +45,31 @@ def max_partitions_per_topic(config: object) -> int:
 MAX_AUTO_CREATED_TOPICS = 1000
 
 
+# The namespace of grouplab's topic ids: uuid5 of a topic's name and the time it was made, so an id
+# is the same in a replay of the same steps (a pure machine draws no random numbers) and a topic
+# deleted and made again gets a new one, as Kafka's do.
+_TOPIC_ID_NAMESPACE = uuid.UUID("6f1b1c2e-5a4d-4f0e-9a57-67726f75706c")
+
+
+def topic_id_text(value: uuid.UUID) -> str:
+    """Kafka's text form of a topic id (`kafka-topics --describe`'s TopicId): URL-safe base64, no padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def topic_id_value(text: str) -> uuid.UUID:
+    """The id `topic_id_text` wrote; ValueError for anything else."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"a topic id is 16 bytes, got {len(raw)}")
+    return uuid.UUID(bytes=raw)
+
+
+def new_topic_id(name: str, now_ms: int) -> str:
+    """The id of a topic made at `now_ms`. Never Kafka's zero id (no topic) or the one after it
+    (the metadata topic's), which a uuid5 cannot be: its version bits are set."""
+    return topic_id_text(uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{name}@{now_ms}"))
+
+
 def topic_name_error(name: str) -> str | None:
     """Kafka's rule: 1-249 characters of [a-zA-Z0-9._-], and not '.' or '..'."""
     if name in (".", "..") or not _LEGAL_TOPIC.match(name):
@@ -61,8 +88,30 @@ class TopicStore:
     # answer, and those, alive together while the answers waited to be encoded, left the allocator's
     # arenas too fragmented to give back 85 MB after the storm (issue 22, case 5).
     _described: dict[str, MetadataResponseTopic] = field(default_factory=dict, repr=False, compare=False)
+    # Each topic's id (Kafka's text form), given when it is made and kept in its TopicRecord.
+    ids: dict[str, str] = field(default_factory=dict)
 
-    def metadata(self, req: MetadataRequest, max_answer_bytes: int | None = None) -> tuple[MetadataResponse, list[str]]:
+    def topic_id(self, name: str) -> str:
+        """The topic's id. A topic put in `partitions` without being made (a test's, a log of an
+        older grouplab's) gets one from its name alone, the same at every start."""
+        found = self.ids.get(name)
+        if found is None:
+            found = self.ids[name] = new_topic_id(name, -1)
+        return found
+
+    def named(self, topic_id: str) -> str | None:
+        """The topic of an id, or None: Kafka's UNKNOWN_TOPIC_ID."""
+        for name in self.partitions:
+            if self.topic_id(name) == topic_id:
+                return name
+        return None
+
+    def _make(self, name: str, count: int, now_ms: int) -> None:
+        self.partitions[name] = count
+        self.ids[name] = new_topic_id(name, now_ms)
+
+    def metadata(self, req: MetadataRequest, max_answer_bytes: int | None = None,
+                 now_ms: int = 0) -> tuple[MetadataResponse, list[str]]:
         """The response, and the names of topics it auto-created (for the event log): at most
         MAX_AUTO_CREATED_TOPICS, the first ones named. Raises AnswerTooLarge, having created
         nothing, when the answer (the topics it would create counted) cannot fit in
@@ -86,7 +135,7 @@ class TopicStore:
             if floor > max_answer_bytes:
                 raise AnswerTooLarge(floor, max_answer_bytes, exact=False)
         for name in created:
-            self.partitions[name] = self.config.num_partitions
+            self._make(name, self.config.num_partitions, now_ms)
         topics = [self._describe(name, name in illegal) for name in names]
         broker = MetadataResponseBroker(node_id=self.config.broker_id, host=self.host, port=self.port)
         return MetadataResponse(brokers=[broker], controller_id=self.config.broker_id, topics=topics), created
@@ -99,14 +148,17 @@ class TopicStore:
             return MetadataResponseTopic(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         leader = self.config.broker_id
         described = self._described.get(name)
-        if described is None or len(described.partitions) != count or (count and described.partitions[0].leader_id != leader):
+        topic_id = self.topic_id(name)
+        if (described is None or len(described.partitions) != count or described.topic_id != topic_id
+                or (count and described.partitions[0].leader_id != leader)):
             described = MetadataResponseTopic(
-                name=name, partitions=[MetadataResponsePartition(partition_index=p, leader_id=leader) for p in range(count)]
+                name=name, partitions=[MetadataResponsePartition(partition_index=p, leader_id=leader) for p in range(count)],
+                topic_id=topic_id,
             )
             self._described[name] = described
         return described
 
-    def create_topics(self, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    def create_topics(self, req: CreateTopicsRequest, now_ms: int = 0) -> CreateTopicsResponse:
         results = []
         counts: dict[str, int] = {}
         for t in req.topics:
@@ -127,9 +179,10 @@ class TopicStore:
             elif t.replication_factor not in (-1, 1):
                 code, message = ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be 1 (grouplab runs one broker)"
             if code is ErrorCode.NONE and not req.validate_only:
-                self.partitions[t.name] = count
+                self._make(t.name, count, now_ms)
             results.append(CreatableTopicResult(name=t.name, error_code=code, error_message=message,
-                                                num_partitions=count if code is ErrorCode.NONE else -1))
+                                                num_partitions=count if code is ErrorCode.NONE else -1,
+                                                topic_id=self.ids.get(t.name) if code is ErrorCode.NONE else None))
         return CreateTopicsResponse(topics=results)
 
     def create_partitions(self, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
@@ -154,11 +207,24 @@ class TopicStore:
         for a topic to delete (the broker removes it with `remove` once its logs are gone).
         Kafka's checks: delete.topic.enable false refuses every name (TOPIC_DELETION_DISABLED), a
         name given twice is INVALID_REQUEST, a name that is no topic (an illegal one included)
-        UNKNOWN_TOPIC_OR_PARTITION."""
+        UNKNOWN_TOPIC_OR_PARTITION, an id that is none UNKNOWN_TOPIC_ID. A topic named both by
+        name and by id is named twice."""
         counts: dict[str, int] = {}
         for name in req.topic_names:
             counts[name] = counts.get(name, 0) + 1
         results = []
+        named_by: dict[str, str] = {}
+        for topic_id in dict.fromkeys(req.topic_ids):
+            found = self.named(topic_id)
+            if found is None or not self.config.delete_topic_enable:
+                results.append(DeletableTopicResult(None, ErrorCode.UNKNOWN_TOPIC_ID if found is None else
+                                                    ErrorCode.TOPIC_DELETION_DISABLED,
+                                                    f"topic id {topic_id} does not exist" if found is None else
+                                                    "topic deletion is disabled (delete.topic.enable=false)",
+                                                    topic_id))
+            else:
+                counts[found] = counts.get(found, 0) + 1
+                named_by[found] = topic_id
         for name, count in counts.items():
             code, message = ErrorCode.NONE, None
             if not self.config.delete_topic_enable:
@@ -167,10 +233,11 @@ class TopicStore:
                 code, message = ErrorCode.INVALID_REQUEST, f"topic {name!r} appears more than once in the request"
             elif name not in self.partitions:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
-            results.append(DeletableTopicResult(name, code, message))
+            results.append(DeletableTopicResult(name, code, message, named_by.get(name)))
         return results
 
     def remove(self, name: str) -> int:
         """Forget a topic; returns how many partitions it had."""
         self._described.pop(name, None)
+        self.ids.pop(name, None)
         return self.partitions.pop(name)

@@ -246,6 +246,7 @@ class MetadataResponseTopic:
     name: str
     error_code: int = 0
     partitions: list[MetadataResponsePartition] = field(default_factory=list)
+    topic_id: str | None = None  # Kafka's text form (base64url, 22 characters); None for no topic
 
 
 @dataclass
@@ -280,6 +281,7 @@ class CreatableTopicResult:
     error_code: int = 0
     error_message: str | None = None
     num_partitions: int = -1
+    topic_id: str | None = None  # the new topic's id (Kafka's text form); None when none was made
 
 
 @dataclass
@@ -326,13 +328,15 @@ class CreatePartitionsResponse:
 class DeleteTopicsRequest:
     topic_names: list[str]
     timeout_ms: int = 60000
+    topic_ids: list[str] = field(default_factory=list)  # Kafka's v6: topics by id (text form), after the names
 
 
 @dataclass
 class DeletableTopicResult:
-    name: str
+    name: str | None
     error_code: int = 0
     error_message: str | None = None
+    topic_id: str | None = None  # the id it was named by (None when named by name)
 
 
 @dataclass

@@ -13,11 +13,12 @@ partition).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grouplab.coordinator.kafka_wire.apis import KafkaApi
-from grouplab.coordinator.topics import CLUSTER_ID
+from grouplab.coordinator.topics import CLUSTER_ID, topic_id_text, topic_id_value
 from grouplab.coordinator.kafka_wire.records import DEFAULT_MESSAGE_MAX_BYTES, BadRecords, decode_batch, encode_batches
 from grouplab.protocol import messages as m
 from grouplab.protocol.errors import ErrorCode
@@ -234,9 +235,9 @@ def _create_partitions(v: int, r: Any) -> m.CreatePartitionsRequest:
 
 
 def _delete_topics(v: int, r: Any, view: View) -> m.DeleteTopicsRequest:
-    """By name. v6 names each topic by name or by id: grouplab's topics have no ids, so an id is
-    an unknown one (UNKNOWN_TOPIC_ID, as Kafka answers an id it does not know); an entry with both
-    or neither is Kafka's INVALID_REQUEST. Those are answered here, beside the Broker's answer."""
+    """By name; v6 names each topic by name or by id (the Broker answers an id it does not know
+    UNKNOWN_TOPIC_ID). An entry with both or neither, and an id given twice, are Kafka's
+    INVALID_REQUEST, answered here beside the Broker's answer."""
     if v < 6:
         return m.DeleteTopicsRequest([_s(n) for n in r.topic_names or []], r.timeout_ms)
     names: list[str] = []
@@ -253,10 +254,9 @@ def _delete_topics(v: int, r: Any, view: View) -> m.DeleteTopicsRequest:
         else:
             ids[t.topic_id] = ids.get(t.topic_id, 0) + 1
     for topic_id, count in ids.items():
-        view.refused_topics.append((None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id.") if count > 1 else
-                                   (None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
-                                    "grouplab's topics have no topic ids: delete them by name"))
-    return m.DeleteTopicsRequest(names, r.timeout_ms)
+        if count > 1:
+            view.refused_topics.append((None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
+    return m.DeleteTopicsRequest(names, r.timeout_ms, [topic_id_text(i) for i, n in ids.items() if n == 1])
 
 
 def _describe_configs(v: int, r: Any) -> m.DescribeConfigsRequest:
@@ -408,6 +408,11 @@ def _offset_delete_resp(v: int, b: m.OffsetDeleteResponse, c: Any, view: View) -
         for p in t.partitions]) for t in b.topics])
 
 
+def _uuid(text: str | None) -> uuid.UUID:
+    """A topic id in Kafka's encoding; Kafka's zero id for none."""
+    return uuid.UUID(int=0) if text is None else topic_id_value(text)
+
+
 def _metadata_resp(v: int, b: m.MetadataResponse, c: Any, view: View) -> Any:
     T = c.MetadataResponseTopic
     node = view.node_id
@@ -420,6 +425,7 @@ def _metadata_resp(v: int, b: m.MetadataResponse, c: Any, view: View) -> Any:
         brokers=[c.MetadataResponseBroker(node_id=node, host=view.host, port=view.port, rack=None)],
         authorized_operations=_operations(view, "cluster"),
         topics=[T(error_code=t.error_code, name=t.name, is_internal=False, authorized_operations=_operations(view, "topic"),
+                  topic_id=_uuid(t.topic_id),
                   partitions=[T.MetadataResponsePartition(
                       error_code=p.error_code, partition_index=p.partition_index, leader_id=p.leader_id, leader_epoch=0,
                       replica_nodes=(replicas := nodes.setdefault(p.leader_id, [p.leader_id])), isr_nodes=replicas,
@@ -484,7 +490,8 @@ def _list_groups_resp(v: int, b: m.ListGroupsResponse, c: Any, view: View) -> An
 def _create_topics_resp(v: int, b: m.CreateTopicsResponse, c: Any, view: View) -> Any:
     return c(throttle_time_ms=0, topics=[c.CreatableTopicResult(
         name=t.name, error_code=t.error_code or b.error_code, error_message=t.error_message,
-        num_partitions=t.num_partitions, replication_factor=1 if t.num_partitions > 0 else -1, configs=[])
+        num_partitions=t.num_partitions, replication_factor=1 if t.num_partitions > 0 else -1, configs=[],
+        topic_id=_uuid(t.topic_id))
         for t in b.topics])
 
 
@@ -500,7 +507,7 @@ def _delete_topics_resp(v: int, b: m.DeleteTopicsResponse, c: Any, view: View) -
         # Before v3 Kafka refuses a disabled deletion as INVALID_REQUEST (TOPIC_DELETION_DISABLED is v3+).
         return ErrorCode.INVALID_REQUEST if v < 3 and error_code == ErrorCode.TOPIC_DELETION_DISABLED else error_code
 
-    results = [R(name=t.name, topic_id=None, error_code=code(t.error_code or b.error_code),
+    results = [R(name=t.name, topic_id=_uuid(t.topic_id), error_code=code(t.error_code or b.error_code),
                  error_message=t.error_message or b.error_message) for t in b.responses]
     results += [R(name=name, topic_id=topic_id, error_code=error_code, error_message=message)
                 for name, topic_id, error_code, message in view.refused_topics]
