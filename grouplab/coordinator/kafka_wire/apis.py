@@ -8,8 +8,7 @@ AddPartitionsToTxn 4+, InitProducerId 6+), consumer groups of KIP-848, and JoinG
 member id handed out without MEMBER_ID_REQUIRED). OffsetFetch 8-9 (several groups in one request)
 and ListGroups 5 (the types filter) are served: the listener splits the first into one request per
 group (listener.py), every grouplab group is of the one type the second filters on, "classic".
-DeleteTopics goes to v6, where a topic is named by name or id: grouplab's topics have no ids, so an
-id is answered UNKNOWN_TOPIC_ID, as Kafka answers an id it does not know (translate.py).
+DeleteTopics goes to v6, where a topic is named by name or by id (Metadata v10+ gives the ids).
 """
 
 from __future__ import annotations
