@@ -685,6 +685,7 @@ class Client:
     """A consumer as the coordinator's peer: what it holds, what it is giving up, its epoch."""
 
     member_id: str = ""
+    instance: str | None = None  # a static member's group.instance.id
     epoch: int = 0
     joined: bool = False
     crashed: bool = False
@@ -713,7 +714,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         self.g, _ = make_group(assignor=RandomAssignor("uniform", seed))
         self.now = 0
         self.topics = {"a": 3, "b": 2, "c": 2}
-        self.clients = [Client() for _ in range(CLIENTS)]
+        self.clients = [Client(instance=f"i{i}" if i < 2 else None) for i in range(CLIENTS)]
         self.timers: dict[tuple, int] = {}
         self.by_member: dict[str, Client] = {}
 
@@ -728,11 +729,13 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
                 self.timers.pop(o.key, None)
             elif isinstance(o, Reply):
                 answer = o.body
+            elif isinstance(o, LogEvent) and o.event == "consumer_static_member_replaced":
+                note_event("a static member took its old place")
             elif isinstance(o, LogEvent) and o.event == "consumer_member_removed":
                 # The coordinator let the member go (timeout): its client is fenced and gives up
                 # what it held (Kafka's client does on its own session/poll timeout).
                 gone = self.by_member.pop(o.fields["member_id"], None)
-                if gone is not None:
+                if gone is not None and gone.member_id == o.fields["member_id"]:
                     gone.drop_all()
         return answer
 
@@ -740,7 +743,9 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         answer = self.run(self.g.heartbeat(req, "r", "client", "host", self.now, dict(self.topics)))
         assert answer is not None
         if answer.error_code:
-            assert answer.error_code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID), answer
+            assert answer.error_code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID,
+                                         ErrorCode.UNRELEASED_INSTANCE_ID), answer
+            note_event(f"refused {ErrorCode(answer.error_code).name}")
             self.by_member.pop(c.member_id, None)
             c.drop_all()
             return
@@ -756,7 +761,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             c.held |= given
 
     def heartbeat(self, c: Client, ack: bool) -> None:
-        self.send(c, hb_req(c.member_id, c.epoch, c.owned() if ack else None))
+        self.send(c, hb_req(c.member_id, c.epoch, c.owned() if ack else None, instance=c.instance))
 
     def advance(self, ms: int) -> None:
         self.now += ms
@@ -776,7 +781,10 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         if c.joined:
             return
         c.crashed, c.topics = False, topics
-        self.send(c, join_req(c.member_id if c.member_id in self.g.members else "", topics))
+        if c.instance is not None:  # a static member (re)starts with a new member id
+            self.send(c, join_req("", topics, instance=c.instance))
+        else:
+            self.send(c, join_req(c.member_id if c.member_id in self.g.members else "", topics))
 
     @rule(i=st.integers(0, CLIENTS - 1), ack=st.booleans())
     def heartbeat_rule(self, i: int, ack: bool) -> None:
@@ -790,11 +798,29 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         c.held -= c.revoking
         c.revoking.clear()
 
-    @rule(i=st.integers(0, CLIENTS - 1))
-    def leave(self, i: int) -> None:
+    @rule(i=st.integers(0, CLIENTS - 1), epoch=st.sampled_from([-1, -2]))
+    def leave(self, i: int, epoch: int) -> None:
+        c = self.clients[i]
+        if c.joined and not c.crashed and (epoch == -1 or c.instance is not None):
+            self.send(c, hb_req(c.member_id, epoch, instance=c.instance))
+
+    @rule(i=st.integers(0, 1))
+    def static_restart(self, i: int) -> None:
+        """A static member's clean restart: -2, then a join under a new member id that takes its place."""
         c = self.clients[i]
         if c.joined and not c.crashed:
-            self.send(c, hb_req(c.member_id, -1))
+            self.send(c, hb_req(c.member_id, -2, instance=c.instance))
+            self.send(c, join_req("", c.topics, instance=c.instance))
+            assert c.joined
+
+    @rule(i=st.integers(0, 1))
+    def restart_after_crash(self, i: int) -> None:
+        """A crashed static member restarts: refused (UNRELEASED_INSTANCE_ID) until its old
+        member is gone."""
+        c = self.clients[i]
+        if c.crashed:
+            c.crashed, c.joined = False, False
+            self.send(c, join_req("", c.topics, instance=c.instance))
 
     @rule(i=st.integers(0, CLIENTS - 1))
     def crash(self, i: int) -> None:
@@ -809,7 +835,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         c = self.clients[i]
         if c.joined and not c.crashed:
             c.topics = topics
-            self.send(c, hb_req(c.member_id, c.epoch, c.owned(), subscribed_topic_names=topics))
+            self.send(c, hb_req(c.member_id, c.epoch, c.owned(), instance=c.instance, subscribed_topic_names=topics))
 
     @rule(topic=st.sampled_from(["a", "b", "c"]))
     def add_partition(self, topic: str) -> None:
@@ -870,4 +896,4 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
 
 TestConsumerGroupRandomSequences = ConsumerGroupMachine.TestCase
 TestConsumerGroupRandomSequences.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    max_examples=300, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
