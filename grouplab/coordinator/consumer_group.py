@@ -36,10 +36,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Concatenate, Mapping, Protocol
 
 from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.consumer_checks import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    Refusal,
+    check_member_epoch,
+    validate_heartbeat,
+)
 from grouplab.coordinator.consumer_reconcile import (
     Assignment,
     MemberAssignment,
-    is_subset,
     normalized,
     pairs,
     reconcile,
@@ -56,8 +62,6 @@ from grouplab.protocol.messages import (
 )
 from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, GroupEpochCause, RemovalReason
 
-LEAVE_EPOCH = -1  # Kafka's LEAVE_GROUP_MEMBER_EPOCH
-STATIC_LEAVE_EPOCH = -2  # Kafka's LEAVE_GROUP_STATIC_MEMBER_EPOCH
 
 
 @dataclass(frozen=True)
@@ -80,15 +84,6 @@ class ServerAssignor(Protocol):
 
     def assign(self, members: Mapping[str, MemberSpec],
                partitions_per_topic: Mapping[str, int]) -> Mapping[str, Mapping[str, frozenset[int]]]: ...
-
-
-class Refusal(Exception):
-    """A heartbeat the group does not accept: answered with `code`, nothing changed."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass
@@ -169,7 +164,7 @@ class ConsumerGroup(StepOutputs):
         -2). `partitions_per_topic`: every topic that exists, with its partition count."""
         self._begin(now_ms)
         try:
-            self._validate_request(req)
+            validate_heartbeat(req, self._supported_assignors(), self.config.max_id_length)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 self._leave(req)
             else:
@@ -225,51 +220,7 @@ class ConsumerGroup(StepOutputs):
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
 
-    # ------------------------------------------------------------------ validation (no state changes)
-
-    def _validate_request(self, req: ConsumerGroupHeartbeatRequest) -> None:
-        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, with its messages. A member id
-        may be empty only when joining (v0: the coordinator gives one; v1 clients send their own)."""
-        def invalid(message: str) -> Refusal:
-            return Refusal(ErrorCode.INVALID_REQUEST, message)
-
-        if req.member_epoch > 0 or req.member_epoch == LEAVE_EPOCH:
-            if not req.member_id.strip():
-                raise invalid("MemberId can't be empty.")
-        if not req.group_id.strip():
-            raise invalid("GroupId can't be empty.")
-        if req.instance_id is not None and not req.instance_id.strip():
-            raise invalid("InstanceId can't be empty.")
-        if req.rack_id is not None and not req.rack_id.strip():
-            raise invalid("RackId can't be empty.")
-        if req.member_epoch == 0:
-            if req.rebalance_timeout_ms == -1:
-                raise invalid("RebalanceTimeoutMs must be provided in first request.")
-            if req.topic_partitions is None or req.topic_partitions:
-                raise invalid("TopicPartitions must be empty when (re-)joining.")
-            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
-        elif req.member_epoch == STATIC_LEAVE_EPOCH:
-            if req.instance_id is None:
-                raise invalid("InstanceId can't be null.")
-        elif req.member_epoch < STATIC_LEAVE_EPOCH:
-            raise invalid("MemberEpoch is invalid.")
-        if req.server_assignor is not None and req.server_assignor not in self._supported_assignors():
-            raise Refusal(ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. "
-                                                          f"Supported assignors: {', '.join(self._supported_assignors())}.")
-        if req.subscribed_topic_regex:
-            try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
-                raise invalid(f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
-                              f"expression: {exc}.") from None
-        # grouplab's bound on what a client makes the coordinator keep (docs/protocol.md §4.12).
-        for what, value in (("MemberId", req.member_id), ("InstanceId", req.instance_id), ("RackId", req.rack_id)):
-            if value is not None and len(value) > self.config.max_id_length:
-                raise invalid(f"{what} of {len(value)} characters exceeds grouplab.max.id.length "
-                              f"({self.config.max_id_length}).")
-        if req.topic_partitions is not None and any(p < 0 for tp in req.topic_partitions for p in tp.partitions):
-            raise invalid("TopicPartitions has a negative partition.")
+    # ------------------------------------------------------------------ checks (no state changes)
 
     def _member_for(self, req: ConsumerGroupHeartbeatRequest) -> ConsumerMember | None:
         """Kafka's getOrMaybeSubscribe(Dynamic|Static)ConsumerGroupMember, checks only: the member
@@ -302,7 +253,7 @@ class ConsumerGroup(StepOutputs):
             if member is None:
                 raise Refusal(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group "
                                                            f"{self.group_id}.")
-        _check_epoch(member, req.member_epoch, owned)
+        check_member_epoch(member.progress, req.member_epoch, owned)
         return member
 
     # ------------------------------------------------------------------ heartbeat and leave
@@ -569,21 +520,6 @@ class ConsumerGroup(StepOutputs):
         """Log `event` with the group's C fields first (docs/events.md §4.1c)."""
         if self.log_events:
             self._emit_log(event(self.group_id, self.group_epoch, self.state, *args, **fields))
-
-
-def _check_epoch(member: ConsumerMember, received: int, owned: Assignment | None) -> None:
-    """Kafka's throwIfMemberEpochIsInvalid: an epoch ahead is fenced; one behind only if it is the
-    previous epoch and the member owns no more than it is assigned (the answer moving it on was lost)."""
-    current = member.member_epoch
-    if received > current:
-        raise Refusal(ErrorCode.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch "
-                                                     f"({received}) than the one known by the group coordinator "
-                                                     f"({current}). The member must abandon all its partitions and rejoin.")
-    if received < current and (received != member.progress.previous_member_epoch
-                               or not is_subset(owned, member.progress.assigned)):
-        raise Refusal(ErrorCode.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch "
-                                                     f"({received}) than the one known by the group coordinator "
-                                                     f"({current}). The member must abandon all its partitions and rejoin.")
 
 
 def _owned(req: ConsumerGroupHeartbeatRequest) -> Assignment | None:
