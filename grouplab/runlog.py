@@ -24,10 +24,21 @@ from typing import Any, Iterator
 
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent
-from grouplab.protocol.states import GroupState, MemberState, ProducerState, RebalanceCause, RemovalReason, TxnState
+from grouplab.protocol.states import (
+    ConsumerGroupState,
+    ConsumerMemberState,
+    GroupEpochCause,
+    GroupState,
+    MemberState,
+    ProducerState,
+    RebalanceCause,
+    RemovalReason,
+    TxnState,
+)
 
 _ENUMS: dict[str, type[Enum]] = {e.__name__: e for e in (GroupState, MemberState, ProducerState, RebalanceCause,
-                                                          RemovalReason, TxnState)}
+                                                          RemovalReason, TxnState, ConsumerGroupState,
+                                                          ConsumerMemberState, GroupEpochCause)}
 _BY_NAME: dict[str, list[type[events.Event]]] = {}
 for _cls in events.EVENT_TYPES:
     _BY_NAME.setdefault(_cls.NAME, []).append(_cls)

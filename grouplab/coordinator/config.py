@@ -22,6 +22,17 @@ _KEYS: dict[str, tuple[str, object]] = {
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", 3000),
     # Kafka's default is Integer.MAX_VALUE; grouplab's bounds a group's memory (docs/protocol.md §4.12).
     "group.max.size": ("group_max_size", GROUP_MAX_SIZE_DEFAULT),
+    # KIP-848 consumer-protocol groups (coordinator/consumer_group.py), Kafka 4's names and defaults.
+    "group.consumer.session.timeout.ms": ("consumer_session_timeout_ms", 45_000),
+    "group.consumer.min.session.timeout.ms": ("consumer_min_session_timeout_ms", 45_000),
+    "group.consumer.max.session.timeout.ms": ("consumer_max_session_timeout_ms", 60_000),
+    "group.consumer.heartbeat.interval.ms": ("consumer_heartbeat_interval_ms", 5_000),
+    "group.consumer.min.heartbeat.interval.ms": ("consumer_min_heartbeat_interval_ms", 5_000),
+    "group.consumer.max.heartbeat.interval.ms": ("consumer_max_heartbeat_interval_ms", 15_000),
+    "group.consumer.max.size": ("consumer_max_size", 2_147_483_647),
+    # Kafka 4 lists its built-in assignors by name (class names are taken too); the first is the default.
+    "group.consumer.assignors": ("consumer_assignors", "uniform,range"),
+    "group.consumer.migration.policy": ("consumer_migration_policy", "bidirectional"),
     "num.partitions": ("num_partitions", 1),
     "auto.create.topics.enable": ("auto_create_topics_enable", True),
     # DeleteTopics allowed (Kafka's default since 1.0); false: refused TOPIC_DELETION_DISABLED.
@@ -57,6 +68,12 @@ _KEYS: dict[str, tuple[str, object]] = {
 }
 
 LOG_FSYNC_POLICIES = ("always", "never")
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")  # Kafka's ConsumerGroupMigrationPolicy
+# group.consumer.assignors: Kafka's built-in server assignors, by class name -> by name.
+CONSUMER_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
 
 
 class ConfigError(ValueError):
@@ -69,6 +86,15 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = GROUP_MAX_SIZE_DEFAULT
+    consumer_session_timeout_ms: int = 45_000
+    consumer_min_session_timeout_ms: int = 45_000
+    consumer_max_session_timeout_ms: int = 60_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_min_heartbeat_interval_ms: int = 5_000
+    consumer_max_heartbeat_interval_ms: int = 15_000
+    consumer_max_size: int = 2_147_483_647
+    consumer_assignors: str = "uniform,range"
+    consumer_migration_policy: str = "bidirectional"
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
     delete_topic_enable: bool = True
@@ -95,6 +121,13 @@ class BrokerConfig:
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60_000
+
+    @property
+    def consumer_assignor_names(self) -> list[str]:
+        """group.consumer.assignors as assignor names, in order (the first is the default); Kafka's
+        class names of its built-in assignors stand for their names."""
+        names = [n.strip() for n in self.consumer_assignors.split(",") if n.strip()]
+        return [CONSUMER_ASSIGNOR_CLASSES.get(n, n) for n in names]
 
     @classmethod
     def names(cls) -> list[str]:
@@ -161,8 +194,34 @@ class BrokerConfig:
                             ("grouplab.max.id.length", self.max_id_length)):
             if value < 1:
                 raise ConfigError(f"{name} must be >= 1")
+        self._validate_consumer_groups()
         if self.log_fsync not in LOG_FSYNC_POLICIES:
             raise ConfigError(f"grouplab.log.fsync must be one of {', '.join(LOG_FSYNC_POLICIES)}, got {self.log_fsync!r}")
+
+    def _validate_consumer_groups(self) -> None:
+        """Kafka's GroupCoordinatorConfig checks of the group.consumer.* settings."""
+        if self.consumer_min_session_timeout_ms < 1 or self.consumer_min_heartbeat_interval_ms < 1:
+            raise ConfigError("group.consumer.min.session.timeout.ms and group.consumer.min.heartbeat.interval.ms must be >= 1")
+        for low, value, high, what in (
+                (self.consumer_min_session_timeout_ms, self.consumer_session_timeout_ms,
+                 self.consumer_max_session_timeout_ms, "session.timeout.ms"),
+                (self.consumer_min_heartbeat_interval_ms, self.consumer_heartbeat_interval_ms,
+                 self.consumer_max_heartbeat_interval_ms, "heartbeat.interval.ms")):
+            if not low <= value <= high:
+                raise ConfigError(f"group.consumer.{what} must be between group.consumer.min.{what} and "
+                                  f"group.consumer.max.{what}")
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        if self.consumer_max_size < 1:
+            raise ConfigError("group.consumer.max.size must be >= 1")
+        names = self.consumer_assignor_names
+        unknown = [n for n in names if n not in CONSUMER_ASSIGNOR_CLASSES.values()]
+        if not names or unknown or len(set(names)) != len(names):
+            raise ConfigError(f"group.consumer.assignors must list some of uniform, range (or Kafka's class names), "
+                              f"each once; got {self.consumer_assignors!r}")
+        if self.consumer_migration_policy.lower() not in MIGRATION_POLICIES:
+            raise ConfigError(f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}, "
+                              f"got {self.consumer_migration_policy!r}")
 
     def as_kafka_names(self) -> dict[str, object]:
         return {name: getattr(self, attr) for name, (attr, _) in _KEYS.items()}

@@ -63,6 +63,22 @@ BROKER_CONFIGS: dict[str, BrokerEntry] = {
     "group.initial.rebalance.delay.ms": BrokerEntry(
         ConfigType.INT, "How long the first rebalance of an Empty group waits for more members to join."),
     "group.max.size": BrokerEntry(ConfigType.INT, "The most members (and pending members) one group may have."),
+    "group.consumer.session.timeout.ms": BrokerEntry(
+        ConfigType.INT, "How long a consumer-protocol member may go without a heartbeat before it is removed."),
+    "group.consumer.min.session.timeout.ms": BrokerEntry(ConfigType.INT, "The smallest group.consumer.session.timeout.ms."),
+    "group.consumer.max.session.timeout.ms": BrokerEntry(ConfigType.INT, "The largest group.consumer.session.timeout.ms."),
+    "group.consumer.heartbeat.interval.ms": BrokerEntry(
+        ConfigType.INT, "How often a consumer-protocol member is told to heartbeat."),
+    "group.consumer.min.heartbeat.interval.ms": BrokerEntry(
+        ConfigType.INT, "The smallest group.consumer.heartbeat.interval.ms."),
+    "group.consumer.max.heartbeat.interval.ms": BrokerEntry(
+        ConfigType.INT, "The largest group.consumer.heartbeat.interval.ms."),
+    "group.consumer.max.size": BrokerEntry(ConfigType.INT, "The most members one consumer-protocol group may have."),
+    "group.consumer.assignors": BrokerEntry(
+        ConfigType.LIST, "The server-side assignors (uniform, range); the first is used when a member names none."),
+    "group.consumer.migration.policy": BrokerEntry(
+        ConfigType.STRING, "Which conversions between classic and consumer-protocol groups are allowed "
+                           "(disabled, upgrade, downgrade, bidirectional)."),
     "num.partitions": BrokerEntry(
         ConfigType.INT, "Partitions of an auto-created topic and of a CreateTopics that asks for -1."),
     "auto.create.topics.enable": BrokerEntry(

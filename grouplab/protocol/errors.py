@@ -62,6 +62,10 @@ class ErrorCode(IntEnum):
     PRODUCER_FENCED = 90
     TOPIC_DELETION_DISABLED = 73  # DeleteTopics v3+ while delete.topic.enable is false
     UNKNOWN_TOPIC_ID = 100  # DeleteTopics v6 by topic id: grouplab's topics have none
+    FENCED_MEMBER_EPOCH = 110  # KIP-848: a member epoch ahead of, or too far behind, the coordinator's
+    UNRELEASED_INSTANCE_ID = 111  # KIP-848: a static member's instance id still held by a live member
+    UNSUPPORTED_ASSIGNOR = 112  # KIP-848: a server assignor the coordinator does not have
+    STALE_MEMBER_EPOCH = 113  # KIP-848: an offset commit/fetch with an old member epoch
     MISMATCHED_ENDPOINT_TYPE = 114  # DescribeCluster v1+ asking a broker for the controllers
     UNSUPPORTED_ENDPOINT_TYPE = 115  # DescribeCluster v1+ with an endpoint type Kafka does not know
 

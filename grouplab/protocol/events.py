@@ -16,10 +16,21 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, ParamSpec
 
-from grouplab.protocol.states import GroupState, MemberState, ProducerState, RebalanceCause, RemovalReason, TxnState
+from grouplab.protocol.states import (
+    ConsumerGroupState,
+    ConsumerMemberState,
+    GroupEpochCause,
+    GroupState,
+    MemberState,
+    ProducerState,
+    RebalanceCause,
+    RemovalReason,
+    TxnState,
+)
 
 # The enumerations above, as annotations name them: a field of one of these types is written as its value.
-_ENUM_TYPES = frozenset(e.__name__ for e in (MemberState, ProducerState, GroupState, RebalanceCause, RemovalReason, TxnState))
+_ENUM_TYPES = frozenset(e.__name__ for e in (MemberState, ProducerState, GroupState, RebalanceCause, RemovalReason, TxnState,
+                                             ConsumerGroupState, ConsumerMemberState, GroupEpochCause))
 
 # `[[topic, partition], ...]`, sorted by topic then partition: how every partition list is logged.
 PartitionPairs = list[list[Any]]
@@ -236,6 +247,95 @@ class TopicOffsetsDeleted(GroupEvent):
     topic: str
     partitions: PartitionPairs
     staged_partitions: PartitionPairs
+
+
+# ----------------------------------------------------------------------------- coordinator: consumer-protocol groups (§4.1c)
+
+
+@dataclass(slots=True)
+class ConsumerGroupEvent(Event):
+    """C: a consumer-protocol group (KIP-848) as it is when the event is written (coordinator/consumer_group.py)."""
+
+    group_id: str
+    group_epoch: int
+    state: ConsumerGroupState
+
+
+@dataclass(slots=True)
+class ConsumerMemberJoined(ConsumerGroupEvent):
+    NAME = "consumer_member_joined"
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+
+
+@dataclass(slots=True)
+class ConsumerStaticMemberReplaced(ConsumerGroupEvent):
+    NAME = "consumer_static_member_replaced"
+    member_id: str
+    old_member_id: str
+    instance_id: str
+
+
+@dataclass(slots=True)
+class ConsumerStaticMemberLeft(ConsumerGroupEvent):
+    NAME = "consumer_static_member_left"
+    member_id: str
+    instance_id: str
+
+
+@dataclass(slots=True)
+class ConsumerMemberRemoved(ConsumerGroupEvent):
+    NAME = "consumer_member_removed"
+    member_id: str
+    reason: RemovalReason
+    detail: str
+    partitions: PartitionPairs  # what it held (assigned and pending revocation), now free
+
+
+@dataclass(slots=True)
+class ConsumerHeartbeatRejected(ConsumerGroupEvent):
+    NAME = "consumer_heartbeat_rejected"
+    member_id: str
+    member_epoch: int
+    error: str
+    reason: str
+
+
+@dataclass(slots=True)
+class GroupEpochBumped(ConsumerGroupEvent):
+    NAME = "group_epoch_bumped"
+    cause: GroupEpochCause
+    detail: str
+
+
+@dataclass(slots=True)
+class TargetAssignmentComputed(ConsumerGroupEvent):
+    NAME = "target_assignment_computed"
+    assignment_epoch: int
+    assignor: str
+    assignment: dict[str, PartitionPairs]
+
+
+@dataclass(slots=True)
+class ConsumerMemberReconciled(ConsumerGroupEvent):
+    NAME = "consumer_member_reconciled"
+    member_id: str
+    member_epoch: int
+    previous_member_epoch: int
+    member_state: ConsumerMemberState
+    assigned: PartitionPairs
+    pending_revocation: PartitionPairs
+    unreleased: PartitionPairs  # in its target, still held by another member
+
+
+@dataclass(slots=True)
+class ConsumerGroupStateChanged(ConsumerGroupEvent):
+    NAME = "consumer_group_state_changed"
+    from_state: ConsumerGroupState
+    to_state: ConsumerGroupState
 
 
 # ----------------------------------------------------------------------------- coordinator: transactions (§4.1b)

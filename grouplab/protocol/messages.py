@@ -887,6 +887,88 @@ class EndTxnResponse:
     error_message: str | None = None
 
 
+# ----------------------------------------------------------------------------- ConsumerGroupHeartbeat (KIP-848)
+# Kafka's wire names topics by id; grouplab's messages name them (the Kafka-wire translation maps
+# ids <-> names). Client-side assignors (ClientAssignors) are not carried: Kafka never shipped them.
+
+
+@dataclass
+class ConsumerGroupHeartbeatTopicPartitions:
+    """Partitions of one topic a member owns (the request's `topic_partitions`)."""
+
+    topic: str
+    partitions: list[int]
+
+
+@dataclass
+class ConsumerGroupHeartbeatRequest:
+    group_id: str
+    member_id: str  # "" with member_epoch 0: the coordinator gives one (v0); v1 clients send their own uuid
+    member_epoch: int  # 0 join, -1 leave, -2 a static member's temporary leave, else the member's epoch
+    instance_id: str | None = None  # None: none, or unchanged since the last heartbeat
+    rack_id: str | None = None  # None: none, or unchanged
+    rebalance_timeout_ms: int = -1  # -1: unchanged (must be given when joining)
+    subscribed_topic_names: list[str] | None = None  # None: unchanged
+    subscribed_topic_regex: str | None = None  # None: unchanged; Python `re`, whole-name match
+    server_assignor: str | None = None  # None: unchanged, or the group's default
+    topic_partitions: list[ConsumerGroupHeartbeatTopicPartitions] | None = None  # None: unchanged
+
+
+@dataclass
+class ConsumerGroupHeartbeatResponse:
+    error_code: int = 0
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    # topic -> partitions the member is to own now; None: no change since the last answer.
+    assignment: dict[str, list[int]] | None = None
+
+
+# ----------------------------------------------------------------------------- ConsumerGroupDescribe (KIP-848)
+
+
+@dataclass
+class ConsumerGroupDescribeRequest:
+    group_ids: list[str]
+    include_authorized_operations: bool = False
+
+
+@dataclass
+class ConsumerGroupDescribedMember:
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    subscribed_topic_regex: str | None = None
+    assignment: dict[str, list[int]] = field(default_factory=dict)  # what the member owns now
+    target_assignment: dict[str, list[int]] = field(default_factory=dict)
+    # grouplab extension: unrevoked_partitions etc. (Kafka's ConsumerGroupMember state, not on its wire).
+    member_state: str = "stable"
+
+
+@dataclass
+class ConsumerGroupDescribedGroup:
+    group_id: str
+    error_code: int = 0
+    error_message: str | None = None
+    group_state: str = "Dead"  # Empty, Assigning, Reconciling, Stable, Dead
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: list[ConsumerGroupDescribedMember] = field(default_factory=list)
+
+
+@dataclass
+class ConsumerGroupDescribeResponse:
+    error_code: int = 0
+    groups: list[ConsumerGroupDescribedGroup] = field(default_factory=list)
+    error_message: str | None = None
+
+
 # ----------------------------------------------------------------------------- error-only answer
 
 
@@ -942,6 +1024,13 @@ API: dict[str, ApiSpec] = {
     "AddOffsetsToTxn": ApiSpec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 0),
     "TxnOffsetCommit": ApiSpec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 0),
     "EndTxn": ApiSpec(EndTxnRequest, EndTxnResponse, 0, 0),
+}
+
+# KIP-848's APIs, kept apart until the Broker serves them (it needs an `_on_<api>` for every
+# entry of API): the lead merges them into API when wiring coordinator/consumer_group.py.
+CONSUMER_GROUP_API: dict[str, ApiSpec] = {
+    "ConsumerGroupHeartbeat": ApiSpec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 0),
+    "ConsumerGroupDescribe": ApiSpec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 0),
 }
 
 REQUEST_API: dict[type, str] = {spec.request: name for name, spec in API.items()}

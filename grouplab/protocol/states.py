@@ -38,6 +38,40 @@ class RemovalReason(Enum):
     SYNC_TIMEOUT = "sync_timeout"  # did not send SyncGroup in time (KAFKA-12890)
 
 
+# ----------------------------------------------------------------------------- coordinator: consumer-protocol groups (KIP-848)
+
+
+class ConsumerGroupState(Enum):
+    """Kafka's ConsumerGroup states: Assigning while the group epoch is ahead of the target
+    assignment's, Reconciling while a member is not yet at the target epoch or not stable."""
+
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class ConsumerMemberState(Enum):
+    """Kafka's MemberState of a consumer-protocol member (CurrentAssignmentBuilder)."""
+
+    STABLE = "stable"  # has its target assignment at the target epoch
+    UNREVOKED_PARTITIONS = "unrevoked_partitions"  # must give partitions up first: its epoch waits
+    UNRELEASED_PARTITIONS = "unreleased_partitions"  # at the target epoch, waiting for others to let go
+
+
+class GroupEpochCause(Enum):
+    """Why a consumer-protocol group's epoch moved, as a value a program may rely on."""
+
+    MEMBER_JOINED = "member_joined"
+    MEMBER_LEFT = "member_left"
+    SESSION_TIMEOUT = "session_timeout"
+    REBALANCE_TIMEOUT = "rebalance_timeout"
+    SUBSCRIPTION_CHANGED = "subscription_changed"
+    ASSIGNOR_CHANGED = "assignor_changed"
+    METADATA_CHANGED = "metadata_changed"
+
+
 # ----------------------------------------------------------------------------- coordinator: transactions
 
 
