@@ -15,6 +15,8 @@ always member id and topic name, so the same input gives the same answer.
 
 from __future__ import annotations
 
+from itertools import groupby, repeat
+from operator import itemgetter
 from typing import Mapping
 
 from grouplab.coordinator.server_assignors.spec import MemberSpec, TargetAssignment
@@ -39,7 +41,7 @@ def assign_homogeneous(members: Mapping[str, MemberSpec], partitions_per_topic: 
         with_extra = extras > 0
         mine: dict[str, list[int]] = {}
         current = members[member_id].assignment
-        for topic in sorted(current):
+        for topic in sorted(current) if current else ():
             if topic not in owned:
                 continue  # unsubscribed or unknown topic: dropped
             count = partitions_per_topic[topic]
@@ -69,18 +71,26 @@ def assign_homogeneous(members: Mapping[str, MemberSpec], partitions_per_topic: 
         entry[1] += 1
         extras -= 1
 
-    unassigned = [(t, p) for t in known for p in range(partitions_per_topic[t]) if p not in owned[t]]
+    unassigned: list[tuple[str, int]] = []
+    for t in known:
+        claimed = owned[t]
+        partitions = range(partitions_per_topic[t])
+        unassigned += zip(repeat(t), [p for p in partitions if p not in claimed] if claimed else partitions)
     unassigned += given_up
+    fills: dict[int, list[tuple[str, int]]] = {}
     next_index = 0
     for index, remaining in unfilled:
-        if remaining <= 0:
-            continue
-        mine = kept[index]
-        for topic, p in unassigned[next_index:next_index + remaining]:
-            mine.setdefault(topic, []).append(p)
-        next_index += remaining
+        if remaining > 0:
+            fills[index] = unassigned[next_index:next_index + remaining]
+            next_index += remaining
     if next_index < len(unassigned):
         raise AssertionError(f"{len(unassigned) - next_index} partitions left unassigned")  # cannot happen
+    topic_of, partition_of = itemgetter(0), itemgetter(1)
     for index, member_id in enumerate(member_ids):
-        result[member_id] = {t: frozenset(ps) for t, ps in sorted(kept[index].items())}
+        mine = kept[index]
+        got = fills.get(index)
+        if got:
+            for topic, run in groupby(got, topic_of):
+                mine.setdefault(topic, []).extend(map(partition_of, run))
+        result[member_id] = {t: frozenset(ps) for t, ps in sorted(mine.items())}
     return result

@@ -35,20 +35,27 @@ class RangeAssignor:
     def assign(self, members: Mapping[str, MemberSpec],
                partitions_per_topic: Mapping[str, int]) -> TargetAssignment:
         ordered = member_order(members)
-        subscribers: dict[str, list[str]] = {}
+        # Members with the same subscription share one pass over its topics (a group usually has
+        # one or a few distinct subscriptions).
+        by_subscription: dict[frozenset[str], list[str]] = {}
         for member_id in ordered:
-            for topic in members[member_id].subscribed_topics:
+            by_subscription.setdefault(members[member_id].subscribed_topics, []).append(member_id)
+        sharing: dict[str, list[list[str]]] = {}
+        for topics, same in by_subscription.items():
+            for topic in topics:
                 if topic in partitions_per_topic:
-                    subscribers.setdefault(topic, []).append(member_id)
+                    sharing.setdefault(topic, []).append(same)
+        position = {member_id: k for k, member_id in enumerate(ordered)}
+        subscribers = {topic: lists[0] if len(lists) == 1 else sorted((m for same in lists for m in same),
+                                                                      key=position.__getitem__)
+                       for topic, lists in sharing.items()}
         result: TargetAssignment = {member_id: {} for member_id in ordered}
         for topic in sorted(subscribers):
             subs = subscribers[topic]
             count = partitions_per_topic[topic]
             quota, extra = divmod(count, len(subs))
-            start = 0
-            for k, member_id in enumerate(subs):
-                end = min(start + quota + (k < extra), count)
-                if start < end:
-                    result[member_id][topic] = frozenset(range(start, end))
-                start = end
+            # With fewer partitions than subscribers only the first `extra` get one: skip the rest.
+            for k in range(len(subs) if quota else extra):
+                start = k * quota + min(k, extra)
+                result[subs[k]][topic] = frozenset(range(start, start + quota + (k < extra)))
         return result
