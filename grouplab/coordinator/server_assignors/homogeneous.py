@@ -15,7 +15,7 @@ always member id and topic name, so the same input gives the same answer.
 
 from __future__ import annotations
 
-from itertools import groupby, repeat
+from itertools import groupby
 from operator import itemgetter
 from typing import Mapping
 
@@ -71,26 +71,30 @@ def assign_homogeneous(members: Mapping[str, MemberSpec], partitions_per_topic: 
         entry[1] += 1
         extras -= 1
 
-    unassigned: list[tuple[str, int]] = []
+    # The unassigned partitions as runs of one topic, in hand-out order: never-owned ones topic by
+    # topic, then the given-up ones in the order they were given up.
+    runs: list[tuple[str, list[int]]] = []
     for t in known:
         claimed = owned[t]
-        partitions = range(partitions_per_topic[t])
-        unassigned += zip(repeat(t), [p for p in partitions if p not in claimed] if claimed else partitions)
-    unassigned += given_up
-    fills: dict[int, list[tuple[str, int]]] = {}
-    next_index = 0
+        free = [p for p in range(partitions_per_topic[t]) if p not in claimed] if claimed else \
+            list(range(partitions_per_topic[t]))
+        if free:
+            runs.append((t, free))
+    for topic, run in groupby(given_up, itemgetter(0)):
+        runs.append((topic, [p for _, p in run]))
+    run_index, offset = 0, 0
     for index, remaining in unfilled:
-        if remaining > 0:
-            fills[index] = unassigned[next_index:next_index + remaining]
-            next_index += remaining
-    if next_index < len(unassigned):
-        raise AssertionError(f"{len(unassigned) - next_index} partitions left unassigned")  # cannot happen
-    topic_of, partition_of = itemgetter(0), itemgetter(1)
-    for index, member_id in enumerate(member_ids):
         mine = kept[index]
-        got = fills.get(index)
-        if got:
-            for topic, run in groupby(got, topic_of):
-                mine.setdefault(topic, []).extend(map(partition_of, run))
-        result[member_id] = {t: frozenset(ps) for t, ps in sorted(mine.items())}
+        while remaining > 0 and run_index < len(runs):
+            topic, free = runs[run_index]
+            taken = free[offset:offset + remaining]
+            mine.setdefault(topic, []).extend(taken)
+            remaining -= len(taken)
+            offset += len(taken)
+            if offset == len(free):
+                run_index, offset = run_index + 1, 0
+    if run_index < len(runs):
+        raise AssertionError("partitions left unassigned")  # cannot happen: the quotas add up to the total
+    for index, member_id in enumerate(member_ids):
+        result[member_id] = {t: frozenset(ps) for t, ps in sorted(kept[index].items())}
     return result

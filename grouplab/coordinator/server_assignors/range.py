@@ -50,6 +50,7 @@ class RangeAssignor:
                                                                       key=position.__getitem__)
                        for topic, lists in sharing.items()}
         result: TargetAssignment = {member_id: {} for member_id in ordered}
+        ranges: dict[tuple[int, int], frozenset[int]] = {}  # co-partitioned topics share their ranges
         for topic in sorted(subscribers):
             subs = subscribers[topic]
             count = partitions_per_topic[topic]
@@ -57,5 +58,9 @@ class RangeAssignor:
             # With fewer partitions than subscribers only the first `extra` get one: skip the rest.
             for k in range(len(subs) if quota else extra):
                 start = k * quota + min(k, extra)
-                result[subs[k]][topic] = frozenset(range(start, start + quota + (k < extra)))
+                bounds = (start, start + quota + (k < extra))
+                got = ranges.get(bounds)
+                if got is None:
+                    got = ranges[bounds] = frozenset(range(*bounds))
+                result[subs[k]][topic] = got
         return result
