@@ -171,7 +171,7 @@ def main() -> None:
                   f"Kafka's JMH ServerSideAssignorBenchmark); leave = every 10th member leaves, the rest carry "
                   f"their first assignment; best of {args.repeat}. Kafka ms = the issue's figures for Kafka's "
                   f"Java assignors at 10,000 × 100,000 on these machines; ratio = ours / Kafka's (aim: ≤ 10×). "
-                  f"moved = owner changed by the leave; bound = the least a balanced assignment must move.\n\n")
+                  f"moved = owner changed by the leave; bound = the least a balanced assignment must move (a sticky one; Kafka 4's range reads no current assignment and makes no such claim).\n\n")
         append_to_benchmarks(header + text)
 
 
