@@ -841,35 +841,55 @@ async def cmd_configs(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- assign (no server)
 
 
-def cmd_assign(args: argparse.Namespace) -> int:
-    sizes = parse_topic_sizes(args.topics)
-    if args.streams is not None or any(":" in spec.partition("=")[2] for spec in args.member):
-        return assign_over_threads(args, sizes)
-    subscriptions: dict[str, Subscription] = {}
-    for spec in args.member:
+def check_assign_protocol(args: argparse.Namespace) -> None:
+    """--protocol consumer takes the server-side assignors, classic the client-side ones."""
+    from grouplab.coordinator.server_assignors import SERVER_ASSIGNORS
+
+    server = ", ".join(SERVER_ASSIGNORS)
+    if args.protocol == "consumer":
+        if args.assignor not in SERVER_ASSIGNORS:
+            raise UsageError(f"--protocol consumer computes the assignment on the coordinator with {server}; "
+                             f"{args.assignor!r} is a client-side assignor (use it with --protocol classic)")
+        if args.streams is not None:
+            raise UsageError("--streams is for the ZooKeeper-era assignors; leave out --protocol consumer")
+    elif args.assignor in SERVER_ASSIGNORS and args.assignor not in assignor_names():
+        raise UsageError(f"{args.assignor!r} is a server-side assignor (KIP-848): give --protocol consumer")
+
+
+def parse_assign_members(specs: list[str], sizes: dict[str, int], allow_none: bool) -> dict[str, list[str]]:
+    """`--member NAME=T1,T2` (and `NAME=` for a member subscribed to nothing, when allowed) -> {NAME: topics}."""
+    members: dict[str, list[str]] = {}
+    for spec in specs:
         name, sep, topics = spec.partition("=")
-        if not sep or not name or not parse_list(topics):
+        if not sep or not name or (not parse_list(topics) and not allow_none):
             raise UsageError(f"expected --member NAME=TOPIC[,TOPIC...], got {spec!r}")
-        if name in subscriptions:
+        if name in members:
             raise UsageError(f"member {name!r} is given twice; give each --member once with all its topics")
         unknown = [t for t in parse_list(topics) if t not in sizes]
         if unknown:
             raise UsageError(f"member {name!r} subscribes to {', '.join(map(repr, unknown))}, not in --topics "
                              f"({', '.join(sizes)}); add it there as TOPIC:PARTITIONS")
-        subscriptions[name] = Subscription(topics=list(dict.fromkeys(parse_list(topics))))
+        members[name] = list(dict.fromkeys(parse_list(topics)))
+    if not members:
+        raise UsageError("give at least one --member NAME=TOPIC[,TOPIC...]")
+    return members
+
+
+def parse_assign_owned(specs: list[str], members: dict[str, list[str]],
+                       sizes: dict[str, int]) -> dict[str, list[TopicPartition]]:
+    """`--owned NAME=T:P,T:P` -> {NAME: partitions}: checked against --member and --topics, no partition twice."""
     owners: dict[TopicPartition, str] = {}
-    owned_given: set[str] = set()
-    for spec in args.owned or []:
+    owned: dict[str, list[TopicPartition]] = {}
+    for spec in specs:
         name, sep, parts = spec.partition("=")
         if not sep or not name:
             raise UsageError(f"expected --owned NAME=TOPIC:PARTITION[,...], got {spec!r}")
-        if name not in subscriptions:
+        if name not in members:
             raise UsageError(f"--owned names unknown member {name!r}; give it a --member {name}=TOPIC first")
-        if name in owned_given:
+        if name in owned:
             raise UsageError(f"--owned {name} is given twice; list all its partitions in one --owned {name}=T:P,T:P")
-        owned_given.add(name)
-        owned = [TopicPartition.parse(p) for p in parse_list(parts)]
-        for tp in owned:
+        partitions = [TopicPartition.parse(p) for p in parse_list(parts)]
+        for tp in partitions:
             if tp.topic not in sizes or tp.partition >= sizes[tp.topic]:
                 n = sizes.get(tp.topic, 0)
                 have = (f"{tp.topic} has {n} partition{'s' * (n != 1)} in --topics, numbered from 0" if n
@@ -878,14 +898,29 @@ def cmd_assign(args: argparse.Namespace) -> int:
             if owners.get(tp, name) != name:
                 raise UsageError(f"--owned: {tp.topic}:{tp.partition} is owned by both {owners[tp]} and {name}")
             owners[tp] = name
-        subscriptions[name].owned_partitions = list(dict.fromkeys(owned))
+        owned[name] = list(dict.fromkeys(partitions))
+    return owned
+
+
+def cmd_assign(args: argparse.Namespace) -> int:
+    sizes = parse_topic_sizes(args.topics)
+    check_assign_protocol(args)
+    if args.protocol == "consumer":
+        from grouplab.assign_server import print_server_assignment
+
+        members = parse_assign_members(args.member, sizes, allow_none=True)
+        return print_server_assignment(console, args.assignor, args.topics, sizes, members,
+                                       parse_assign_owned(args.owned or [], members, sizes), args.format)
+    if args.streams is not None or any(":" in spec.partition("=")[2] for spec in args.member):
+        return assign_over_threads(args, sizes)
+    members = parse_assign_members(args.member, sizes, allow_none=False)
+    subscriptions = {name: Subscription(topics=topics) for name, topics in members.items()}
+    for name, owned in parse_assign_owned(args.owned or [], members, sizes).items():
+        subscriptions[name].owned_partitions = owned
         subscriptions[name].generation_id = 1
         # The eager sticky assignor reads a member's last assignment from its user data only (as
         # Kafka's does): an eager member has revoked everything by the time it rejoins.
-        subscriptions[name].user_data = get_assignor(args.assignor).subscription_user_data(
-            subscriptions[name].owned_partitions, 1)
-    if not subscriptions:
-        raise UsageError("give at least one --member NAME=TOPIC[,TOPIC...]")
+        subscriptions[name].user_data = get_assignor(args.assignor).subscription_user_data(owned, 1)
     result = get_assignor(args.assignor).assign(sizes, subscriptions)
     if args.format == "json":
         print(json.dumps({m: [[tp.topic, tp.partition] for tp in sorted(ps)] for m, ps in result.items()}))
@@ -1989,10 +2024,16 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--title", help="the chart's title (default: the run directory's name and the group)")
 
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
-    a.add_argument("--assignor", required=True, help=f"one of {', '.join(assignor_names())}")
+    a.add_argument("--assignor", required=True,
+                   help=f"one of {', '.join(assignor_names())}; with --protocol consumer: uniform or range")
+    a.add_argument("--protocol", choices=["classic", "consumer"], default="classic",
+                   help="classic: a client-side assignor run by the group leader; consumer: a KIP-848 "
+                        "server-side assignor run by the coordinator (--owned is each member's current "
+                        "target assignment; --member NAME= subscribes to nothing)")
     a.add_argument("--topics", required=True, help="TOPIC:PARTITIONS,...")
     a.add_argument("--member", action="append", default=[], metavar="NAME=TOPIC[,TOPIC]",
-                   help="a member and its subscription (repeatable, at least one)")
+                   help="a member and its subscription (repeatable, at least one; NAME= with --protocol consumer "
+                        "for a member subscribed to nothing)")
     a.add_argument("--owned", action="append", metavar="NAME=T:P[,T:P]", help="previous ownership (sticky assignors)")
     a.add_argument("--format", choices=["table", "json"], default="table", help="output format")
     a.add_argument("--streams", type=at_least(1), metavar="N",

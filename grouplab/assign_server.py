@@ -1,0 +1,58 @@
+"""`grouplab assign --protocol consumer`: the KIP-848 server-side assignors as a calculator.
+
+In the consumer protocol the coordinator computes the target assignment itself from every member's
+subscription and current target assignment (`--owned` here); a moved partition reaches its new
+owner only after the old one has revoked it (KIP-848 reconciliation), so nothing is withheld from
+the target as the cooperative client-side assignors withhold it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+from rich.console import Console
+
+from grouplab.coordinator.server_assignors import MemberSpec, TargetAssignment, server_assignor
+from grouplab.protocol.types import TopicPartition
+
+
+def member_specs(topics_by_member: Mapping[str, list[str]],
+                 owned: Mapping[str, list[TopicPartition]]) -> dict[str, MemberSpec]:
+    """The calculator's members as the assignor takes them: `--owned` is the current target assignment."""
+    specs: dict[str, MemberSpec] = {}
+    for name, topics in topics_by_member.items():
+        current: dict[str, set[int]] = {}
+        for tp in owned.get(name, []):
+            current.setdefault(tp.topic, set()).add(tp.partition)
+        specs[name] = MemberSpec(subscribed_topics=frozenset(topics),
+                                 assignment={t: frozenset(ps) for t, ps in current.items()})
+    return specs
+
+
+def as_partitions(result: TargetAssignment) -> dict[str, list[TopicPartition]]:
+    return {m: sorted(TopicPartition(t, p) for t, ps in got.items() for p in ps) for m, got in result.items()}
+
+
+def print_server_assignment(console: Console, assignor: str, topics_text: str, sizes: Mapping[str, int],
+                            topics_by_member: Mapping[str, list[str]], owned: Mapping[str, list[TopicPartition]],
+                            output_format: str) -> int:
+    result = as_partitions(server_assignor(assignor).assign(member_specs(topics_by_member, owned), sizes))
+    if output_format == "json":
+        print(json.dumps({m: [[tp.topic, tp.partition] for tp in ps] for m, ps in result.items()}))
+        return 0
+    from grouplab.display import assignment_table
+
+    previous = {tp: m for m, ps in owned.items() for tp in ps}
+    owner = {tp: m for m, ps in result.items() for tp in ps}
+    moved = [tp for tp in sorted(owner) if previous.get(tp) not in (None, owner[tp])]
+    moved_to: dict[str, int] = {}
+    for tp in moved:
+        moved_to[owner[tp]] = moved_to.get(owner[tp], 0) + 1
+    console.print(assignment_table(result, moved=moved_to if previous else None,
+                                   title=f"{assignor} (server-side, consumer protocol) · topics {topics_text}"))
+    if previous:
+        console.print(f"moved {len(moved)}: {', '.join(f'{tp}: {previous[tp]}→{owner[tp]}' for tp in moved) or '-'}")
+        if moved:
+            console.print("each moved partition goes to its new owner once the old owner has revoked it")
+    return 0
