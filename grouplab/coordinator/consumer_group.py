@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Concatenate, Mapping, Protocol
+from typing import Any, Callable, Concatenate, Mapping
 
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.consumer_checks import (
@@ -51,6 +51,7 @@ from grouplab.coordinator.consumer_reconcile import (
     reconcile,
     unreleased,
 )
+from grouplab.coordinator.server_assignors import MemberSpec, ServerAssignor
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, Output, StepOutputs
 from grouplab.protocol.errors import ErrorCode
@@ -61,29 +62,6 @@ from grouplab.protocol.messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, GroupEpochCause, RemovalReason
-
-
-
-@dataclass(frozen=True)
-class MemberSpec:
-    """What the assignor is told of a member. Field for field the MemberSpec of
-    coordinator/server_assignors/spec.py (written beside this): when both are merged, this class
-    is replaced by an import of that one."""
-
-    subscribed_topics: frozenset[str]
-    assignment: Mapping[str, frozenset[int]]
-    instance_id: str | None = None
-    rack: str | None = None
-
-
-class ServerAssignor(Protocol):
-    """A server-side assignor (`uniform`, `range`): member id -> topic -> partitions."""
-
-    @property
-    def name(self) -> str: ...
-
-    def assign(self, members: Mapping[str, MemberSpec],
-               partitions_per_topic: Mapping[str, int]) -> Mapping[str, Mapping[str, frozenset[int]]]: ...
 
 
 @dataclass
