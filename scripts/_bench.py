@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -23,3 +24,14 @@ def append_to_benchmarks(section: str) -> Path:
         f.write("\n" * max(0, 2 - newlines) + section + "\n")
     print(f"\nappended to {BENCHMARKS}")
     return BENCHMARKS
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """`--sizes 1000x10000,5000x50000`: (members, partitions) pairs, for the assignor benchmarks."""
+    sizes = []
+    for item in text.split(","):
+        members, sep, partitions = item.strip().replace("×", "x").replace("_", "").partition("x")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"not MEMBERSxPARTITIONS: {item!r}")
+        sizes.append((int(members), int(partitions)))
+    return sizes

@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # A --baseline child imports the assignors of the tree it measures, not this one.
 sys.path.insert(0, os.environ.get("GROUPLAB_BENCH_TREE", str(ROOT)))
 sys.path.insert(1, str(Path(__file__).resolve().parent))
-from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
+from _bench import append_to_benchmarks, parse_sizes, utc_stamp  # noqa: E402
 
 from grouplab.consumer.assignors import get_assignor  # noqa: E402
 from grouplab.protocol.types import Subscription, TopicPartition  # noqa: E402
@@ -82,16 +82,6 @@ Owners = dict[TopicPartition, str]
 
 
 # ----------------------------------------------------------------------------- inputs
-
-
-def parse_sizes(text: str) -> list[tuple[int, int]]:
-    sizes = []
-    for item in text.split(","):
-        members, sep, partitions = item.strip().replace("×", "x").replace("_", "").partition("x")
-        if not sep:
-            raise argparse.ArgumentTypeError(f"not MEMBERSxPARTITIONS: {item!r}")
-        sizes.append((int(members), int(partitions)))
-    return sizes
 
 
 def topic_count(shape: str, members: int, partitions: int) -> int:

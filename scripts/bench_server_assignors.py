@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(Path(__file__).resolve().parent))
-from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
+from _bench import append_to_benchmarks, parse_sizes, utc_stamp  # noqa: E402
 
 from grouplab.coordinator.server_assignors import MemberSpec, TargetAssignment, server_assignor  # noqa: E402
 
@@ -47,16 +47,6 @@ KAFKA_MS = {("uniform", "homogeneous", "first"): 12, ("uniform", "homogeneous", 
             ("uniform", "heterogeneous", "first"): 244, ("uniform", "heterogeneous", "leave"): 219,
             ("range", "homogeneous", "first"): 17, ("range", "homogeneous", "leave"): 15}
 KAFKA_SIZE = (10_000, 100_000)
-
-
-def parse_sizes(text: str) -> list[tuple[int, int]]:
-    sizes = []
-    for item in text.split(","):
-        members, sep, partitions = item.strip().replace("×", "x").replace("_", "").partition("x")
-        if not sep:
-            raise argparse.ArgumentTypeError(f"not MEMBERSxPARTITIONS: {item!r}")
-        sizes.append((int(members), int(partitions)))
-    return sizes
 
 
 def group(shape: str, members: int, partitions: int, topics: int) -> tuple[dict[str, MemberSpec], dict[str, int]]:
