@@ -426,11 +426,13 @@ async def test_a_consumer_protocol_run_is_traced_and_replays_identically(tmp_pat
     srv = CoordinatorServer(BrokerConfig().with_overrides([*CONFIG, "num.partitions=2"]), HOST, 0, events=events,
                             trace=trace, kafka_port=0)
     await srv.start()
+    assert srv.kafka_port is not None
     raw = await Raw.open(srv.kafka_port)
     raw.send(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name="t")], allow_auto_topic_creation=True,
                                 include_topic_authorized_operations=False))
     await raw.read(MetadataResponse, 9)
-    H, R = kip848.ConsumerGroupHeartbeatRequest, kip848.ConsumerGroupHeartbeatResponse
+    H: Any = kip848.ConsumerGroupHeartbeatRequest  # indexed by version (kafka-python's metaclass)
+    R: Any = kip848.ConsumerGroupHeartbeatResponse
     raw.send(H[0](group_id="cg", member_id="", member_epoch=0, rebalance_timeout_ms=10_000,
                   subscribed_topic_names=["t"], topic_partitions=[]))
     joined = await raw.read(R, 0)
