@@ -199,3 +199,18 @@ def test_the_session_timer_is_routed_to_the_group_and_removes_the_member() -> No
     assert b.consumer_groups[G].members
     b.on_timer(timers[0].key, timers[0].deadline_ms)
     assert not b.consumer_groups[G].members
+
+
+def test_offset_fetch_from_a_member_is_checked_against_its_epoch() -> None:
+    b = broker()
+    member = join(b).member_id
+    assert commit(b, member, 1, offset=7) == [0]
+
+    def fetch(member_id: str | None, epoch: int) -> Any:
+        return handle(b, "OffsetFetch", OffsetFetchRequest(G, member_id=member_id, member_epoch=epoch))[0]
+
+    assert fetch(member, 0).error_code == ErrorCode.STALE_MEMBER_EPOCH
+    assert fetch("nobody", 1).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    for member_id, epoch in ((member, 1), (None, -1)):  # the member at its epoch; an admin's fetch
+        answer = fetch(member_id, epoch)
+        assert answer.error_code == 0 and answer.topics[0].partitions[0].committed_offset == 7

@@ -69,6 +69,7 @@ from grouplab.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
     TxnOffsetCommitRequest,
@@ -313,6 +314,12 @@ class Broker:
         return self._keep_if_created(group, out)
 
     def _on_OffsetFetch(self, req: OffsetFetchRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None and not (req.member_id is None and req.member_epoch < 0):
+            # Kafka's ConsumerGroup.validateOffsetFetch: a member's fetch names it at its epoch.
+            refusal = consumer_group.validate_offset_commit(req.member_id or "", req.member_epoch)
+            if refusal is not None:
+                return [Reply(ctx.reply_to, OffsetFetchResponse(error_code=refusal))]
         try:
             holder = self.consumer_offsets.get(req.group_id) or self._offsets_group(req.group_id)
             return holder.handle_offset_fetch(req, ctx.reply_to, now_ms)

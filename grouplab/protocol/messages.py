@@ -728,6 +728,10 @@ class OffsetFetchRequest:
     group_id: str
     topics: list[OffsetFetchRequestTopic] | None = None  # nil: every committed partition
     require_stable: bool = False  # KIP-447: UNSTABLE_OFFSET_COMMIT while a transaction holds one
+    # KIP-848 (Kafka's v9): a consumer-protocol member's id and epoch, checked against its group;
+    # None and -1: an admin's or a classic consumer's fetch (a classic group reads neither).
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass

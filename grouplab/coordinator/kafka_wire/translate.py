@@ -154,8 +154,10 @@ def _offset_commit(v: int, r: Any) -> m.OffsetCommitRequest:
 def _offset_fetch(v: int, r: Any) -> m.OffsetFetchRequest | GroupFetches:
     stable = bool(r.require_stable) if v >= 7 else False
     if v >= 8:  # several groups (KIP-709); v9's member id and epoch are KIP-848's: a classic group reads neither
-        return GroupFetches([m.OffsetFetchRequest(group_id=_s(g.group_id), topics=_fetch_topics(g.topics),
-                                                  require_stable=stable) for g in r.groups or []])
+        return GroupFetches([m.OffsetFetchRequest(
+            group_id=_s(g.group_id), topics=_fetch_topics(g.topics), require_stable=stable,
+            member_id=g.member_id if v >= 9 else None, member_epoch=g.member_epoch if v >= 9 else -1)
+            for g in r.groups or []])
     return m.OffsetFetchRequest(group_id=_s(r.group_id), topics=_fetch_topics(r.topics), require_stable=stable)
 
 
