@@ -168,6 +168,21 @@ async def test_authorized_operations_asked_for_are_all_a_resource_supports(serve
     raw.close()
 
 
+async def test_metadata_v12_answers_topics_asked_for_by_id(server: CoordinatorServer) -> None:
+    """librdkafka resolves a KIP-848 assignment (topic ids) so: a topic by id alone, its name null."""
+    raw = await Raw.open(server.kafka_port)
+    T = MetadataRequest.MetadataRequestTopic
+    raw.send(MetadataRequest[12](topics=[T(name="t")], allow_auto_topic_creation=False))
+    (named,) = (await raw.read(MetadataResponse, 12)).topics
+    unknown = uuid.UUID(int=1)
+    raw.send(MetadataRequest[12](topics=[T(name=None, topic_id=named.topic_id), T(name=None, topic_id=unknown)],
+                                 allow_auto_topic_creation=True))
+    by_id = (await raw.read(MetadataResponse, 12)).topics
+    assert [(t.name, t.topic_id, t.error_code, len(t.partitions)) for t in by_id] == [
+        ("t", named.topic_id, 0, 2), (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID, 0)]
+    raw.close()
+
+
 @pytest.mark.parametrize("version", [1, 9, 12])
 async def test_metadata_and_find_coordinator_advertise_the_kafka_port(server: CoordinatorServer, version: int) -> None:
     raw = await Raw.open(server.kafka_port)

@@ -116,21 +116,12 @@ class TopicStore:
         MAX_AUTO_CREATED_TOPICS, the first ones named. Raises AnswerTooLarge, having created
         nothing, when the answer (the topics it would create counted) cannot fit in
         `max_answer_bytes`: every topic and partition takes at least its floor on the wire."""
-        unknown_ids: list[str] = []
         if req.topics is None:
             names = sorted(self.partitions)
         else:
-            asked = []
-            for t in req.topics:
-                if t.topic_id is not None and not t.name:
-                    name = self.named(t.topic_id)
-                    if name is None:
-                        unknown_ids.append(t.topic_id)
-                        continue
-                    asked.append(name)
-                else:
-                    asked.append(t.name)
-            names = list(dict.fromkeys(asked))  # a set, as in Kafka: each topic once
+            names = list(dict.fromkeys(t.name for t in req.topics))  # a set, as in Kafka: each topic once
+        by_id = {tid: self.named(tid) for tid in req.topic_ids}  # asked by id alone (v10+): never created
+        unknown_ids = [tid for tid, name in by_id.items() if name is None]
         # Every topic in the store has a legal name (each way in checks it), so only the others are.
         illegal = {name for name in names if name not in self.partitions and topic_name_error(name) is not None}
         created: list[str] = []
@@ -148,8 +139,10 @@ class TopicStore:
         for name in created:
             self._make(name, self.config.num_partitions, now_ms)
         topics = [self._describe(name, name in illegal) for name in names]
+        topics += [self._describe(name, False) for name in dict.fromkeys(n for n in by_id.values() if n is not None)
+                   if name not in names]
         topics += [MetadataResponseTopic(name="", error_code=ErrorCode.UNKNOWN_TOPIC_ID, topic_id=tid)
-                   for tid in dict.fromkeys(unknown_ids)]
+                   for tid in unknown_ids]
         broker = MetadataResponseBroker(node_id=self.config.broker_id, host=self.host, port=self.port)
         return MetadataResponse(brokers=[broker], controller_id=self.config.broker_id, topics=topics), created
 

@@ -219,14 +219,14 @@ class ListGroupsResponse:
 @dataclass
 class MetadataRequestTopic:
     name: str
-    # Kafka's Metadata v12: a topic asked for by id alone (name ""), as librdkafka asks for the
-    # topics of a KIP-848 assignment; an id that is no topic is answered UNKNOWN_TOPIC_ID.
-    topic_id: str | None = None
 
 
 @dataclass
 class MetadataRequest:
     topics: list[MetadataRequestTopic] | None = None  # nil: every topic
+    # Kafka's Metadata v10+: topics asked for by id alone (Kafka's text form), as librdkafka asks
+    # for the topics of a KIP-848 assignment; an id that is no topic is answered UNKNOWN_TOPIC_ID.
+    topic_ids: list[str] = field(default_factory=list)
     allow_auto_topic_creation: bool = True  # Kafka's default; auto.create.topics.enable must allow it too
 
 

@@ -174,11 +174,12 @@ def _offset_delete(v: int, r: Any) -> m.OffsetDeleteRequest:
 
 
 def _metadata(v: int, r: Any) -> m.MetadataRequest:
+    allow = bool(r.allow_auto_topic_creation) if v >= 4 else True
     if r.topics is None or (v == 0 and not r.topics):
-        topics = None  # every topic (v0 said so with an empty array)
-    else:
-        topics = [m.MetadataRequestTopic(_s(t.name), topic_id=_topic_id_asked(v, t)) for t in r.topics]
-    return m.MetadataRequest(topics=topics, allow_auto_topic_creation=bool(r.allow_auto_topic_creation) if v >= 4 else True)
+        return m.MetadataRequest(topics=None, allow_auto_topic_creation=allow)  # every topic (v0: an empty array)
+    ids = [_topic_id_asked(v, t) for t in r.topics]
+    return m.MetadataRequest(topics=[m.MetadataRequestTopic(_s(t.name)) for t, tid in zip(r.topics, ids) if tid is None],
+                             topic_ids=[tid for tid in ids if tid is not None], allow_auto_topic_creation=allow)
 
 
 def _topic_id_asked(v: int, t: Any) -> str | None:
