@@ -199,3 +199,21 @@ def test_a_killed_member_is_removed_after_the_session_timeout(cluster: Cluster, 
         if doomed.poll() is None:
             doomed.kill()
             doomed.wait(TIMEOUT_S)
+
+
+def test_a_regex_subscription_is_resolved_by_the_coordinator(cluster: Cluster) -> None:
+    """ConsumerGroupHeartbeat v1's SubscribedTopicRegex: librdkafka sends a `^` subscription to the
+    coordinator, which matches it against the topics (those it does not match are not assigned)."""
+    cluster.create_topic("tb", 1)
+    cluster.create_topic("x", 1)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "rx", "group.protocol": "consumer",
+                         "log_level": 0})
+    try:
+        consumer.subscribe(["^t.*"])
+        wanted = {(TOPIC, p) for p in range(PARTITIONS)} | {("tb", 0)}
+        deadline = time.monotonic() + TIMEOUT_S
+        while {(p.topic, p.partition) for p in consumer.assignment()} != wanted:
+            assert time.monotonic() < deadline, f"assignment {consumer.assignment()}, wanted {sorted(wanted)}"
+            consumer.poll(0.1)
+    finally:
+        consumer.close()
