@@ -60,7 +60,7 @@ class Member:
         self.held: set[int] = set()
         self.assigned: list[set[int]] = []
         self.revoked: list[set[int]] = []
-        self.records: list[tuple[int, int]] = []
+        self.records: list[tuple[int | None, int | None]] = []  # (partition, offset): always set on a record
         self.consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "client.id": name,
                                   "group.protocol": "consumer", "group.remote.assignor": assignor,
                                   "auto.offset.reset": "earliest", "log_level": 0})
