@@ -10,12 +10,14 @@ from typing import Any
 
 from grouplab.coordinator.broker import Broker, RequestContext, SequentialMemberIds
 from grouplab.coordinator.config import BrokerConfig
-from grouplab.protocol.effects import ArmTimer, Reply
+from grouplab.coordinator.group_log import OffsetTombstone
+from grouplab.protocol.effects import ArmTimer, Persist, Reply
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatTopicPartitions,
+    DeleteGroupsRequest,
     DescribeGroupsRequest,
     JoinGroupRequest,
     JoinGroupRequestProtocol,
@@ -214,3 +216,17 @@ def test_offset_fetch_from_a_member_is_checked_against_its_epoch() -> None:
     for member_id, epoch in ((member, 1), (None, -1)):  # the member at its epoch; an admin's fetch
         answer = fetch(member_id, epoch)
         assert answer.error_code == 0 and answer.topics[0].partitions[0].committed_offset == 7
+
+
+def test_delete_groups_deletes_an_empty_consumer_group_with_its_offsets() -> None:
+    b = broker()
+    member = join(b).member_id
+    assert commit(b, member, 1) == [0]
+    results, _ = handle(b, "DeleteGroups", DeleteGroupsRequest([G]))
+    assert [r.error_code for r in results.results] == [ErrorCode.NON_EMPTY_GROUP]
+    handle(b, "ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest(G, member, -1))
+    results, out = handle(b, "DeleteGroups", DeleteGroupsRequest([G]))
+    assert [r.error_code for r in results.results] == [ErrorCode.NONE]
+    assert any(isinstance(o, Persist) and isinstance(o.record, OffsetTombstone) for o in out)
+    assert G not in b.consumer_groups and G not in b.consumer_offsets and G not in b.groups
+    assert fetched(b) == -1
