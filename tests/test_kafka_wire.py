@@ -34,6 +34,7 @@ from grouplab.coordinator.server import CoordinatorServer
 from grouplab.admin import AdminClient
 from grouplab.eventlog import run_dir_log
 from grouplab.replay import replay
+from grouplab.coordinator.kafka_wire import kip848
 from grouplab.tracefile import TraceFile, trace_path
 from grouplab.protocol.consumer_protocol import encode_assignment
 from grouplab.protocol.errors import ErrorCode
@@ -164,6 +165,21 @@ async def test_authorized_operations_asked_for_are_all_a_resource_supports(serve
         assert topic.authorized_operations == ({3, 4, 5, 6, 7, 8, 10, 11} if asked else None)
         if version <= 10:
             assert meta.authorized_operations == ({5, 7, 8, 9, 10, 11, 12} if asked else None)
+    raw.close()
+
+
+async def test_metadata_v12_answers_topics_asked_for_by_id(server: CoordinatorServer) -> None:
+    """librdkafka resolves a KIP-848 assignment (topic ids) so: a topic by id alone, its name null."""
+    raw = await Raw.open(server.kafka_port)
+    T = MetadataRequest.MetadataRequestTopic
+    raw.send(MetadataRequest[12](topics=[T(name="t")], allow_auto_topic_creation=False))
+    (named,) = (await raw.read(MetadataResponse, 12)).topics
+    unknown = uuid.UUID(int=1)
+    raw.send(MetadataRequest[12](topics=[T(name=None, topic_id=named.topic_id), T(name=None, topic_id=unknown)],
+                                 allow_auto_topic_creation=True))
+    by_id = (await raw.read(MetadataResponse, 12)).topics
+    assert [(t.name, t.topic_id, t.error_code, len(t.partitions)) for t in by_id] == [
+        ("t", named.topic_id, 0, 2), (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID, 0)]
     raw.close()
 
 
@@ -414,6 +430,44 @@ async def test_a_kafka_clients_run_is_traced_and_replays_identically(tmp_path: P
     result = replay(run_dir)
     assert result.identical, result.difference
     assert result.requests >= 3
+
+
+async def test_a_consumer_protocol_run_is_traced_and_replays_identically(tmp_path: Path) -> None:
+    """KIP-848 on the Kafka wire: a v0 join (the coordinator gives the member id, which the trace
+    records and the replay hands out again), a heartbeat owning the assignment by topic id, a leave."""
+    run_dir = tmp_path / "run"
+    events = run_dir_log(run_dir, "coordinator")
+    trace = TraceFile(trace_path(run_dir))
+    srv = CoordinatorServer(BrokerConfig().with_overrides([*CONFIG, "num.partitions=2"]), HOST, 0, events=events,
+                            trace=trace, kafka_port=0)
+    await srv.start()
+    assert srv.kafka_port is not None
+    raw = await Raw.open(srv.kafka_port)
+    raw.send(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name="t")], allow_auto_topic_creation=True,
+                                include_topic_authorized_operations=False))
+    await raw.read(MetadataResponse, 9)
+    H: Any = kip848.ConsumerGroupHeartbeatRequest  # indexed by version (kafka-python's metaclass)
+    R: Any = kip848.ConsumerGroupHeartbeatResponse
+    raw.send(H[0](group_id="cg", member_id="", member_epoch=0, rebalance_timeout_ms=10_000,
+                  subscribed_topic_names=["t"], topic_partitions=[]))
+    joined = await raw.read(R, 0)
+    assert joined.error_code == 0 and joined.member_id and joined.member_epoch == 1
+    owned = joined.assignment.topic_partitions
+    assert [sorted(tp.partitions) for tp in owned] == [[0, 1]]
+    raw.send(H[0](group_id="cg", member_id=joined.member_id, member_epoch=1,
+                  topic_partitions=[H.TopicPartitions(topic_id=owned[0].topic_id, partitions=[0, 1])]))
+    beat = await raw.read(R, 0)
+    assert (beat.error_code, beat.member_epoch) == (0, 1)
+    raw.send(H[0](group_id="cg", member_id=joined.member_id, member_epoch=-1))
+    left = await raw.read(R, 0)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    raw.close()
+    await srv.stop()
+    events.close()
+    trace.close()
+    result = replay(run_dir)
+    assert result.identical, result.difference
+    assert result.member_ids == 1
 
 
 async def test_a_kafka_client_on_the_msgpack_port_is_told_where_to_go(server: CoordinatorServer,

@@ -118,7 +118,40 @@ def fetch_partitions() -> st.SearchStrategy[m.FetchPartitionResponse]:
     return st.builds(m.FetchPartitionResponse, **{**fields, "records": fetched_records(), "batches": fetched_batches()})
 
 
-SPECIAL: dict[type, Any] = {m.FetchPartitionResponse: fetch_partitions}
+ASSIGNMENTS = st.dictionaries(st.text(max_size=12), st.lists(st.integers(0, 2**31 - 1), max_size=3), max_size=3)
+
+
+@st.composite
+def heartbeat_answers(draw: st.DrawFn) -> m.ConsumerGroupHeartbeatResponse:
+    """A KIP-848 heartbeat answer: the Broker names the id of every topic of its assignment."""
+    hints = typing.get_type_hints(m.ConsumerGroupHeartbeatResponse, vars(m))
+    answer = draw(st.builds(m.ConsumerGroupHeartbeatResponse, **{
+        f.name: strategy(hints[f.name], f.name) for f in dataclasses.fields(m.ConsumerGroupHeartbeatResponse)
+        if f.name not in ("assignment", "topic_ids")}))
+    answer.assignment = draw(st.none() | ASSIGNMENTS)
+    answer.topic_ids = {t: draw(st.uuids().map(topic_id_text)) for t in answer.assignment or {}}
+    return answer
+
+
+@st.composite
+def described_consumer_groups(draw: st.DrawFn) -> m.ConsumerGroupDescribedGroup:
+    """A described consumer group: the Broker names the id of every topic its members' assignments name."""
+    hints = typing.get_type_hints(m.ConsumerGroupDescribedGroup, vars(m))
+    group = draw(st.builds(m.ConsumerGroupDescribedGroup, **{
+        f.name: strategy(hints[f.name], f.name) for f in dataclasses.fields(m.ConsumerGroupDescribedGroup)
+        if f.name not in ("members", "topic_ids")}))
+    member_hints = typing.get_type_hints(m.ConsumerGroupDescribedMember, vars(m))
+    members = st.builds(m.ConsumerGroupDescribedMember, **{
+        f.name: ASSIGNMENTS if f.name in ("assignment", "target_assignment") else strategy(member_hints[f.name], f.name)
+        for f in dataclasses.fields(m.ConsumerGroupDescribedMember)})
+    group.members = draw(st.lists(members, max_size=3))
+    topics = {t for x in group.members for t in (*x.assignment, *x.target_assignment)}
+    group.topic_ids = {t: draw(st.uuids().map(topic_id_text)) for t in sorted(topics)}
+    return group
+
+
+SPECIAL: dict[type, Any] = {m.FetchPartitionResponse: fetch_partitions, m.ConsumerGroupHeartbeatResponse: heartbeat_answers,
+                            m.ConsumerGroupDescribedGroup: described_consumer_groups}
 
 
 def round_trip(response: Any) -> None:

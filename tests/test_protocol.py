@@ -298,6 +298,8 @@ MINIMAL_BODIES = {
     "AddOffsetsToTxn": messages.AddOffsetsToTxnRequest("tx", 1, 0, "g"),
     "TxnOffsetCommit": messages.TxnOffsetCommitRequest("tx", "g", 1, 0, topics=[]),
     "EndTxn": messages.EndTxnRequest("tx", 1, 0, committed=True),
+    "ConsumerGroupHeartbeat": messages.ConsumerGroupHeartbeatRequest(group_id="g", member_id="", member_epoch=0),
+    "ConsumerGroupDescribe": messages.ConsumerGroupDescribeRequest(group_ids=["g"]),
 }
 
 

@@ -8,11 +8,13 @@ tells a shell which requests must be serialized on which group's queue.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.consumer_group import ConsumerGroup
 from grouplab.coordinator.group import Group, GroupState
+from grouplab.coordinator.server_assignors import server_assignor
 from grouplab.coordinator.transactions import TransactionCoordinator
 from grouplab.coordinator.group_log import (GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, TopicTombstone,
                                             TxnRecord, live)
@@ -33,6 +35,12 @@ from grouplab.protocol.messages import (
     API,
     ApiVersionsResponse,
     ApiVersionsResponseKey,
+    ConsumerGroupDescribedGroup,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupHeartbeatTopicPartitions,
     DeletableGroupResult,
     DeletableTopicResult,
     DeleteGroupsRequest,
@@ -61,6 +69,7 @@ from grouplab.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
     TxnOffsetCommitRequest,
@@ -68,11 +77,14 @@ from grouplab.protocol.messages import (
 from grouplab.protocol.schema import floor_bytes
 
 GROUP_APIS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"})
+# KIP-848's heartbeat, serialized on its group's queue too (its empty group id is INVALID_REQUEST).
+CONSUMER_GROUP_APIS = frozenset({"ConsumerGroupHeartbeat"})
 # Also serialized on their group's queue (a commit is a heartbeat; a fetch sees earlier commits;
 # a deletion comes between them as sent), but an empty group_id is valid for them, as in Kafka.
 OFFSET_APIS = frozenset({"OffsetCommit", "OffsetFetch", "OffsetDelete"})
-# ListGroups' types_filter (KIP-848): the one type grouplab's groups have.
+# ListGroups' types_filter (KIP-848): a classic group's type and a consumer-protocol group's.
 GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
 # The broker's own timer: the retention check (offsets.retention.check.interval.ms).
 EXPIRY_TIMER: TimerKey = ("offsets_expiry",)
 
@@ -123,6 +135,13 @@ class Broker:
         # FileLogStore (CoordinatorServer with a data_dir).
         self.logs: LogStore = logs if logs is not None else MemoryLogStore(self.config)
         self.groups: dict[str, Group] = {}
+        # KIP-848 consumer-protocol groups (coordinator/consumer_group.py). A group id is of one
+        # type: an id is in `groups` or in `consumer_groups`, never both. A consumer group's
+        # committed offsets are kept by a classic `Group` used only as its offset store (the same
+        # OffsetStore and records as a classic group's), in `consumer_offsets` under the same id.
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.consumer_offsets: dict[str, Group] = {}
+        self._step_client_id = ""  # the heartbeat's client id, for the member id it may be given
         # Groups that were Empty, with no pending member id, after their last step, in that order
         # (a dict: deterministic), the only ones the retention check looks at; it is armed while
         # there is one.
@@ -145,7 +164,7 @@ class Broker:
     @staticmethod
     def group_key(api: str, body: Any) -> str | None:
         """The group whose queue must serialize this request, or None for cluster-wide requests."""
-        return body.group_id if api in GROUP_APIS or api in OFFSET_APIS else None
+        return body.group_id if api in GROUP_APIS or api in OFFSET_APIS or api in CONSUMER_GROUP_APIS else None
 
     @staticmethod
     def timer_key_queue(key: TimerKey) -> str | None:
@@ -200,6 +219,9 @@ class Broker:
             return self._check_expiry(now_ms)
         if key[0] == "txn":
             return self.txn.on_timer(key, now_ms)
+        if key[0] in ("consumer-session", "consumer-rebalance"):
+            consumer_group = self.consumer_groups.get(key[1])
+            return consumer_group.timer(key, now_ms) if consumer_group is not None else []
         group = self.groups.get(key[1])
         if group is None:
             return []
@@ -241,6 +263,15 @@ class Broker:
     # ------------------------------------------------------------------ group APIs
 
     def _on_JoinGroup(self, req: JoinGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None and consumer_group.members:
+            # Kafka 4 would admit the classic member into the consumer group (online migration):
+            # not yet in grouplab (docs/protocol.md §11); it answers as Kafka without migration.
+            message = f"Group {req.group_id} is not a classic group."
+            return [Reply(ctx.reply_to, JoinGroupResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND, member_id=req.member_id,
+                                                          error_message=message))]
+        if consumer_group is not None:
+            self._to_classic(req.group_id)
         existed = req.group_id in self.groups
         refusal = None if existed else self._new_group_refusal(req.group_id)
         if refusal is not None:
@@ -274,14 +305,24 @@ class Broker:
         return group.handle_leave(req, ctx.reply_to, now_ms)
 
     def _on_OffsetCommit(self, req: OffsetCommitRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            return self._consumer_offset_commit(consumer_group, req, ctx, now_ms)
         group = self._offsets_group(req.group_id)
         out = group.handle_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions,
                                          self._commit_refusal(group, req, transactional=False))
         return self._keep_if_created(group, out)
 
     def _on_OffsetFetch(self, req: OffsetFetchRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None and not (req.member_id is None and req.member_epoch < 0):
+            # Kafka's ConsumerGroup.validateOffsetFetch: a member's fetch names it at its epoch.
+            refusal = consumer_group.validate_offset_commit(req.member_id or "", req.member_epoch)
+            if refusal is not None:
+                return [Reply(ctx.reply_to, OffsetFetchResponse(error_code=refusal))]
         try:
-            return self._offsets_group(req.group_id).handle_offset_fetch(req, ctx.reply_to, now_ms)
+            holder = self.consumer_offsets.get(req.group_id) or self._offsets_group(req.group_id)
+            return holder.handle_offset_fetch(req, ctx.reply_to, now_ms)
         except AnswerTooLarge as exc:
             return self._answer_too_large("OffsetFetch", exc, ctx, now_ms)
 
@@ -289,7 +330,8 @@ class Broker:
         """Kafka's OffsetDelete (protocol.md §3.26): the group's rules (Group.handle_offset_delete),
         over the topics that exist. A group that does not exist is answered by its Dead stand-in
         (GROUP_ID_NOT_FOUND) and is not kept."""
-        return self._offsets_group(req.group_id).handle_offset_delete(req, ctx.reply_to, now_ms, self.topics.partitions)
+        holder = self.consumer_offsets.get(req.group_id) or self._offsets_group(req.group_id)
+        return holder.handle_offset_delete(req, ctx.reply_to, now_ms, self.topics.partitions)
 
     def _offsets_group(self, group_id: str) -> Group:
         """The group an offset request goes to; for a group that does not exist, a Dead stand-in."""
@@ -305,7 +347,7 @@ class Broker:
         if len(group_id) > cfg.max_id_length:
             return ErrorCode.INVALID_GROUP_ID, (f"group id of {len(group_id)} characters exceeds "
                                                 f"grouplab.max.id.length={cfg.max_id_length}")
-        if len(self.groups) >= cfg.max_groups:
+        if len(self.groups) + len(self.consumer_groups) >= cfg.max_groups:
             return ErrorCode.GROUP_MAX_SIZE_REACHED, (
                 f"the coordinator holds grouplab.max.groups={cfg.max_groups} groups; delete some (DeleteGroups) "
                 f"or let them expire (offsets.retention.minutes)")
@@ -327,6 +369,108 @@ class Broker:
         if group.state is not GroupState.DEAD:
             self.groups.setdefault(group.group_id, group)
         return out
+
+    # ------------------------------------------------------------------ consumer-protocol groups (KIP-848)
+
+    def _on_ConsumerGroupHeartbeat(self, req: ConsumerGroupHeartbeatRequest, ctx: RequestContext,
+                                   now_ms: int) -> list[Output]:
+        """Kafka's GroupMetadataManager.consumerGroupHeartbeat, the group's side in
+        coordinator/consumer_group.py. A join (epoch 0) makes the group, or converts an Empty
+        classic group of that id (its committed offsets kept); any other epoch for an id that is no
+        consumer group, and any heartbeat for a classic group with members (Kafka's online
+        upgrade: not yet), is GROUP_ID_NOT_FOUND."""
+        def refuse(code: ErrorCode, message: str) -> list[Output]:
+            return [Reply(ctx.reply_to, ConsumerGroupHeartbeatResponse(error_code=code, error_message=message))]
+
+        gid = req.group_id
+        if not gid.strip():
+            return refuse(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        group = self.consumer_groups.get(gid)
+        created = group is None
+        if group is None:
+            classic = self.groups.get(gid)
+            if req.member_epoch != 0:
+                return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group." if classic is not None
+                              else f"Consumer group {gid} not found.")
+            if classic is not None and classic.state is not GroupState.EMPTY:
+                return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+            refusal = None if classic is not None else self._new_group_refusal(gid)
+            if refusal is not None:
+                return refuse(*refusal)
+            group = ConsumerGroup(gid, self.config, {n: server_assignor(n) for n in self.config.consumer_assignor_names},
+                                  self._consumer_member_id)
+        self._step_client_id = ctx.client_id
+        out = group.heartbeat(self._named(req), ctx.reply_to, ctx.client_id, ctx.client_host, now_ms,
+                              self.topics.partitions)
+        if created and group.members:  # a refused join leaves no group behind, and converts nothing
+            self.consumer_groups[gid] = group
+            classic = self.groups.pop(gid, None)
+            self._empty.pop(gid, None)
+            self.consumer_offsets[gid] = classic if classic is not None else Group(gid, self.config, self.new_member_id)
+        return [self._with_topic_ids(o) for o in out]
+
+    def _on_ConsumerGroupDescribe(self, req: ConsumerGroupDescribeRequest, ctx: RequestContext,
+                                  now_ms: int) -> list[Output]:
+        """Kafka's consumerGroupDescribe: each id in order; GROUP_ID_NOT_FOUND for an unknown id or
+        a classic group, INVALID_GROUP_ID for an empty one."""
+        described = []
+        for gid in req.group_ids:
+            group = self.consumer_groups.get(gid)
+            if group is not None:
+                described.append(self._topic_ids_of(group.describe()))
+            elif not gid:
+                described.append(ConsumerGroupDescribedGroup(gid, error_code=ErrorCode.INVALID_GROUP_ID, group_state=""))
+            else:
+                message = f"Group {gid} is not a consumer group." if gid in self.groups else f"Group {gid} not found."
+                described.append(ConsumerGroupDescribedGroup(gid, error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                                                             error_message=message, group_state=""))
+        return [Reply(ctx.reply_to, ConsumerGroupDescribeResponse(groups=described))]
+
+    def _consumer_member_id(self) -> str:
+        """A member id for a v0 join (the coordinator's to give), from the Broker's id source at
+        call time, so a trace records it and a replay hands it out again (coordinator/trace.py)."""
+        return self.new_member_id(self._step_client_id)
+
+    def _named(self, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatRequest:
+        """The owned partitions by topic name: an id (the Kafka wire's) is named, one that is no
+        topic is dropped, as Kafka ignores an unknown topic id in a member's owned partitions."""
+        if req.topic_partitions is None or all(tp.topic_id is None for tp in req.topic_partitions):
+            return req
+        owned = []
+        for tp in req.topic_partitions:
+            name = tp.topic if tp.topic_id is None else self.topics.named(tp.topic_id)
+            if name:
+                owned.append(ConsumerGroupHeartbeatTopicPartitions(name, tp.partitions))
+        return replace(req, topic_partitions=owned)
+
+    def _with_topic_ids(self, out: Output) -> Output:
+        """A heartbeat's answer names each topic of its assignment's id too (the Kafka wire's form)."""
+        if isinstance(out, Reply) and isinstance(out.body, ConsumerGroupHeartbeatResponse) and out.body.assignment:
+            out.body.topic_ids = {t: self.topics.topic_id(t) for t in out.body.assignment}
+        return out
+
+    def _topic_ids_of(self, described: ConsumerGroupDescribedGroup) -> ConsumerGroupDescribedGroup:
+        topics = {t for m in described.members for t in (*m.assignment, *m.target_assignment)}
+        described.topic_ids = {t: self.topics.topic_id(t) for t in sorted(topics)}
+        return described
+
+    def _to_classic(self, group_id: str) -> None:
+        """An Empty consumer group becomes a classic one (Kafka: a classic JoinGroup for it): its
+        offsets' holder is the classic group, kept if it has offsets."""
+        del self.consumer_groups[group_id]
+        holder = self.consumer_offsets.pop(group_id)
+        if not holder.dead:
+            self.groups[group_id] = holder
+
+    def _consumer_offset_commit(self, group: ConsumerGroup, req: OffsetCommitRequest, ctx: RequestContext,
+                                now_ms: int) -> list[Output]:
+        """OffsetCommit to a consumer-protocol group: the generation is the member epoch
+        (ConsumerGroup.validate_offset_commit: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); the offsets
+        go to the group's offset store, as a classic group's."""
+        refusal = group.validate_offset_commit(req.member_id, req.generation_id)
+        as_store = replace(req, member_id="", generation_id=-1, group_instance_id=None)
+        return self.consumer_offsets[req.group_id].handle_offset_commit(as_store, ctx.reply_to, now_ms,
+                                                                        self.topics.partitions, refusal)
 
     # ------------------------------------------------------------------ data plane (coordinator/data_plane.py)
 
@@ -397,6 +541,8 @@ class Broker:
         if floor > self.config.response_max_bytes:
             return self._answer_too_large("DescribeGroups", AnswerTooLarge(floor, self.config.response_max_bytes, exact=False),
                                           ctx, now_ms)
+        # A consumer-protocol group is not a classic group: Kafka's DescribeGroups v0-5 answers it
+        # Dead, as an unknown id (v6, not served, says GROUP_ID_NOT_FOUND "... is not a classic group.").
         described = [group.describe() if group is not None else DescribedGroup(group_id=gid, group_state=GroupState.DEAD.value)
                      for gid, group in zip(ids, found)]
         return [Reply(ctx.reply_to, DescribeGroupsResponse(groups=described))]
@@ -411,8 +557,15 @@ class Broker:
         results = []
         for gid in dict.fromkeys(req.groups_names):
             group = self.groups.get(gid)
+            consumer_group = self.consumer_groups.get(gid)
             if len(gid) > self.config.max_id_length:
                 code = ErrorCode.INVALID_GROUP_ID
+            elif consumer_group is not None:
+                code = ErrorCode.NON_EMPTY_GROUP if consumer_group.members else ErrorCode.NONE
+                if not consumer_group.members:  # its offsets go as a classic group's do
+                    for o in self.consumer_offsets.pop(gid).delete(now_ms):
+                        (persisted if isinstance(o, Persist) else rest).append(o)
+                    del self.consumer_groups[gid]
             elif group is None:
                 code = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.state is not GroupState.EMPTY:
@@ -427,18 +580,24 @@ class Broker:
         return [*persisted, Reply(ctx.reply_to, DeleteGroupsResponse(results=results)), *rest]
 
     def _on_ListGroups(self, req: ListGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
-        """Kafka's filters: states compared case-insensitively (trimmed), types too (KIP-848); every
-        grouplab group is a classic one, so a types filter without "classic" lists none."""
+        """Kafka's filters: states compared case-insensitively (trimmed), types too (KIP-848):
+        "classic" for the classic groups, "consumer" for the consumer-protocol ones (listed with
+        protocol type "consumer", as Kafka 4 lists them)."""
         wanted = {s.strip().lower() for s in req.states_filter}
-        if req.types_filter and GROUP_TYPE not in {t.lower() for t in req.types_filter}:
-            return [Reply(ctx.reply_to, ListGroupsResponse(groups=[]))]
-        matching = [g for g in self.groups.values() if not wanted or g.state.value.lower() in wanted]
-        floor = len(matching) * floor_bytes(ListedGroup)
+        types = {t.strip().lower() for t in req.types_filter}
+        listed = []
+        if not types or GROUP_TYPE in types:
+            listed += [ListedGroup(group_id=g.group_id, protocol_type=g.current_protocol_type or "",
+                                   group_state=g.state.value, group_type=GROUP_TYPE)
+                       for g in self.groups.values() if not wanted or g.state.value.lower() in wanted]
+        if not types or CONSUMER_GROUP_TYPE in types:  # Kafka's ConsumerGroup: protocol type "consumer"
+            listed += [ListedGroup(group_id=g.group_id, protocol_type="consumer", group_state=g.state.value,
+                                   group_type=CONSUMER_GROUP_TYPE)
+                       for g in self.consumer_groups.values() if not wanted or g.state.value.lower() in wanted]
+        floor = len(listed) * floor_bytes(ListedGroup)
         if floor > self.config.response_max_bytes:
             return self._answer_too_large("ListGroups", AnswerTooLarge(floor, self.config.response_max_bytes, exact=False),
                                           ctx, now_ms)
-        listed = [ListedGroup(group_id=g.group_id, protocol_type=g.current_protocol_type or "", group_state=g.state.value,
-                              group_type=GROUP_TYPE) for g in matching]
         return [Reply(ctx.reply_to, ListGroupsResponse(groups=listed))]
 
     def _answer_too_large(self, api: str, exc: AnswerTooLarge, ctx: RequestContext, now_ms: int) -> list[Output]:
@@ -514,6 +673,9 @@ class Broker:
             self.txn.forget_topic(name)
             persisted.append(Persist(TopicTombstone(name, now_ms)))
             rest.append(LogEvent(now_ms, events.TopicDeleted(name, count, logs)))
+            for holder in self.consumer_offsets.values():
+                for o in holder.delete_topic_offsets(name, now_ms):
+                    (persisted if isinstance(o, Persist) else rest).append(o)
             for group_id, group in list(self.groups.items()):
                 for o in group.delete_topic_offsets(name, now_ms):
                     (persisted if isinstance(o, Persist) else rest).append(o)

@@ -120,6 +120,8 @@ class TopicStore:
             names = sorted(self.partitions)
         else:
             names = list(dict.fromkeys(t.name for t in req.topics))  # a set, as in Kafka: each topic once
+        by_id = {tid: self.named(tid) for tid in req.topic_ids}  # asked by id alone (v10+): never created
+        unknown_ids = [tid for tid, name in by_id.items() if name is None]
         # Every topic in the store has a legal name (each way in checks it), so only the others are.
         illegal = {name for name in names if name not in self.partitions and topic_name_error(name) is not None}
         created: list[str] = []
@@ -137,6 +139,10 @@ class TopicStore:
         for name in created:
             self._make(name, self.config.num_partitions, now_ms)
         topics = [self._describe(name, name in illegal) for name in names]
+        topics += [self._describe(name, False) for name in dict.fromkeys(n for n in by_id.values() if n is not None)
+                   if name not in names]
+        topics += [MetadataResponseTopic(name="", error_code=ErrorCode.UNKNOWN_TOPIC_ID, topic_id=tid)
+                   for tid in unknown_ids]
         broker = MetadataResponseBroker(node_id=self.config.broker_id, host=self.host, port=self.port)
         return MetadataResponse(brokers=[broker], controller_id=self.config.broker_id, topics=topics), created
 

@@ -224,6 +224,9 @@ class MetadataRequestTopic:
 @dataclass
 class MetadataRequest:
     topics: list[MetadataRequestTopic] | None = None  # nil: every topic
+    # Kafka's Metadata v10+: topics asked for by id alone (Kafka's text form), as librdkafka asks
+    # for the topics of a KIP-848 assignment; an id that is no topic is answered UNKNOWN_TOPIC_ID.
+    topic_ids: list[str] = field(default_factory=list)
     allow_auto_topic_creation: bool = True  # Kafka's default; auto.create.topics.enable must allow it too
 
 
@@ -725,6 +728,10 @@ class OffsetFetchRequest:
     group_id: str
     topics: list[OffsetFetchRequestTopic] | None = None  # nil: every committed partition
     require_stable: bool = False  # KIP-447: UNSTABLE_OFFSET_COMMIT while a transaction holds one
+    # KIP-848 (Kafka's v9): a consumer-protocol member's id and epoch, checked against its group;
+    # None and -1: an admin's or a classic consumer's fetch (a classic group reads neither).
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass
@@ -894,10 +901,13 @@ class EndTxnResponse:
 
 @dataclass
 class ConsumerGroupHeartbeatTopicPartitions:
-    """Partitions of one topic a member owns (the request's `topic_partitions`)."""
+    """Partitions of one topic a member owns (the request's `topic_partitions`). The Kafka wire
+    names the topic by id only: `topic` is then "" and `topic_id` (Kafka's text form) is set; the
+    Broker names it, and drops an id that is no topic, as Kafka ignores it."""
 
     topic: str
     partitions: list[int]
+    topic_id: str | None = None
 
 
 @dataclass
@@ -923,6 +933,8 @@ class ConsumerGroupHeartbeatResponse:
     heartbeat_interval_ms: int = 0
     # topic -> partitions the member is to own now; None: no change since the last answer.
     assignment: dict[str, list[int]] | None = None
+    # topic -> its id (Kafka's text form) for every topic of `assignment`: the Kafka wire names them by id.
+    topic_ids: dict[str, str] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- ConsumerGroupDescribe (KIP-848)
@@ -960,6 +972,8 @@ class ConsumerGroupDescribedGroup:
     assignment_epoch: int = 0
     assignor_name: str = ""
     members: list[ConsumerGroupDescribedMember] = field(default_factory=list)
+    # topic -> its id (Kafka's text form) for every topic the members' assignments name.
+    topic_ids: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -1024,14 +1038,12 @@ API: dict[str, ApiSpec] = {
     "AddOffsetsToTxn": ApiSpec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 0),
     "TxnOffsetCommit": ApiSpec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 0),
     "EndTxn": ApiSpec(EndTxnRequest, EndTxnResponse, 0, 0),
-}
-
-# KIP-848's APIs, kept apart until the Broker serves them (it needs an `_on_<api>` for every
-# entry of API): the lead merges them into API when wiring coordinator/consumer_group.py.
-CONSUMER_GROUP_API: dict[str, ApiSpec] = {
     "ConsumerGroupHeartbeat": ApiSpec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 0),
     "ConsumerGroupDescribe": ApiSpec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 0),
 }
+
+# KIP-848's APIs (served by the Broker with coordinator/consumer_group.py), also listed apart.
+CONSUMER_GROUP_API: dict[str, ApiSpec] = {name: API[name] for name in ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")}
 
 REQUEST_API: dict[type, str] = {spec.request: name for name, spec in API.items()}
 RESPONSE_API: dict[type, str] = {spec.response: name for name, spec in API.items()}

@@ -4,10 +4,11 @@ for each (generated from Kafka's own message schemas: docs/kafka-wire.md §2).
 The ranges are what ApiVersions advertises. Each stops short of the version that would need
 something grouplab does not have: topic ids (Fetch 13+, Produce 13+, OffsetCommit/OffsetFetch 10+),
 transactions v2 (KIP-890: Produce 12+, EndTxn 5+, TxnOffsetCommit 5+, AddOffsetsToTxn 4+,
-AddPartitionsToTxn 4+, InitProducerId 6+), consumer groups of KIP-848, and JoinGroup before v4 (a
-member id handed out without MEMBER_ID_REQUIRED). OffsetFetch 8-9 (several groups in one request)
-and ListGroups 5 (the types filter) are served: the listener splits the first into one request per
-group (listener.py), every grouplab group is of the one type the second filters on, "classic".
+AddPartitionsToTxn 4+, InitProducerId 6+), and JoinGroup before v4 (a member id handed out without
+MEMBER_ID_REQUIRED). OffsetFetch 8-9 (several groups in one request) and ListGroups 5 (the types
+filter: "classic", "consumer") are served: the listener splits the first into one request per group
+(listener.py). KIP-848's ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) are served at
+v0-1 (classes generated from Kafka's schemas: kip848.py).
 DeleteTopics goes to v6, where a topic is named by name or by id (Metadata v10+ gives the ids).
 """
 
@@ -42,6 +43,10 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitResponse,
 )
 
+from grouplab.coordinator.kafka_wire.kip848 import (
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from grouplab.protocol.messages import API as GROUPLAB_APIS
 
 
@@ -84,6 +89,8 @@ _TABLE = [
     KafkaApi(42, "DeleteGroups", 0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
     KafkaApi(47, "OffsetDelete", 0, 0, OffsetDeleteRequest, OffsetDeleteResponse),
     KafkaApi(60, "DescribeCluster", 0, 2, DescribeClusterRequest, DescribeClusterResponse),
+    KafkaApi(68, "ConsumerGroupHeartbeat", 0, 1, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+    KafkaApi(69, "ConsumerGroupDescribe", 0, 1, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
 ]
 
 # DeleteGroups only where the coordinator has it (it comes with group expiry): ApiVersions never

@@ -154,8 +154,10 @@ def _offset_commit(v: int, r: Any) -> m.OffsetCommitRequest:
 def _offset_fetch(v: int, r: Any) -> m.OffsetFetchRequest | GroupFetches:
     stable = bool(r.require_stable) if v >= 7 else False
     if v >= 8:  # several groups (KIP-709); v9's member id and epoch are KIP-848's: a classic group reads neither
-        return GroupFetches([m.OffsetFetchRequest(group_id=_s(g.group_id), topics=_fetch_topics(g.topics),
-                                                  require_stable=stable) for g in r.groups or []])
+        return GroupFetches([m.OffsetFetchRequest(
+            group_id=_s(g.group_id), topics=_fetch_topics(g.topics), require_stable=stable,
+            member_id=g.member_id if v >= 9 else None, member_epoch=g.member_epoch if v >= 9 else -1)
+            for g in r.groups or []])
     return m.OffsetFetchRequest(group_id=_s(r.group_id), topics=_fetch_topics(r.topics), require_stable=stable)
 
 
@@ -172,11 +174,19 @@ def _offset_delete(v: int, r: Any) -> m.OffsetDeleteRequest:
 
 
 def _metadata(v: int, r: Any) -> m.MetadataRequest:
+    allow = bool(r.allow_auto_topic_creation) if v >= 4 else True
     if r.topics is None or (v == 0 and not r.topics):
-        topics = None  # every topic (v0 said so with an empty array)
-    else:
-        topics = [m.MetadataRequestTopic(_s(t.name)) for t in r.topics]
-    return m.MetadataRequest(topics=topics, allow_auto_topic_creation=bool(r.allow_auto_topic_creation) if v >= 4 else True)
+        return m.MetadataRequest(topics=None, allow_auto_topic_creation=allow)  # every topic (v0: an empty array)
+    ids = [_topic_id_asked(v, t) for t in r.topics]
+    return m.MetadataRequest(topics=[m.MetadataRequestTopic(_s(t.name)) for t, tid in zip(r.topics, ids) if tid is None],
+                             topic_ids=[tid for tid in ids if tid is not None], allow_auto_topic_creation=allow)
+
+
+def _topic_id_asked(v: int, t: Any) -> str | None:
+    """v10+: a topic may be asked for by id (v12: its name null); Kafka's zero id is none."""
+    if v < 10 or t.name or t.topic_id is None or t.topic_id.int == 0:
+        return None
+    return topic_id_text(t.topic_id)
 
 
 def _list_offsets(v: int, r: Any) -> m.ListOffsetsRequest:
@@ -320,7 +330,27 @@ def _txn_offset_commit(v: int, r: Any) -> m.TxnOffsetCommitRequest:
         member_id=_s(r.member_id) if v >= 3 else "", group_instance_id=r.group_instance_id if v >= 3 else None)
 
 
+def _consumer_heartbeat(v: int, r: Any) -> m.ConsumerGroupHeartbeatRequest:
+    """KIP-848's heartbeat. Owned partitions name topics by id: passed as ids (the Broker names
+    them and drops an id that is no topic, as Kafka does)."""
+    owned = None if r.topic_partitions is None else [
+        m.ConsumerGroupHeartbeatTopicPartitions("", list(tp.partitions or []), topic_id=topic_id_text(tp.topic_id))
+        for tp in r.topic_partitions]
+    return m.ConsumerGroupHeartbeatRequest(
+        group_id=_s(r.group_id), member_id=_s(r.member_id), member_epoch=r.member_epoch, instance_id=r.instance_id,
+        rack_id=r.rack_id, rebalance_timeout_ms=r.rebalance_timeout_ms,
+        subscribed_topic_names=None if r.subscribed_topic_names is None else list(r.subscribed_topic_names),
+        subscribed_topic_regex=r.subscribed_topic_regex if v >= 1 else None, server_assignor=r.server_assignor,
+        topic_partitions=owned)
+
+
+def _consumer_describe(v: int, r: Any) -> m.ConsumerGroupDescribeRequest:
+    return m.ConsumerGroupDescribeRequest(group_ids=[_s(g) for g in r.group_ids or []],
+                                          include_authorized_operations=bool(r.include_authorized_operations))
+
+
 _REQUESTS: dict[str, Callable[[int, Any], Any]] = {
+    "ConsumerGroupHeartbeat": _consumer_heartbeat, "ConsumerGroupDescribe": _consumer_describe,
     "JoinGroup": _join, "SyncGroup": _sync, "Heartbeat": _heartbeat, "LeaveGroup": _leave,
     "OffsetCommit": _offset_commit, "OffsetFetch": _offset_fetch, "OffsetDelete": _offset_delete,
     "Metadata": _metadata, "ListOffsets": _list_offsets, "Fetch": _fetch, "DescribeGroups": _describe_groups, "ListGroups": _list_groups,
@@ -424,7 +454,7 @@ def _metadata_resp(v: int, b: m.MetadataResponse, c: Any, view: View) -> Any:
         throttle_time_ms=0, cluster_id=view.cluster_id, controller_id=node, error_code=b.error_code,
         brokers=[c.MetadataResponseBroker(node_id=node, host=view.host, port=view.port, rack=None)],
         authorized_operations=_operations(view, "cluster"),
-        topics=[T(error_code=t.error_code, name=t.name, is_internal=False, authorized_operations=_operations(view, "topic"),
+        topics=[T(error_code=t.error_code, name=t.name or (None if v >= 12 else ""), is_internal=False, authorized_operations=_operations(view, "topic"),
                   topic_id=_uuid(t.topic_id),
                   partitions=[T.MetadataResponsePartition(
                       error_code=p.error_code, partition_index=p.partition_index, leader_id=p.leader_id, leader_epoch=0,
@@ -559,7 +589,39 @@ def _txn_offset_commit_resp(v: int, b: m.TxnOffsetCommitResponse, c: Any, view: 
         for p in t.partitions]) for t in b.topics])
 
 
+def _consumer_heartbeat_resp(v: int, b: m.ConsumerGroupHeartbeatResponse, c: Any, view: View) -> Any:
+    """The assignment by topic id (grouplab's answer gives each topic's id beside its name)."""
+    assignment = None
+    if b.assignment is not None:
+        T = c.Assignment.TopicPartitions
+        assignment = c.Assignment(topic_partitions=[T(topic_id=_uuid(b.topic_ids[t]), partitions=ps)
+                                                    for t, ps in b.assignment.items()])
+    return c(throttle_time_ms=0, error_code=b.error_code, error_message=b.error_message, member_id=b.member_id,
+             member_epoch=b.member_epoch, heartbeat_interval_ms=b.heartbeat_interval_ms, assignment=assignment)
+
+
+def _consumer_describe_resp(v: int, b: m.ConsumerGroupDescribeResponse, c: Any, view: View) -> Any:
+    G = c.DescribedGroup
+    M = G.Member
+    A = M.Assignment
+
+    def assignment(g: m.ConsumerGroupDescribedGroup, topics: dict[str, list[int]]) -> Any:
+        return A(topic_partitions=[A.TopicPartitions(topic_id=_uuid(g.topic_ids.get(t)), topic_name=t, partitions=ps)
+                                   for t, ps in topics.items()])
+
+    groups = [G(error_code=g.error_code or b.error_code, error_message=g.error_message, group_id=g.group_id,
+                group_state=g.group_state, group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch,
+                assignor_name=g.assignor_name, authorized_operations=-2147483648, members=[
+                    M(member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id, member_epoch=x.member_epoch,
+                      client_id=x.client_id, client_host=x.client_host, subscribed_topic_names=x.subscribed_topic_names,
+                      subscribed_topic_regex=x.subscribed_topic_regex, assignment=assignment(g, x.assignment),
+                      target_assignment=assignment(g, x.target_assignment), member_type=1)
+                    for x in g.members]) for g in b.groups]
+    return c(throttle_time_ms=0, groups=groups)
+
+
 _RESPONSES: dict[str, Callable[[int, Any, Any, View], Any]] = {
+    "ConsumerGroupHeartbeat": _consumer_heartbeat_resp, "ConsumerGroupDescribe": _consumer_describe_resp,
     "JoinGroup": _join_resp, "SyncGroup": _sync_resp, "Heartbeat": _error_only, "LeaveGroup": _leave_resp,
     "OffsetCommit": _commit_resp, "OffsetFetch": _offset_fetch_resp, "OffsetDelete": _offset_delete_resp,
     "Metadata": _metadata_resp,
