@@ -78,12 +78,15 @@ def test_offset_fetch_of_several_groups_is_one_grouplab_request_per_group(versio
     c = OffsetFetchRequest[version]
     G = c.OffsetFetchRequestGroup
     T = G.OffsetFetchRequestTopics
-    extra = {"member_id": "consumer-1", "member_epoch": 7} if version >= 9 else {}  # KIP-848's: not read
+    # v9's member id and epoch are KIP-848's: carried, and checked by a consumer-protocol group only
+    extra = {"member_id": "consumer-1", "member_epoch": 7} if version >= 9 else {}
     groups = [G(group_id="a", topics=[T(name="t", partition_indexes=[1])], **extra), G(group_id="b", topics=None),
               G(group_id="a", topics=None)]
     got = to_grouplab(FETCH, version, wire(c(groups=groups, require_stable=True)), VIEW)
-    assert got == GroupFetches([m.OffsetFetchRequest("a", [m.OffsetFetchRequestTopic("t", [1])], True),
-                                m.OffsetFetchRequest("b", None, True), m.OffsetFetchRequest("a", None, True)])
+    first = m.OffsetFetchRequest("a", [m.OffsetFetchRequestTopic("t", [1])], True)
+    if version >= 9:
+        first.member_id, first.member_epoch = "consumer-1", 7
+    assert got == GroupFetches([first, m.OffsetFetchRequest("b", None, True), m.OffsetFetchRequest("a", None, True)])
     fetched = m.OffsetFetchResponse(topics=[m.OffsetFetchResponseTopic("t", [m.OffsetFetchResponsePartition(1, 9)])])
     resp = answer(FETCH, version, GroupsFetched([
         ("a", fetched), ("b", m.OffsetFetchResponse()), ("c", m.ErrorResponse(ErrorCode.UNKNOWN_SERVER_ERROR, "x"))]))
