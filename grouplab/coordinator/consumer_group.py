@@ -217,13 +217,7 @@ class ConsumerGroup(StepOutputs):
                                   f"Static member {req.member_id or '(new)'} with instance id {req.instance_id} cannot "
                                   f"join the group because the instance id is owned by {holder_id} member.")
                 return None
-            if holder_id is None:
-                raise Refusal(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
-            if holder_id != req.member_id:
-                raise Refusal(ErrorCode.FENCED_INSTANCE_ID,
-                              f"The static member {req.member_id} with instance id {req.instance_id} is fenced by "
-                              f"existing member {holder_id}.")
-            member = self.members[holder_id]
+            member = self._static_holder(req, holder_id)
         else:
             member = self.members.get(req.member_id) if req.member_id else None
             if req.member_epoch == 0:
@@ -233,6 +227,17 @@ class ConsumerGroup(StepOutputs):
                                                            f"{self.group_id}.")
         check_member_epoch(member.progress, req.member_epoch, owned)
         return member
+
+    def _static_holder(self, req: ConsumerGroupHeartbeatRequest, holder_id: str | None) -> ConsumerMember:
+        """The static member a heartbeat (not a join) speaks for: its instance id must be held, and by
+        the member id it gives (Kafka's throwIfStaticMemberIsUnknown / throwIfInstanceIdIsFenced)."""
+        if holder_id is None:
+            raise Refusal(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+        if holder_id != req.member_id:
+            raise Refusal(ErrorCode.FENCED_INSTANCE_ID,
+                          f"The static member {req.member_id} with instance id {req.instance_id} is fenced by "
+                          f"existing member {holder_id}.")
+        return self.members[holder_id]
 
     # ------------------------------------------------------------------ heartbeat and leave
 
@@ -287,13 +292,7 @@ class ConsumerGroup(StepOutputs):
                                                            f"{self.group_id}.")
         else:
             holder_id = self.static_members.get(req.instance_id)
-            if holder_id is None:
-                raise Refusal(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
-            if holder_id != req.member_id:
-                raise Refusal(ErrorCode.FENCED_INSTANCE_ID,
-                              f"The static member {req.member_id} with instance id {req.instance_id} is fenced by "
-                              f"existing member {holder_id}.")
-            member = self.members[holder_id]
+            member = self._static_holder(req, holder_id)
         if req.member_epoch == LEAVE_EPOCH:
             self._remove(member, RemovalReason.LEFT, GroupEpochCause.MEMBER_LEFT, f"{member.member_id} left")
             return
