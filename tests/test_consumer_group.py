@@ -99,7 +99,7 @@ def make_group(*overrides: str, assignor: Any = None) -> tuple[ConsumerGroup, Pr
     prepared = assignor or PreparedAssignor("uniform")
     counter = itertools.count(1)
     g = ConsumerGroup(G, BrokerConfig().with_overrides(list(overrides)),
-                      {"uniform": prepared, "range": PreparedAssignor("range")}, lambda: f"m{next(counter)}")
+                      {"uniform": prepared, "range": PreparedAssignor("range")}, lambda client_id: f"m{next(counter)}")
     return g, prepared
 
 

@@ -141,7 +141,6 @@ class Broker:
         # OffsetStore and records as a classic group's), in `consumer_offsets` under the same id.
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.consumer_offsets: dict[str, Group] = {}
-        self._step_client_id = ""  # the heartbeat's client id, for the member id it may be given
         # Groups that were Empty, with no pending member id, after their last step, in that order
         # (a dict: deterministic), the only ones the retention check looks at; it is armed while
         # there is one.
@@ -398,8 +397,7 @@ class Broker:
             if refusal is not None:
                 return refuse(*refusal)
             group = ConsumerGroup(gid, self.config, {n: server_assignor(n) for n in self.config.consumer_assignor_names},
-                                  self._consumer_member_id)
-        self._step_client_id = ctx.client_id
+                                  self.new_member_id)
         out = group.heartbeat(self._named(req), ctx.reply_to, ctx.client_id, ctx.client_host, now_ms,
                               self.topics.partitions)
         if created and group.members:  # a refused join leaves no group behind, and converts nothing
@@ -425,11 +423,6 @@ class Broker:
                 described.append(ConsumerGroupDescribedGroup(gid, error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                                                              error_message=message, group_state=""))
         return [Reply(ctx.reply_to, ConsumerGroupDescribeResponse(groups=described))]
-
-    def _consumer_member_id(self) -> str:
-        """A member id for a v0 join (the coordinator's to give), from the Broker's id source at
-        call time, so a trace records it and a replay hands it out again (coordinator/trace.py)."""
-        return self.new_member_id(self._step_client_id)
 
     def _named(self, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatRequest:
         """The owned partitions by topic name: an id (the Kafka wire's) is named, one that is no

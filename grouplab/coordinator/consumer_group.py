@@ -112,7 +112,7 @@ class ConsumerGroup(StepOutputs):
     group_id: str
     config: BrokerConfig
     assignors: Mapping[str, ServerAssignor]
-    new_member_id: Callable[[], str]  # Kafka: a random UUID
+    new_member_id: Callable[[str], str]  # from the client id, as the classic Group's (Kafka: a random UUID)
     state: ConsumerGroupState = ConsumerGroupState.EMPTY
     group_epoch: int = 0
     assignment_epoch: int = 0  # the target assignment's epoch
@@ -253,7 +253,7 @@ class ConsumerGroup(StepOutputs):
         # ---- validated: from here on, state changes.
         cause: tuple[GroupEpochCause, str] | None = None
         if replaced is not None:
-            member = self._replace_static(replaced, req.member_id or self.new_member_id())
+            member = self._replace_static(replaced, req.member_id or self.new_member_id(client_id))
         elif member is None:
             member = self._add(req, client_id, client_host)
             cause = (GroupEpochCause.MEMBER_JOINED, f"member {member.member_id} joined")
@@ -309,7 +309,7 @@ class ConsumerGroup(StepOutputs):
     # ------------------------------------------------------------------ members
 
     def _add(self, req: ConsumerGroupHeartbeatRequest, client_id: str, client_host: str) -> ConsumerMember:
-        member = ConsumerMember(member_id=req.member_id or self.new_member_id(), instance_id=None, rack_id=req.rack_id,
+        member = ConsumerMember(member_id=req.member_id or self.new_member_id(client_id), instance_id=None, rack_id=req.rack_id,
                                 client_id=client_id, client_host=client_host, rebalance_timeout_ms=req.rebalance_timeout_ms,
                                 subscribed_topic_names=sorted(set(req.subscribed_topic_names or [])),
                                 subscribed_topic_regex=req.subscribed_topic_regex or None,
