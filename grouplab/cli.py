@@ -848,8 +848,10 @@ def check_assign_protocol(args: argparse.Namespace) -> None:
     server = ", ".join(SERVER_ASSIGNORS)
     if args.protocol == "consumer":
         if args.assignor not in SERVER_ASSIGNORS:
+            what = ("is a client-side assignor (use it with --protocol classic)" if args.assignor in assignor_names()
+                    else "is no assignor")
             raise UsageError(f"--protocol consumer computes the assignment on the coordinator with {server}; "
-                             f"{args.assignor!r} is a client-side assignor (use it with --protocol classic)")
+                             f"{args.assignor!r} {what}")
         if args.streams is not None:
             raise UsageError("--streams is for the ZooKeeper-era assignors; leave out --protocol consumer")
     elif args.assignor in SERVER_ASSIGNORS and args.assignor not in assignor_names():

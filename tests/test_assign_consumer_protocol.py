@@ -69,6 +69,7 @@ def test_classic_is_the_default_and_unchanged() -> None:
 @pytest.mark.parametrize("args, words", [
     (["--protocol", "consumer", "--assignor", "sticky", "--member", "a=t0"], ["'sticky'", "client-side", "classic"]),
     (["--protocol", "consumer", "--assignor", "cooperative-sticky", "--member", "a=t0"], ["client-side"]),
+    (["--protocol", "consumer", "--assignor", "bogus", "--member", "a=t0"], ["'bogus' is no assignor", "uniform, range"]),
     (["--assignor", "uniform", "--member", "a=t0"], ["'uniform'", "server-side", "--protocol consumer"]),
     (["--protocol", "classic", "--assignor", "uniform", "--member", "a=t0"], ["--protocol consumer"]),
     (["--assignor", "range", "--member", "a="], ["NAME=TOPIC"]),  # classic: a member needs a topic
