@@ -196,7 +196,7 @@ class Broker:
             if isinstance(record, TopicRecord):
                 self.topics.partitions[record.name] = record.partition_count
                 if record.topic_id is not None:
-                    self.topics.ids[record.name] = record.topic_id
+                    self.topics.set_id(record.name, record.topic_id)
             elif isinstance(record, GroupMetadataRecord):
                 group = self.groups[record.group_id] = Group(record.group_id, self.config, self.new_member_id)
                 out += group.restore(record, now_ms)

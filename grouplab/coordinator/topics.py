@@ -90,25 +90,38 @@ class TopicStore:
     _described: dict[str, MetadataResponseTopic] = field(default_factory=dict, repr=False, compare=False)
     # Each topic's id (Kafka's text form), given when it is made and kept in its TopicRecord.
     ids: dict[str, str] = field(default_factory=dict)
+    _names: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # id -> name, ids' mirror
 
     def topic_id(self, name: str) -> str:
         """The topic's id. A topic put in `partitions` without being made (a test's, a log of an
         older grouplab's) gets one from its name alone, the same at every start."""
         found = self.ids.get(name)
         if found is None:
-            found = self.ids[name] = new_topic_id(name, -1)
+            found = new_topic_id(name, -1)
+            self.set_id(name, found)
         return found
 
+    def set_id(self, name: str, topic_id: str) -> None:
+        """The topic's id (when it is made, or as its record says at a restart)."""
+        old = self.ids.get(name)
+        if old is not None:
+            self._names.pop(old, None)
+        self.ids[name] = topic_id
+        self._names[topic_id] = name
+
     def named(self, topic_id: str) -> str | None:
-        """The topic of an id, or None: Kafka's UNKNOWN_TOPIC_ID."""
-        for name in self.partitions:
-            if self.topic_id(name) == topic_id:
-                return name
-        return None
+        """The topic of an id, or None: Kafka's UNKNOWN_TOPIC_ID. One lookup; on a miss, topics put
+        in `partitions` without being made get their ids first, and it looks again."""
+        name = self._names.get(topic_id)
+        if name is None:
+            for each in self.partitions:
+                self.topic_id(each)
+            name = self._names.get(topic_id)
+        return name if name is not None and name in self.partitions else None
 
     def _make(self, name: str, count: int, now_ms: int) -> None:
         self.partitions[name] = count
-        self.ids[name] = new_topic_id(name, now_ms)
+        self.set_id(name, new_topic_id(name, now_ms))
 
     def metadata(self, req: MetadataRequest, max_answer_bytes: int | None = None,
                  now_ms: int = 0) -> tuple[MetadataResponse, list[str]]:
@@ -245,5 +258,5 @@ class TopicStore:
     def remove(self, name: str) -> int:
         """Forget a topic; returns how many partitions it had."""
         self._described.pop(name, None)
-        self.ids.pop(name, None)
+        self._names.pop(self.ids.pop(name, ""), None)
         return self.partitions.pop(name)
