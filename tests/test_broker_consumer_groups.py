@@ -6,6 +6,7 @@ OffsetCommit checked against the member epoch into the one offset store."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from grouplab.coordinator.broker import Broker, RequestContext, SequentialMemberIds
@@ -38,8 +39,13 @@ def broker() -> Broker:
     return b
 
 
+# Every record each broker's steps wrote, in order: its group log.
+WRITTEN: dict[Broker, list] = {}
+
+
 def handle(b: Broker, api: str, body: Any, now_ms: int = T0, token: str = "r") -> tuple[Any, list]:
     out = b.handle(api, body, RequestContext(token, client_id="c"), now_ms)
+    WRITTEN.setdefault(b, []).extend(o.record for o in out if isinstance(o, Persist))
     replies = [o.body for o in out if isinstance(o, Reply) and o.to == token]
     assert len(replies) <= 1
     return (replies[0] if replies else None), out
@@ -230,3 +236,92 @@ def test_delete_groups_deletes_an_empty_consumer_group_with_its_offsets() -> Non
     assert any(isinstance(o, Persist) and isinstance(o.record, OffsetTombstone) for o in out)
     assert G not in b.consumer_groups and G not in b.consumer_offsets and G not in b.groups
     assert fetched(b) == -1
+
+
+# ----------------------------------------------------------------------------- durability and retention
+
+
+def restarted(records: list, now_ms: int) -> tuple[Broker, list]:
+    b = Broker(BrokerConfig(group_initial_rebalance_delay_ms=0), SequentialMemberIds(digits=1))
+    out = b.restore(records, now_ms)
+    return b, out
+
+
+def test_a_restarted_coordinator_keeps_the_group_its_members_and_their_epochs() -> None:
+    from grouplab.coordinator.group_log import TopicRecord
+
+    b = broker()
+    first = join(b).member_id
+    reply, out = handle(b, "ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest(
+        G, "", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t"], topic_partitions=[]))
+    second = reply.member_id
+    assert commit(b, first, 1, offset=5) == [0]
+    # The first member is asked to give partitions up: it is UNREVOKED_PARTITIONS at epoch 1.
+    reply, out = handle(b, "ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest(
+        G, first, 1, topic_partitions=[ConsumerGroupHeartbeatTopicPartitions("t", [0, 1, 2])]))
+    before = b.consumer_groups[G].describe()
+    assert {m.member_state for m in before.members} == {"unrevoked_partitions", "unreleased_partitions"}
+
+    restored, out = restarted([TopicRecord("t", 3, T0), *WRITTEN[b]], T0 + 60_000)
+    after = restored.consumer_groups[G].describe()
+    assert sorted(after.members, key=lambda m: m.member_id) == sorted(before.members, key=lambda m: m.member_id)
+    assert dataclasses.replace(after, members=[]) == dataclasses.replace(before, members=[])
+    assert G not in restored.groups
+    keys = sorted(o.key[0] for o in out if isinstance(o, ArmTimer) and o.key[0].startswith("consumer"))
+    assert keys == ["consumer-rebalance", "consumer-session", "consumer-session"]
+    # Both members carry on at their epochs: the first revokes, the second then gets its partition.
+    reply, _ = handle(restored, "ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest(
+        G, first, 1, topic_partitions=[ConsumerGroupHeartbeatTopicPartitions("t", [0, 1])]), T0 + 60_001)
+    assert reply.error_code == 0 and reply.member_epoch == 2
+    reply, _ = handle(restored, "ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest(
+        G, second, 2, topic_partitions=[]), T0 + 60_002)
+    assert reply.error_code == 0 and reply.assignment == {"t": [2]}
+    assert fetched(restored) == 5
+
+
+def expiry_check(b: Broker, now_ms: int) -> list:
+    from grouplab.coordinator.broker import EXPIRY_TIMER
+
+    out = b.on_timer(EXPIRY_TIMER, now_ms)
+    WRITTEN.setdefault(b, []).extend(o.record for o in out if isinstance(o, Persist))
+    return out
+
+
+RETENTION_MS = 10_080 * 60_000  # offsets.retention.minutes' default
+
+
+def test_an_empty_consumer_group_expires_its_offsets_after_their_commit_and_goes() -> None:
+    from grouplab.coordinator.group_log import GroupTombstone, TopicRecord
+
+    b = broker()
+    member = join(b).member_id
+    assert commit(b, member, 1) == [0]
+    _, out = handle(b, "ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest(G, member, -1), T0 + 1_000)
+    expiry_check(b, T0 + RETENTION_MS - 1)
+    assert fetched(b) == 10 and G in b.consumer_groups  # counted from the commit, not from Empty
+    out = expiry_check(b, T0 + RETENTION_MS)
+    assert [type(o.record) for o in out if isinstance(o, Persist)] == [OffsetTombstone, GroupTombstone]
+    assert G not in b.consumer_groups and G not in b.consumer_offsets and fetched(b) == -1
+    restored, _ = restarted([TopicRecord("t", 3, T0), *WRITTEN[b]], T0 + RETENTION_MS + 1)
+    assert G not in restored.consumer_groups and G not in restored.groups
+
+
+def test_a_consumer_group_with_members_expires_only_offsets_of_topics_nobody_subscribes_to() -> None:
+    b = broker()
+    b.topics.partitions["old"] = 1
+    member = join(b).member_id
+    handle(b, "OffsetCommit", OffsetCommitRequest(G, [OffsetCommitRequestTopic(
+        "old", [OffsetCommitRequestPartition(0, 3)])], generation_id=1, member_id=member))
+    assert commit(b, member, 1) == [0]
+    expiry_check(b, T0 + RETENTION_MS)
+    committed = {tp.topic for tp in b.consumer_offsets[G].offsets.committed}
+    assert committed == {"t"} and b.consumer_groups[G].members
+
+
+def test_an_empty_consumer_group_with_no_offsets_is_deleted_by_the_next_check() -> None:
+    b = broker()
+    member = join(b).member_id
+    _, out = handle(b, "ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest(G, member, -1))
+    assert any(isinstance(o, ArmTimer) and o.key == ("offsets_expiry",) for o in out)
+    expiry_check(b, T0 + 600_000)
+    assert G not in b.consumer_groups

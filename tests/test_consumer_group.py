@@ -32,7 +32,9 @@ from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.consumer_group import ConsumerGroup, MemberSpec
 from grouplab.coordinator.consumer_reconcile import MemberAssignment, normalized, reconcile
 from grouplab.protocol import schema
-from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply
+from grouplab.coordinator.group_log import (ConsumerGroupRecord, ConsumerMemberRecord, decode_frames, encode_frame,
+                                            live)
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Persist, Reply
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import (
     CONSUMER_GROUP_API,
@@ -140,6 +142,7 @@ class Step:
     events: list[str] = field(default_factory=list)
     logs: list[LogEvent] = field(default_factory=list, compare=False)
     message: str | None = field(default=None, compare=False)  # the answer's error message
+    persisted: list = field(default_factory=list, compare=False)  # the records the step wrote
 
 
 def step(outputs: list) -> Step:
@@ -156,6 +159,9 @@ def step(outputs: list) -> Step:
         elif isinstance(o, LogEvent):
             s.events.append(o.event)
             s.logs.append(o)
+        elif isinstance(o, Persist):
+            assert s.reply is None, "a record written after the reply"
+            s.persisted.append(o.record)
         else:  # pragma: no cover
             raise AssertionError(f"unexpected output {o!r}")
     return s
@@ -711,12 +717,14 @@ CLIENTS = 4
 class ConsumerGroupMachine(RuleBasedStateMachine):
     @initialize(seed=st.integers(0, 2**32 - 1))
     def start(self, seed: int) -> None:
+        self.seed = seed
         self.g, _ = make_group(assignor=RandomAssignor("uniform", seed))
         self.now = 0
         self.topics = {"a": 3, "b": 2, "c": 2}
         self.clients = [Client(instance=f"i{i}" if i < 2 else None) for i in range(CLIENTS)]
         self.timers: dict[tuple, int] = {}
         self.by_member: dict[str, Client] = {}
+        self.log: list = []  # every record the group wrote, in order (its group log)
 
     # ---- plumbing
 
@@ -729,6 +737,8 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
                 self.timers.pop(o.key, None)
             elif isinstance(o, Reply):
                 answer = o.body
+            elif isinstance(o, Persist):
+                self.log.append(o.record)
             elif isinstance(o, LogEvent) and o.event == "consumer_static_member_replaced":
                 note_event("a static member took its old place")
             elif isinstance(o, LogEvent) and o.event == "consumer_member_removed":
@@ -872,7 +882,25 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         for c in live:
             assert {(t, p) for t, ps in self.g.members[c.member_id].progress.assigned.items() for p in ps} == c.held
 
+    @rule()
+    def coordinator_restarts(self) -> None:
+        """The coordinator restarts: the group is what its log (framed, compacted) restores; every
+        member's session and revocation start again from now."""
+        if not self.log:
+            return  # nothing was ever written: the group never had a member
+        ids = self.g.new_member_id  # the restarted coordinator's ids are new ones (Kafka: random UUIDs)
+        self.g, _ = make_group(assignor=RandomAssignor("uniform", self.seed))
+        self.g.new_member_id = ids
+        self.timers.clear()
+        note_event("coordinator restarted")
+        self.run(self.g.restore(*records_of(self.log), self.now, dict(self.topics)))
+
     # ---- invariants
+
+    @invariant()
+    def the_log_restores_the_group(self) -> None:
+        if hasattr(self, "g") and self.log:
+            assert durable_view(restored(self.log, self.now, self.topics)) == durable_view(self.g)
 
     @invariant()
     def no_partition_has_two_holders(self) -> None:
@@ -892,6 +920,30 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
                 clients[tp] = i
             if c.joined and not c.crashed:
                 assert c.held <= {(t, p) for t, ps in self.g.members[c.member_id].progress.held().items() for p in ps}
+
+
+def records_of(log: list) -> tuple[ConsumerGroupRecord, list[ConsumerMemberRecord]]:
+    """The group's records after a trip through the log's framing and compaction."""
+    frames, stats = decode_frames(b"".join(encode_frame(r) for r in live(log)))
+    assert stats.corrupt_records == 0
+    (group,) = [r for r in frames if isinstance(r, ConsumerGroupRecord)]
+    return group, [r for r in frames if isinstance(r, ConsumerMemberRecord)]
+
+
+def restored(log: list, now: int, topics: Mapping[str, int]) -> ConsumerGroup:
+    g, _ = make_group()
+    g.restore(*records_of(log), now, dict(topics))
+    return g
+
+
+def durable_view(g: ConsumerGroup) -> dict[str, Any]:
+    """What a restart must keep (not heartbeat times and timers, which start again)."""
+    return {"epochs": (g.group_epoch, g.assignment_epoch), "assignor": g.assignor_name, "state": g.state,
+            "metadata": g.subscription_metadata, "static": g.static_members, "holders": g.holders,
+            "members": sorted((m.record(g.group_id, g.target.get(m.member_id, {})) for m in g.members.values()),
+                              key=lambda r: r.member_id),  # (a restart need not keep the join order)
+            "regex": {m.member_id: m.regex_topics for m in g.members.values()},
+            "revoking": g.revoking_since_epoch}
 
 
 TestConsumerGroupRandomSequences = ConsumerGroupMachine.TestCase

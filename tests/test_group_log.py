@@ -26,8 +26,12 @@ from grouplab.coordinator.config import BrokerConfig, ConfigError
 from grouplab.coordinator.group import GroupState
 from grouplab.coordinator.group_log import (
     LOG_FILE_NAME,
+    ConsumerGroupRecord,
+    ConsumerMemberRecord,
+    ConsumerMemberTombstone,
     GroupLog,
     GroupMetadataRecord,
+    GroupTombstone,
     LogLockedError,
     MemberMetadata,
     Persist,
@@ -38,6 +42,7 @@ from grouplab.coordinator.group_log import (
     encode_frame,
     encode_record,
     latest,
+    live,
 )
 from grouplab.coordinator.topics import new_topic_id
 from grouplab.coordinator.server import CoordinatorServer
@@ -92,8 +97,18 @@ def empty_record(gen: int = 4, group_id: str = "g", ts: int = 2000) -> GroupMeta
     return GroupMetadataRecord(group_id, gen, "Empty", None, None, None, [], ts)
 
 
-@pytest.mark.parametrize("record", [stable_record(), empty_record(), TopicRecord("t0", 6, 5)],
-                         ids=["stable", "empty", "topic"])
+def consumer_group_record(epoch: int = 3, group_id: str = "cg") -> ConsumerGroupRecord:
+    return ConsumerGroupRecord(group_id, epoch, epoch, "uniform", {"t": 3}, 1000 + epoch)
+
+
+def consumer_member_record(member_id: str = "m1", group_id: str = "cg") -> ConsumerMemberRecord:
+    return ConsumerMemberRecord(group_id, member_id, "i1", None, "c", "/127.0.0.1", 30_000, ["t"], None, "uniform",
+                                "unrevoked_partitions", 3, 2, {"t": [0]}, {"t": [1, 2]}, {"t": [0]})
+
+
+@pytest.mark.parametrize("record", [stable_record(), empty_record(), TopicRecord("t0", 6, 5), consumer_group_record(),
+                                    consumer_member_record(), ConsumerMemberTombstone("cg", "m1", 7)],
+                         ids=["stable", "empty", "topic", "consumer_group", "consumer_member", "consumer_member_tombstone"])
 def test_records_round_trip(record):
     payload = encode_record(record)
     assert decode_record(payload) == record
@@ -241,6 +256,29 @@ def test_a_failed_append_leaves_no_torn_frame_so_later_records_replay(tmp_path: 
         kept = [stable_record(1)] + ([stable_record(2)] if fails == "fsync" else []) + [stable_record(3)]
         assert again.replay() == kept
         assert again.stats.corrupt_records == 0 and again.stats.torn_tail_bytes == 0
+
+
+@pytest.mark.parametrize("record, change, why", [
+    (consumer_group_record(), {"subscription_metadata": {"t": 0}}, "partition count"),
+    (consumer_member_record(), {"state": "lost"}, "state must be one of"),
+    (consumer_member_record(), {"assigned": {"t": [-1]}}, "assigned"),
+    (consumer_member_record(), {"subscribed_topic_names": [1]}, "subscribed_topic_names"),
+])
+def test_invalid_consumer_group_records_are_refused(record, change, why):
+    body = msgpack.unpackb(encode_record(record))
+    body.update(change)
+    with pytest.raises(RecordError, match=why):
+        decode_record(msgpack.packb(body, use_bin_type=True))
+
+
+def test_a_consumer_groups_members_do_not_outlive_the_group_in_compaction():
+    """A member record counts only while its group's latest record is a consumer group's: deleted
+    (a tombstone) or turned classic, the group's members are dropped; a member tombstone drops one."""
+    records = [consumer_group_record(1, "a"), consumer_member_record("m1", "a"), consumer_member_record("m2", "a"),
+               ConsumerMemberTombstone("a", "m2", 5),
+               consumer_group_record(1, "b"), consumer_member_record("m1", "b"), GroupTombstone("b", 9),
+               consumer_group_record(1, "c"), consumer_member_record("m1", "c"), empty_record(group_id="c")]
+    assert live(records) == [consumer_group_record(1, "a"), consumer_member_record("m1", "a"), empty_record(group_id="c")]
 
 
 def test_compaction_keeps_only_the_latest_record_per_group_and_topic(tmp_path: Path):

@@ -219,3 +219,27 @@ def test_a_regex_subscription_is_resolved_by_the_coordinator(cluster: Cluster) -
             consumer.poll(0.1)
     finally:
         consumer.close()
+
+
+def test_the_group_survives_a_coordinator_restart(cluster: Cluster, members: list[Member]) -> None:
+    """The group log keeps the consumer group (epochs, members, assignments): after a restart the
+    members heartbeat their epochs and carry on. No member is fenced, none loses its partitions,
+    and librdkafka does not fail fatally (GROUP_ID_NOT_FOUND would, for a forgotten group)."""
+    members += [Member(cluster, "dg", f"d{i}", "uniform") for i in range(2)]
+    poll_until(members, lambda: partition_all(members), "two members share the six partitions")
+    held = {m.name: set(m.held) for m in members}
+    cluster.restart_coordinator()
+    loaded = cluster.events("dg", event="consumer_group_loaded")
+    assert len(loaded) == 1 and len(loaded[0]["members"]) == 2
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+
+    def stable_again() -> bool:
+        group = admin.describe_consumer_groups(["dg"])["dg"].result(TIMEOUT_S)
+        return group.state == ConsumerGroupState.STABLE and len(group.members) == 2
+
+    poll_until(members, stable_again, "the group Stable again with both members after the restart")
+    produce(cluster, RECORDS)
+    poll_until(members, lambda: sum(len(m.records) for m in members) >= RECORDS, "every record consumed")
+    assert {m.name: m.held for m in members} == held  # nothing moved
+    assert not cluster.events("dg", event="consumer_member_removed")
+    assert not cluster.events("dg", event="consumer_heartbeat_rejected")

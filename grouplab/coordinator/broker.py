@@ -16,8 +16,9 @@ from grouplab.coordinator.consumer_group import ConsumerGroup
 from grouplab.coordinator.group import Group, GroupState
 from grouplab.coordinator.server_assignors import server_assignor
 from grouplab.coordinator.transactions import TransactionCoordinator
-from grouplab.coordinator.group_log import (GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, TopicTombstone,
-                                            TxnRecord, live)
+from grouplab.coordinator.group_log import (ConsumerGroupRecord, ConsumerMemberRecord, GroupMetadataRecord,
+                                            OffsetCommitRecord, Persist, Record, TopicRecord, TopicTombstone, TxnRecord,
+                                            live)
 from grouplab.coordinator.data_plane import (
     handle_fetch,
     handle_init_producer_id,
@@ -141,10 +142,10 @@ class Broker:
         # OffsetStore and records as a classic group's), in `consumer_offsets` under the same id.
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.consumer_offsets: dict[str, Group] = {}
-        # Groups that were Empty, with no pending member id, after their last step, in that order
-        # (a dict: deterministic), the only ones the retention check looks at; it is armed while
-        # there is one.
-        self._empty: dict[str, None] = {}
+        # The groups the retention check looks at, in the order they became so (a dict:
+        # deterministic): classic groups Empty with no pending member id after their last step,
+        # consumer groups Empty or with committed offsets. It is armed while there is one.
+        self._watched: dict[str, None] = {}
         self._expiry_armed = False
         self.txn = TransactionCoordinator(
             allocate_producer_id=lambda: self.logs.allocate_producer_id(),  # the store the shell set, read per call
@@ -182,7 +183,7 @@ class Broker:
             response = API[api].response(error_code=ErrorCode.INVALID_GROUP_ID, error_message="group_id must not be empty")
             return [Reply(ctx.reply_to, response)]
         out = self._handlers[api](body, ctx, now_ms)
-        if api in GROUP_APIS or api in OFFSET_APIS or api == "TxnOffsetCommit":
+        if api in GROUP_APIS or api in OFFSET_APIS or api in CONSUMER_GROUP_APIS or api == "TxnOffsetCommit":
             self._watch(body.group_id, out, now_ms)
         return out
 
@@ -192,7 +193,12 @@ class Broker:
         session timers and log `group_loaded` per group."""
         out: list[Output] = []
         offsets: dict[str, list[OffsetCommitRecord]] = {}  # by group, in log order
-        for record in live(records):
+        consumer_groups: dict[str, tuple[ConsumerGroupRecord, list[ConsumerMemberRecord]]] = {}
+        kept = live(records)
+        for record in kept:  # a consumer group's record first, its members' after it (whatever the log's order)
+            if isinstance(record, ConsumerGroupRecord):
+                consumer_groups[record.group_id] = (record, [])
+        for record in kept:
             if isinstance(record, TopicRecord):
                 self.topics.partitions[record.name] = record.partition_count
                 if record.topic_id is not None:
@@ -202,11 +208,19 @@ class Broker:
                 out += group.restore(record, now_ms)
             elif isinstance(record, OffsetCommitRecord):
                 offsets.setdefault(record.group_id, []).append(record)
+            elif isinstance(record, ConsumerMemberRecord):
+                consumer_groups[record.group_id][1].append(record)  # (`live` keeps only a consumer group's)
             elif isinstance(record, TxnRecord):
                 out += self.txn.restore(record, now_ms)
+        for group_id, (group_record, members) in consumer_groups.items():  # after the topics: regexes resolve
+            consumer_group = self._new_consumer_group(group_id)
+            self.consumer_groups[group_id] = consumer_group
+            self.consumer_offsets[group_id] = Group(group_id, self.config, self.new_member_id)
+            out += consumer_group.restore(group_record, members, now_ms, self.topics.partitions)
         for group_id, group_offsets in offsets.items():  # after the groups, into them (or a simple consumer's, Empty)
-            out += self.group(group_id).restore_offsets(group_offsets, now_ms)
-        for group_id in self.groups:
+            holder = self.consumer_offsets.get(group_id) or self.group(group_id)
+            out += holder.restore_offsets(group_offsets, now_ms)
+        for group_id in (*self.groups, *self.consumer_groups):
             self._watch(group_id, out, now_ms)
         out += self.txn.end_dangling(
             ((TopicPartition(t, p), pid) for (t, p), log in sorted(self.logs.logs().items()) for pid in log.open_txns),
@@ -220,7 +234,11 @@ class Broker:
             return self.txn.on_timer(key, now_ms)
         if key[0] in ("consumer-session", "consumer-rebalance"):
             consumer_group = self.consumer_groups.get(key[1])
-            return consumer_group.timer(key, now_ms) if consumer_group is not None else []
+            if consumer_group is None:
+                return []
+            out = consumer_group.timer(key, now_ms)
+            self._watch(key[1], out, now_ms)
+            return out
         group = self.groups.get(key[1])
         if group is None:
             return []
@@ -234,29 +252,50 @@ class Broker:
         """After a step of `group_id`: an Empty group is one the retention check must look at;
         arm the check (appended to `out`) if it is not armed. Not while a member id is pending
         (the dynamic join's first step: the group may be about to have members); the step that
-        ends the pending id (its expiry, LeaveGroup) comes back here."""
+        ends the pending id (its expiry, LeaveGroup) comes back here. A consumer-protocol group is
+        looked at while it is Empty or has committed offsets (`_expire_consumer_group`)."""
+        consumer_group = self.consumer_groups.get(group_id)
         group = self.groups.get(group_id)
-        if group is None or group.state is not GroupState.EMPTY or group.pending_members:
-            self._empty.pop(group_id, None)
+        if consumer_group is not None:
+            watched = not consumer_group.members or bool(self.consumer_offsets[group_id].offsets.committed)
+        else:
+            watched = group is not None and group.state is GroupState.EMPTY and not group.pending_members
+        if not watched:
+            self._watched.pop(group_id, None)
             return
-        self._empty[group_id] = None
+        self._watched[group_id] = None
         if not self._expiry_armed:
             self._expiry_armed = True
             out.append(ArmTimer(EXPIRY_TIMER, now_ms + self.config.offsets_retention_check_interval_ms))
 
     def _check_expiry(self, now_ms: int) -> list[Output]:
-        """The retention check: every Empty group expires what is due (Group.expire_offsets), and a
-        group left with nothing is dropped. Armed again while an Empty group remains."""
+        """The retention check: every watched group expires what is due (Group.expire_offsets, and
+        `_expire_consumer_group`), and a group left with nothing is dropped. Armed again while a
+        watched group remains."""
         self._expiry_armed = False
         out: list[Output] = []
         retention_ms = self.config.offsets_retention_ms
-        for group_id in list(self._empty):
+        for group_id in list(self._watched):
             group = self.groups.get(group_id)
-            if group is not None and group.state is GroupState.EMPTY:
+            if group_id in self.consumer_groups:
+                out += self._expire_consumer_group(group_id, now_ms)
+            elif group is not None and group.state is GroupState.EMPTY:
                 out += group.expire_offsets(now_ms, retention_ms)
                 if group.dead:
                     del self.groups[group_id]
             self._watch(group_id, out, now_ms)
+        return out
+
+    def _expire_consumer_group(self, group_id: str, now_ms: int) -> list[Output]:
+        """Kafka's cleanupGroupMetadata for a consumer-protocol group: offsets of topics no member
+        subscribes to expire after their commit; an Empty group left with no offsets is deleted
+        (its offsets' holder writes the group's tombstone)."""
+        consumer_group, holder = self.consumer_groups[group_id], self.consumer_offsets[group_id]
+        subscribed = frozenset().union(*(m.subscribed_topics() for m in consumer_group.members.values()))
+        out = holder.expire_unsubscribed_offsets(now_ms, self.config.offsets_retention_ms, subscribed)
+        if not consumer_group.members and holder.deletable:
+            out += holder.delete(now_ms)
+            del self.consumer_groups[group_id], self.consumer_offsets[group_id]
         return out
 
     # ------------------------------------------------------------------ group APIs
@@ -396,16 +435,19 @@ class Broker:
             refusal = None if classic is not None else self._new_group_refusal(gid)
             if refusal is not None:
                 return refuse(*refusal)
-            group = ConsumerGroup(gid, self.config, {n: server_assignor(n) for n in self.config.consumer_assignor_names},
-                                  self.new_member_id)
+            group = self._new_consumer_group(gid)
         out = group.heartbeat(self._named(req), ctx.reply_to, ctx.client_id, ctx.client_host, now_ms,
                               self.topics.partitions)
         if created and group.members:  # a refused join leaves no group behind, and converts nothing
             self.consumer_groups[gid] = group
             classic = self.groups.pop(gid, None)
-            self._empty.pop(gid, None)
+            self._watched.pop(gid, None)
             self.consumer_offsets[gid] = classic if classic is not None else Group(gid, self.config, self.new_member_id)
         return [self._with_topic_ids(o) for o in out]
+
+    def _new_consumer_group(self, group_id: str) -> ConsumerGroup:
+        return ConsumerGroup(group_id, self.config, {n: server_assignor(n) for n in self.config.consumer_assignor_names},
+                             self.new_member_id)
 
     def _on_ConsumerGroupDescribe(self, req: ConsumerGroupDescribeRequest, ctx: RequestContext,
                                   now_ms: int) -> list[Output]:
@@ -568,7 +610,7 @@ class Broker:
                 for o in group.delete(now_ms):
                     (persisted if isinstance(o, Persist) else rest).append(o)
                 del self.groups[gid]
-                self._empty.pop(gid, None)
+                self._watched.pop(gid, None)
             results.append(DeletableGroupResult(gid, code))
         return [*persisted, Reply(ctx.reply_to, DeleteGroupsResponse(results=results)), *rest]
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Concatenate, Mapping
 
 from grouplab.coordinator.config import BrokerConfig
@@ -43,6 +43,8 @@ from grouplab.coordinator.consumer_checks import (
     check_member_epoch,
     validate_heartbeat,
 )
+from grouplab.coordinator.consumer_member import ConsumerMember, as_lists
+from grouplab.coordinator.group_log import ConsumerGroupRecord, ConsumerMemberRecord, ConsumerMemberTombstone, Persist
 from grouplab.coordinator.consumer_reconcile import (
     Assignment,
     MemberAssignment,
@@ -62,29 +64,6 @@ from grouplab.protocol.messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, GroupEpochCause, RemovalReason
-
-
-@dataclass
-class ConsumerMember:
-    member_id: str
-    instance_id: str | None
-    rack_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    subscribed_topic_names: list[str] = field(default_factory=list)  # sorted, without duplicates
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    regex_topics: frozenset[str] = frozenset()  # the topics its regex matched when last resolved
-    progress: MemberAssignment = field(default_factory=MemberAssignment)
-    last_heartbeat_ms: int = 0
-
-    @property
-    def member_epoch(self) -> int:
-        return self.progress.member_epoch
-
-    def subscribed_topics(self) -> frozenset[str]:
-        return frozenset(self.subscribed_topic_names) | self.regex_topics
 
 
 def resolve_regex(regex: str | None, topics: Mapping[str, int]) -> frozenset[str]:
@@ -133,6 +112,11 @@ class ConsumerGroup(StepOutputs):
             raise ValueError(f"none of group.consumer.assignors ({self.config.consumer_assignors}) is given")
         self._out: list[Output] = []
         self._now = 0
+        # Durability: the members a step touched, and what the group log holds of the group and of
+        # each member, so a step writes only what changed (`_end`).
+        self._touched: set[str] = set()
+        self._persisted: ConsumerGroupRecord | None = None
+        self._persisted_members: dict[str, ConsumerMemberRecord] = {}
 
     # ------------------------------------------------------------------ public inputs
 
@@ -176,6 +160,40 @@ class ConsumerGroup(StepOutputs):
                          f"of {member.rebalance_timeout_ms} ms")
         return self._end()
 
+    def restore(self, record: ConsumerGroupRecord, members: list[ConsumerMemberRecord], now_ms: int,
+                partitions_per_topic: Mapping[str, int]) -> list[Output]:
+        """Load this new group from its latest records, as Kafka's coordinator loads a consumer group
+        from __consumer_offsets: epochs, target and every member's assignment as written; each
+        member gets a new session from now (and a member that was revoking, a new rebalance timeout),
+        its regex resolved against the topics of now. Members that go on heartbeating their epoch
+        carry on; the others expire."""
+        self._begin(now_ms)
+        assert not self.members and record.group_id == self.group_id
+        self.group_epoch, self.assignment_epoch = record.group_epoch, record.assignment_epoch
+        self.assignor_name = record.assignor_name
+        self.subscription_metadata = dict(record.subscription_metadata)
+        for r in members:
+            member = ConsumerMember.from_record(r)
+            member.regex_topics = resolve_regex(member.subscribed_topic_regex, partitions_per_topic)
+            member.last_heartbeat_ms = now_ms
+            self.members[member.member_id] = member
+            if member.instance_id is not None:
+                self.static_members[member.instance_id] = member.member_id
+            self.target[member.member_id] = normalized(r.target)
+            progress, member.progress = member.progress, MemberAssignment()
+            self._set_progress(member, progress)
+            self._out.append(ArmTimer(self.timers.session(member.member_id), now_ms + self.config.consumer_session_timeout_ms))
+            if progress.state is ConsumerMemberState.UNREVOKED_PARTITIONS and progress.member_epoch != STATIC_LEAVE_EPOCH:
+                self.revoking_since_epoch[member.member_id] = progress.member_epoch
+                self._out.append(ArmTimer(self.timers.rebalance(member.member_id), now_ms + member.rebalance_timeout_ms))
+            self._persisted_members[member.member_id] = r
+        self._persisted = record
+        self._touched.clear()
+        self.state = self._current_state()
+        self._log(events.ConsumerGroupLoaded, members=list(self.members), assignment_epoch=self.assignment_epoch,
+                  written_ms=record.ts_ms)
+        return self._end()
+
     def describe(self) -> ConsumerGroupDescribedGroup:
         return ConsumerGroupDescribedGroup(
             group_id=self.group_id, group_state=self.state.value, group_epoch=self.group_epoch,
@@ -183,8 +201,8 @@ class ConsumerGroup(StepOutputs):
             members=[ConsumerGroupDescribedMember(
                 member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id, rack_id=m.rack_id,
                 client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex, assignment=_as_lists(m.progress.assigned),
-                target_assignment=_as_lists(self.target.get(m.member_id, {})), member_state=m.progress.state.value)
+                subscribed_topic_regex=m.subscribed_topic_regex, assignment=as_lists(m.progress.assigned),
+                target_assignment=as_lists(self.target.get(m.member_id, {})), member_state=m.progress.state.value)
                 for m in self.members.values()])
 
     def validate_offset_commit(self, member_id: str, member_epoch: int) -> ErrorCode | None:
@@ -262,6 +280,7 @@ class ConsumerGroup(StepOutputs):
                 self.static_members.pop(member.instance_id, None)
             member.instance_id = req.instance_id
             self.static_members[req.instance_id] = member.member_id
+            self._touched.add(member.member_id)
         cause = cause or self._update_member(member, req, client_id, client_host)
         cause = cause or self._refresh_metadata(topics)
         if cause is not None:
@@ -280,7 +299,7 @@ class ConsumerGroup(StepOutputs):
         self._reply(reply_to, ConsumerGroupHeartbeatResponse(
             member_id=member.member_id, member_epoch=member.member_epoch,
             heartbeat_interval_ms=self._heartbeat_interval_ms(),
-            assignment=_as_lists(member.progress.assigned) if full or changed else None))
+            assignment=as_lists(member.progress.assigned) if full or changed else None))
 
     def _leave(self, req: ConsumerGroupHeartbeatRequest) -> None:
         """Kafka's consumerGroupLeave: -1 removes the member (a static one for good), -2 keeps a
@@ -315,6 +334,7 @@ class ConsumerGroup(StepOutputs):
                                 subscribed_topic_regex=req.subscribed_topic_regex or None,
                                 server_assignor=req.server_assignor)
         self.members[member.member_id] = member
+        self._touched.add(member.member_id)
         self._log(events.ConsumerMemberJoined, member_id=member.member_id, instance_id=req.instance_id,
                   client_id=client_id, subscribed_topic_names=list(member.subscribed_topic_names),
                   subscribed_topic_regex=member.subscribed_topic_regex)
@@ -346,6 +366,7 @@ class ConsumerGroup(StepOutputs):
         """Take what the heartbeat changed (None fields: unchanged); the group epoch's cause if the
         subscription or the assignor changed."""
         member.client_id, member.client_host = client_id, client_host
+        self._touched.add(member.member_id)
         if req.rack_id is not None:
             member.rack_id = req.rack_id
         if req.rebalance_timeout_ms != -1:
@@ -380,6 +401,7 @@ class ConsumerGroup(StepOutputs):
     def _drop(self, member: ConsumerMember) -> None:
         self._set_progress(member, MemberAssignment())
         del self.members[member.member_id]
+        self._touched.add(member.member_id)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
             del self.static_members[member.instance_id]
         self.revoking_since_epoch.pop(member.member_id, None)
@@ -415,6 +437,7 @@ class ConsumerGroup(StepOutputs):
                  for mid, m in self.members.items()}
         result = self.assignors[name].assign(specs, {t: n for t, n in topics.items() if t in self.subscription_metadata})
         self.target = {mid: normalized(result.get(mid, {})) for mid in self.members}
+        self._touched.update(self.members)
         self.assignment_epoch, self.assignor_name = self.group_epoch, name
         self._log(events.TargetAssignmentComputed, assignment_epoch=self.assignment_epoch, assignor=name,
                   assignment={mid: pairs(a) for mid, a in self.target.items()})
@@ -452,6 +475,7 @@ class ConsumerGroup(StepOutputs):
                 holder = self.holders.setdefault((topic, p), member.member_id)
                 assert holder == member.member_id, f"{topic}-{p} given to {member.member_id} while {holder} holds it"
         member.progress = progress
+        self._touched.add(member.member_id)
 
     def _held_by_other(self, member_id: str) -> Callable[[str, int], bool]:
         return lambda topic, p: self.holders.get((topic, p), member_id) != member_id
@@ -460,19 +484,49 @@ class ConsumerGroup(StepOutputs):
         return (member.progress.state is ConsumerMemberState.UNREVOKED_PARTITIONS
                 and self.revoking_since_epoch.get(member.member_id) == member.member_epoch)
 
+    # ------------------------------------------------------------------ durability
+
+    def _end(self) -> list[Output]:
+        """The step's outputs, led by a Persist of each record that changed: the group's (epochs,
+        target epoch, subscribed topics) and each touched member's (or its tombstone), so the
+        driver writes them before any reply of the step goes out."""
+        records: list[Output] = []
+        group = ConsumerGroupRecord(self.group_id, self.group_epoch, self.assignment_epoch, self.assignor_name,
+                                    dict(self.subscription_metadata), self._now)
+        if (self.members or self._persisted is not None) and (  # a refused first join leaves nothing
+                self._persisted is None or replace(self._persisted, ts_ms=self._now) != group):
+            self._persisted = group
+            records.append(Persist(group))
+        for member_id in sorted(self._touched, key=lambda m: (m in self.members, m)):  # the gone first
+            member = self.members.get(member_id)
+            if member is None:
+                if self._persisted_members.pop(member_id, None) is not None:
+                    records.append(Persist(ConsumerMemberTombstone(self.group_id, member_id, self._now)))
+                continue
+            record = member.record(self.group_id, self.target.get(member_id, {}))
+            if self._persisted_members.get(member_id) != record:
+                self._persisted_members[member_id] = record
+                records.append(Persist(record))
+        self._touched.clear()
+        if records:
+            self._out[:0] = records
+        return super()._end()
+
     # ------------------------------------------------------------------ helpers
 
-    def _update_state(self) -> None:
-        """Kafka's ConsumerGroup.maybeUpdateGroupState."""
+    def _current_state(self) -> ConsumerGroupState:
+        """Kafka's ConsumerGroup.maybeUpdateGroupState: the state the members and epochs make."""
         if not self.members:
-            new = ConsumerGroupState.EMPTY
-        elif self.group_epoch > self.assignment_epoch:
-            new = ConsumerGroupState.ASSIGNING
-        elif all(m.member_epoch == self.assignment_epoch and m.progress.state is ConsumerMemberState.STABLE
-                 for m in self.members.values()):
-            new = ConsumerGroupState.STABLE
-        else:
-            new = ConsumerGroupState.RECONCILING
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        if all(m.member_epoch == self.assignment_epoch and m.progress.state is ConsumerMemberState.STABLE
+               for m in self.members.values()):
+            return ConsumerGroupState.STABLE
+        return ConsumerGroupState.RECONCILING
+
+    def _update_state(self) -> None:
+        new = self._current_state()
         if new is not self.state:
             old, self.state = self.state, new
             self._log(events.ConsumerGroupStateChanged, from_state=old, to_state=new)
@@ -506,7 +560,3 @@ def _owned(req: ConsumerGroupHeartbeatRequest) -> Assignment | None:
     for tp in req.topic_partitions:
         owned.setdefault(tp.topic, set()).update(tp.partitions)
     return normalized(owned)
-
-
-def _as_lists(assignment: Assignment) -> dict[str, list[int]]:
-    return {t: sorted(ps) for t, ps in sorted(assignment.items())}

@@ -459,6 +459,18 @@ class Group(StepOutputs):
             self._delete("expired")
         return self._end()
 
+    def expire_unsubscribed_offsets(self, now_ms: int, retention_ms: int, subscribed: frozenset[str]) -> list[Output]:
+        """The retention check for the offset store of a consumer-protocol group (KIP-848): the
+        offsets of every topic no member subscribes to (all of them, once the group is Empty) expire
+        `retention_ms` after their commit, whether or not the group has members (Kafka's
+        ConsumerGroup.offsetExpirationCondition). The broker decides whether the group goes."""
+        self._begin(now_ms)
+        expired = [tp for tp in self.offsets.expired(now_ms, retention_ms, None) if tp.topic not in subscribed]
+        if expired:
+            self._out += [Persist(t) for t in self.offsets.remove(expired, now_ms)]
+            self._log(events.OffsetsExpired, partitions=partition_pairs(expired), empty_since_ms=None)
+        return self._end()
+
     def delete_topic_offsets(self, topic: str, now_ms: int) -> list[Output]:
         """The topic was deleted (DeleteTopics): its partitions' committed offsets go, with a
         tombstone each, and so do offsets a transaction staged for them (it can no longer commit

@@ -196,8 +196,71 @@ class OffsetTombstone:
         return ("offset", self.group_id, self.topic, self.partition)
 
 
+@dataclass(frozen=True)
+class ConsumerGroupRecord:
+    """A consumer-protocol group's own state (KIP-848; Kafka keeps it as the ConsumerGroupMetadata,
+    ConsumerGroupPartitionMetadata and ConsumerGroupTargetAssignmentMetadata records): its group
+    epoch, its target assignment's epoch and assignor, and the subscribed topics' partition counts
+    as the group epoch last saw them. Written whenever one of them changes. It shares its key with
+    GroupMetadataRecord and GroupTombstone: the latest says which type the group is, or that it is gone."""
+
+    group_id: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    subscription_metadata: dict[str, int]
+    ts_ms: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("group", self.group_id)
+
+
+@dataclass(frozen=True)
+class ConsumerMemberRecord:
+    """One member of a consumer-protocol group: its subscription (Kafka's
+    ConsumerGroupMemberMetadata), its current assignment and epochs (ConsumerGroupCurrentMemberAssignment)
+    and its target (ConsumerGroupTargetAssignmentMember), in one record. Written whenever any of
+    them changes; the latest record of a (group, member) supersedes the earlier ones."""
+
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    state: str  # a ConsumerMemberState value
+    member_epoch: int
+    previous_member_epoch: int
+    assigned: dict[str, list[int]]
+    pending_revocation: dict[str, list[int]]
+    target: dict[str, list[int]]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return ("consumer-member", self.group_id, self.member_id)
+
+
+@dataclass(frozen=True)
+class ConsumerMemberTombstone:
+    """The member left or was removed: its ConsumerMemberRecord no longer counts."""
+
+    group_id: str
+    member_id: str
+    ts_ms: int
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return ("consumer-member", self.group_id, self.member_id)
+
+
 Record = (GroupMetadataRecord | TopicRecord | OffsetCommitRecord | TxnRecord | GroupTombstone | OffsetTombstone
-          | TopicTombstone)
+          | TopicTombstone | ConsumerGroupRecord | ConsumerMemberRecord | ConsumerMemberTombstone)
+TOMBSTONES = (GroupTombstone, OffsetTombstone, TopicTombstone, ConsumerMemberTombstone)
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -241,6 +304,24 @@ def encode_record(record: Record) -> bytes:
     elif isinstance(record, OffsetTombstone):
         body = {"type": "offset_tombstone", "version": RECORD_VERSION, "group_id": record.group_id,
                 "topic": record.topic, "partition": record.partition, "ts_ms": record.ts_ms}
+    elif isinstance(record, ConsumerGroupRecord):
+        body = {"type": "consumer_group", "version": RECORD_VERSION, "group_id": record.group_id,
+                "group_epoch": record.group_epoch, "assignment_epoch": record.assignment_epoch,
+                "assignor_name": record.assignor_name, "subscription_metadata": dict(record.subscription_metadata),
+                "ts_ms": record.ts_ms}
+    elif isinstance(record, ConsumerMemberRecord):
+        body = {"type": "consumer_member", "version": RECORD_VERSION, "group_id": record.group_id,
+                "member_id": record.member_id, "instance_id": record.instance_id, "rack_id": record.rack_id,
+                "client_id": record.client_id, "client_host": record.client_host,
+                "rebalance_timeout_ms": record.rebalance_timeout_ms,
+                "subscribed_topic_names": list(record.subscribed_topic_names),
+                "subscribed_topic_regex": record.subscribed_topic_regex, "server_assignor": record.server_assignor,
+                "state": record.state, "member_epoch": record.member_epoch,
+                "previous_member_epoch": record.previous_member_epoch, "assigned": record.assigned,
+                "pending_revocation": record.pending_revocation, "target": record.target}
+    elif isinstance(record, ConsumerMemberTombstone):
+        body = {"type": "consumer_member_tombstone", "version": RECORD_VERSION, "group_id": record.group_id,
+                "member_id": record.member_id, "ts_ms": record.ts_ms}
     else:
         raise TypeError(f"not a record: {record!r}")
     return msgpack.packb(body, use_bin_type=True)
@@ -290,6 +371,8 @@ def decode_record(payload: bytes) -> Record:
         return TxnRecord(_get(m, "transactional_id", str), _get(m, "producer_id", int), _get(m, "producer_epoch", int),
                          _get(m, "timeout_ms", int), _get(m, "state", str), [(t, p) for t, p in parts], groups,
                          _get(m, "started_ms", int))
+    if kind in ("consumer_group", "consumer_member", "consumer_member_tombstone"):
+        return _decode_consumer(kind, m)
     if kind != "group_metadata":
         raise RecordError(f"unknown record type {kind!r}")
     members = []
@@ -313,6 +396,46 @@ def decode_record(payload: bytes) -> Record:
         leader=_get(m, "leader", str, True), members=members, ts_ms=_get(m, "ts_ms", int))
     _check_group(record)
     return record
+
+
+CONSUMER_MEMBER_STATES = ("stable", "unrevoked_partitions", "unreleased_partitions")
+
+
+def _decode_consumer(kind: str, m: dict) -> Record:
+    """The three KIP-848 records (a consumer group, a member, a member gone)."""
+    if kind == "consumer_member_tombstone":
+        return ConsumerMemberTombstone(_get(m, "group_id", str), _get(m, "member_id", str), _get(m, "ts_ms", int))
+    if kind == "consumer_group":
+        metadata = _get(m, "subscription_metadata", dict)
+        if not all(isinstance(t, str) and type(n) is int and n >= 1 for t, n in metadata.items()):
+            raise RecordError("subscription_metadata: expected topic -> partition count >= 1")
+        return ConsumerGroupRecord(_get(m, "group_id", str), _get(m, "group_epoch", int),
+                                   _get(m, "assignment_epoch", int), _get(m, "assignor_name", str), metadata,
+                                   _get(m, "ts_ms", int))
+    names = _get(m, "subscribed_topic_names", list)
+    if not all(isinstance(t, str) for t in names):
+        raise RecordError("subscribed_topic_names: expected strings")
+    state = _get(m, "state", str)
+    if state not in CONSUMER_MEMBER_STATES:
+        raise RecordError(f"state must be one of {', '.join(CONSUMER_MEMBER_STATES)}, got {state!r}")
+    return ConsumerMemberRecord(
+        group_id=_get(m, "group_id", str), member_id=_get(m, "member_id", str),
+        instance_id=_get(m, "instance_id", str, True), rack_id=_get(m, "rack_id", str, True),
+        client_id=_get(m, "client_id", str), client_host=_get(m, "client_host", str),
+        rebalance_timeout_ms=_get(m, "rebalance_timeout_ms", int), subscribed_topic_names=names,
+        subscribed_topic_regex=_get(m, "subscribed_topic_regex", str, True),
+        server_assignor=_get(m, "server_assignor", str, True), state=state,
+        member_epoch=_get(m, "member_epoch", int), previous_member_epoch=_get(m, "previous_member_epoch", int),
+        assigned=_partitions(m, "assigned"), pending_revocation=_partitions(m, "pending_revocation"),
+        target=_partitions(m, "target"))
+
+
+def _partitions(m: dict, key: str) -> dict[str, list[int]]:
+    value = _get(m, key, dict)
+    if not all(isinstance(t, str) and isinstance(ps, list) and all(type(p) is int and p >= 0 for p in ps)
+               for t, ps in value.items()):
+        raise RecordError(f"{key}: expected topic -> [partition >= 0]")
+    return value
 
 
 def _get(m: dict, key: str, kind: type, optional: bool = False) -> Any:
@@ -411,8 +534,13 @@ def latest(records: Iterable[Record]) -> list[Record]:
 
 def live(records: Iterable[Record]) -> list[Record]:
     """What compaction keeps: `latest` without the tombstones. The rewritten log holds nothing a
-    tombstone superseded, so the tombstone itself has nothing left to hide."""
-    return [r for r in latest(records) if not isinstance(r, (GroupTombstone, OffsetTombstone, TopicTombstone))]
+    tombstone superseded, so the tombstone itself has nothing left to hide. A consumer group's
+    member records count only while the group's latest record is its ConsumerGroupRecord (a group
+    deleted or turned classic has no members of the consumer protocol left)."""
+    kept = latest(records)
+    consumer_groups = {r.group_id for r in kept if isinstance(r, ConsumerGroupRecord)}
+    return [r for r in kept if not isinstance(r, TOMBSTONES)
+            and not (isinstance(r, ConsumerMemberRecord) and r.group_id not in consumer_groups)]
 
 
 # ----------------------------------------------------------------------------- the log file

@@ -332,6 +332,16 @@ class ConsumerMemberReconciled(ConsumerGroupEvent):
 
 
 @dataclass(slots=True)
+class ConsumerGroupLoaded(ConsumerGroupEvent):
+    """A restarted coordinator loaded the group from its log (consumer_group.py `restore`)."""
+
+    NAME = "consumer_group_loaded"
+    members: list[str]
+    assignment_epoch: int
+    written_ms: int
+
+
+@dataclass(slots=True)
 class ConsumerGroupStateChanged(ConsumerGroupEvent):
     NAME = "consumer_group_state_changed"
     from_state: ConsumerGroupState
