@@ -325,3 +325,48 @@ def test_an_empty_consumer_group_with_no_offsets_is_deleted_by_the_next_check() 
     assert any(isinstance(o, ArmTimer) and o.key == ("offsets_expiry",) for o in out)
     expiry_check(b, T0 + 600_000)
     assert G not in b.consumer_groups
+
+
+# ----------------------------------------------------------------------------- transactions and OffsetDelete
+
+
+def test_txn_offset_commit_to_a_consumer_group_checks_the_member_and_commits_to_its_store() -> None:
+    from grouplab.protocol.messages import (AddOffsetsToTxnRequest, EndTxnRequest, InitProducerIdRequest,
+                                            TxnOffsetCommitRequest)
+
+    b = broker()
+    member = join(b).member_id
+    producer = handle(b, "InitProducerId", InitProducerIdRequest("app", 60_000))[0]
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    assert handle(b, "AddOffsetsToTxn", AddOffsetsToTxnRequest("app", pid, epoch, G))[0].error_code == 0
+
+    def txn_commit(member_id: str, generation: int, offset: int) -> int:
+        reply, _ = handle(b, "TxnOffsetCommit", TxnOffsetCommitRequest(
+            "app", G, pid, epoch, [OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, offset)])],
+            generation_id=generation, member_id=member_id))
+        return reply.topics[0].partitions[0].error_code
+
+    assert txn_commit(member, 0, 1) == ErrorCode.STALE_MEMBER_EPOCH  # KIP-447's fencing, by the member epoch
+    assert txn_commit("nobody", 1, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert txn_commit("", -1, 4) == 0  # naming no member: accepted, as Kafka's TxnOffsetCommit
+    assert txn_commit(member, 1, 8) == 0
+    assert G not in b.groups and fetched(b) == -1  # staged: not visible before the commit
+    assert handle(b, "EndTxn", EndTxnRequest("app", pid, epoch, True))[0].error_code == 0
+    assert fetched(b) == 8 and G in b.consumer_groups and G not in b.groups
+
+
+def test_offset_delete_of_a_consumer_group_refuses_the_topics_its_members_subscribe_to() -> None:
+    from grouplab.protocol.messages import OffsetDeleteRequest, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic
+
+    b = broker()
+    b.topics.partitions["old"] = 1
+    member = join(b).member_id
+    handle(b, "OffsetCommit", OffsetCommitRequest(G, [OffsetCommitRequestTopic(
+        "old", [OffsetCommitRequestPartition(0, 3)])], generation_id=1, member_id=member))
+    assert commit(b, member, 1) == [0]
+    reply, _ = handle(b, "OffsetDelete", OffsetDeleteRequest(G, [
+        OffsetDeleteRequestTopic("t", [OffsetDeleteRequestPartition(0)]),
+        OffsetDeleteRequestTopic("old", [OffsetDeleteRequestPartition(0)])]))
+    codes = {t.name: t.partitions[0].error_code for t in reply.topics}
+    assert codes == {"t": ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, "old": 0}
+    assert {tp.topic for tp in b.consumer_offsets[G].offsets.committed} == {"t"}

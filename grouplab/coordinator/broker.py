@@ -368,8 +368,12 @@ class Broker:
         """Kafka's OffsetDelete (protocol.md §3.26): the group's rules (Group.handle_offset_delete),
         over the topics that exist. A group that does not exist is answered by its Dead stand-in
         (GROUP_ID_NOT_FOUND) and is not kept."""
-        holder = self.consumer_offsets.get(req.group_id) or self._offsets_group(req.group_id)
-        return holder.handle_offset_delete(req, ctx.reply_to, now_ms, self.topics.partitions)
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:  # Kafka: a topic a member subscribes to is GROUP_SUBSCRIBED_TO_TOPIC
+            subscribed = frozenset().union(*(m.subscribed_topics() for m in consumer_group.members.values()))
+            return self.consumer_offsets[req.group_id].handle_offset_delete(
+                req, ctx.reply_to, now_ms, self.topics.partitions, subscribed.__contains__)
+        return self._offsets_group(req.group_id).handle_offset_delete(req, ctx.reply_to, now_ms, self.topics.partitions)
 
     def _offsets_group(self, group_id: str) -> Group:
         """The group an offset request goes to; for a group that does not exist, a Dead stand-in."""
@@ -546,6 +550,13 @@ class Broker:
         txn = self.txn.txns.get(req.transactional_id)
         if precheck is None and txn is not None and req.group_id not in txn.groups:
             precheck = ErrorCode.INVALID_TXN_STATE
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:  # the member checks are the consumer group's; the offsets its store's
+            precheck = precheck or consumer_group.validate_offset_commit(req.member_id, req.generation_id,
+                                                                         req.group_instance_id, transactional=True)
+            as_store = replace(req, member_id="", generation_id=-1, group_instance_id=None)
+            return self.consumer_offsets[req.group_id].handle_txn_offset_commit(
+                as_store, ctx.reply_to, now_ms, self.topics.partitions, precheck)
         group = self._offsets_group(req.group_id)
         precheck = precheck or self._commit_refusal(group, req, transactional=True)
         out = group.handle_txn_offset_commit(req, ctx.reply_to, now_ms, self.topics.partitions, precheck)
@@ -565,7 +576,7 @@ class Broker:
         return log is not None and producer_id in log.open_txns
 
     def _complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool, now_ms: int) -> list[Output]:
-        group = self.groups.get(group_id)
+        group = self.groups.get(group_id) or self.consumer_offsets.get(group_id)
         return group.on_txn_completed(producer_id, commit, now_ms) if group is not None else []
 
     def _on_DescribeGroups(self, req: DescribeGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:

@@ -205,11 +205,16 @@ class ConsumerGroup(StepOutputs):
                 target_assignment=as_lists(self.target.get(m.member_id, {})), member_state=m.progress.state.value)
                 for m in self.members.values()])
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int) -> ErrorCode | None:
-        """Kafka's ConsumerGroup.validateOffsetCommit for OffsetCommit v9+ (and OffsetFetch with a
-        member epoch): an admin's commit (epoch < 0) only to a group without members; else the
-        member must exist and send its current epoch."""
+    def validate_offset_commit(self, member_id: str, member_epoch: int, instance_id: str | None = None,
+                               transactional: bool = False) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetCommit for OffsetCommit v9+, TxnOffsetCommit (and
+        OffsetFetch with a member epoch): an admin's commit (epoch < 0) only to a group without
+        members; a transactional one that names no member (no member id, epoch -1, no instance id)
+        always, as TxnOffsetCommit does not require them; else the member must exist and send its
+        current epoch."""
         if member_epoch < 0 and not self.members:
+            return None
+        if transactional and member_epoch == -1 and not member_id and instance_id is None:
             return None
         member = self.members.get(member_id)
         if member is None:

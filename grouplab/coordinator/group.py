@@ -361,7 +361,8 @@ class Group(StepOutputs):
         return self._end()
 
     def handle_offset_delete(self, req: OffsetDeleteRequest, reply_to: Any, now_ms: int,
-                             partitions: Mapping[str, int]) -> list[Output]:
+                             partitions: Mapping[str, int],
+                             subscribed: Callable[[str], bool] | None = None) -> list[Output]:
         """OffsetDelete, Kafka's (ClassicGroup.validateOffsetDelete, then
         OffsetMetadataManager.deleteOffsets): a group that does not exist is GROUP_ID_NOT_FOUND; one
         with members whose protocol type is not "consumer" is NON_EMPTY_GROUP; either refusal has no
@@ -369,13 +370,15 @@ class Group(StepOutputs):
         (offsets.delete_offsets): those of topics the members subscribe to are
         GROUP_SUBSCRIBED_TO_TOPIC, the others are deleted, tombstones persisted before the answer and
         `offsets_deleted` logged. An Empty group left with no offsets stays until the retention
-        check deletes it, as in Kafka."""
+        check deletes it, as in Kafka. `subscribed`: whose subscriptions count, when this group
+        only keeps a consumer-protocol group's offsets (the broker's; default: its own members')."""
         self._begin(now_ms)
         refusal = self._offset_delete_refusal()
         if refusal is not None:
             self._reply(reply_to, OffsetDeleteResponse(error_code=refusal))
             return self._end()
-        response, gone, tombstones = delete_offsets(self.offsets, req, partitions, self.is_subscribed, now_ms)
+        response, gone, tombstones = delete_offsets(self.offsets, req, partitions, subscribed or self.is_subscribed,
+                                                    now_ms)
         self._out += [Persist(t) for t in tombstones]
         self._reply(reply_to, response)
         if gone:
