@@ -22,6 +22,7 @@ from grouplab.teach.catalog import Catalog
 from grouplab.teach.reasons import why_rejoin
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent
+from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, RemovalReason
 from grouplab.protocol.types import TopicPartition, format_partitions
 
 WALL_CLOCK_MS = 10**12  # ts_ms beyond this is epoch time (a real run); below, virtual time from 0
@@ -115,6 +116,12 @@ class CoordinatorView:
         elif isinstance(p, (events.InternalError, events.LogWriteFailed, events.PartitionWriteFailed,
                             events.PartitionFlushFailed, events.MarkerWriteFailed)):
             line, style = c.t("view.failure", what=p.NAME, error=p.error), "bold red"
+        elif isinstance(p, events.ConsumerGroupEvent):
+            said = self._consumer_group(p)
+            if said is None:
+                return
+            line, rule, style = said
+            why = c.t(rule, member=self._subject_of(p), session_ms=self.session_ms.get("consumer", "?")) if rule else None
         elif isinstance(p, events.GroupStable):
             self.rebalances(node, ev)
             return
@@ -126,6 +133,64 @@ class CoordinatorView:
         if why and rule not in self.told:
             self.told.add(rule)
             self.console.print(Text(f"{'':14}{c.t('why')}: {why}", style="dim italic"))
+
+    def _consumer_group(self, p: events.ConsumerGroupEvent) -> tuple[str, str, str] | None:
+        """A consumer-protocol group's event (KIP-848) as (line, the why's catalogue key or "",
+        style), or None for one not worth a line."""
+        c, g = self.c, p.group_id
+        if isinstance(p, events.ConsumerMemberJoined):
+            self.clients[p.member_id] = p.client_id
+            topics = ", ".join(p.subscribed_topic_names) + (f" /{p.subscribed_topic_regex}/" if p.subscribed_topic_regex else "")
+            return c.t("view.cg.joined", group=g, member=self._name(p.member_id), topics=topics or "-"), "", ""
+        if isinstance(p, events.GroupEpochBumped):
+            cause = c.t(f"cg.cause.{p.cause.value}", member=self._subject_of(p), detail=self._short(p.detail))
+            return c.t("view.cg.epoch", group=g, epoch=p.group_epoch, cause=cause), "why.cg.epoch", "bold yellow"
+        if isinstance(p, events.TargetAssignmentComputed):
+            assignment = "; ".join(f"{self._name(m)} {_pairs(a) or '-'}" for m, a in p.assignment.items())
+            return c.t("view.cg.target", group=g, epoch=p.assignment_epoch, assignor=p.assignor,
+                       assignment=assignment or "-"), "", ""
+        if isinstance(p, events.ConsumerMemberReconciled):
+            fields = dict(group=g, member=self._name(p.member_id), epoch=p.member_epoch, partitions=_pairs(p.assigned) or "-")
+            if p.member_state is ConsumerMemberState.UNREVOKED_PARTITIONS:
+                return c.t("view.cg.unrevoked", revoke=_pairs(p.pending_revocation), **fields), "why.cg.unrevoked", "yellow"
+            if p.member_state is ConsumerMemberState.UNRELEASED_PARTITIONS:
+                return c.t("view.cg.unreleased", unreleased=_pairs(p.unreleased), **fields), "why.cg.unreleased", ""
+            return c.t("view.cg.owns", **fields), "", ""
+        if isinstance(p, events.ConsumerMemberRemoved):
+            held = _pairs(p.partitions) if p.partitions else ""
+            fields = dict(group=g, member=self._name(p.member_id), partitions=held)
+            if p.reason is RemovalReason.LEFT:
+                return c.t("view.cg.left" if held else "view.cg.left.none", **fields), "", ""
+            ms = re.search(r"(\d+) ms", p.detail)  # "no heartbeat for 45000 ms" (coordinator/consumer_group.py)
+            if ms:
+                self.session_ms["consumer"] = ms.group(1)
+            rule = "why.cg.session_timeout" if p.reason is RemovalReason.SESSION_TIMEOUT else ""
+            return (c.t("view.cg.removed" if held else "view.cg.removed.none", reason=p.reason.value, detail=p.detail,
+                        **fields), rule, "yellow")
+        if isinstance(p, events.ConsumerHeartbeatRejected):
+            return c.t("view.cg.rejected", group=g, member=self._name(p.member_id) if p.member_id else "?",
+                       epoch=p.member_epoch, error=p.error, reason=p.reason), "", "red"
+        if isinstance(p, events.ConsumerStaticMemberLeft):
+            return c.t("view.cg.static_left", group=g, instance=p.instance_id, member=self._name(p.member_id)), "", ""
+        if isinstance(p, events.ConsumerStaticMemberReplaced):
+            self.clients[p.member_id] = self.clients.get(p.old_member_id, p.instance_id)
+            return c.t("view.cg.static_replaced", group=g, instance=p.instance_id, member=self._name(p.member_id),
+                       old=self._name(p.old_member_id)), "", ""
+        if isinstance(p, events.ConsumerGroupStateChanged) and p.to_state is ConsumerGroupState.STABLE:
+            return c.t("view.cg.stable", group=g, epoch=p.group_epoch), "", "bold green"
+        if isinstance(p, events.ConsumerGroupLoaded):
+            return c.t("view.cg.loaded", group=g, epoch=p.group_epoch, count=len(p.members)), "", ""
+        return None
+
+    def _subject_of(self, p: events.ConsumerGroupEvent) -> str:
+        """The member a consumer-protocol group's event is about: its own field, or the one its
+        detail names."""
+        member_id = getattr(p, "member_id", None)
+        if member_id:
+            return self._name(member_id)
+        detail = getattr(p, "detail", "")
+        named = [m for m in self.clients if m in detail]
+        return self._name(max(named, key=len)) if named else "?"
 
     def _name(self, member_id: str) -> str:
         return short_member(member_id, self.clients)

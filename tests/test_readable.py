@@ -128,3 +128,62 @@ def test_the_coordinator_command_speaks_to_a_person_or_in_json(log_json: bool) -
         assert "rebalance starts in generation 0" in err and "why: " in err
         assert "removed — left" in err and "┃ member" in err
         assert not any(line.startswith("{") for line in err.splitlines())
+
+
+def consumer_group_story(lang: str) -> str:
+    """The coordinator's view of a scripted consumer-protocol group (KIP-848): two members join,
+    the first revokes what moves, a third is removed by its session timeout, one leaves."""
+    from grouplab.coordinator.broker import Broker, RequestContext, SequentialMemberIds
+    from grouplab.coordinator.config import BrokerConfig
+    from grouplab.protocol.effects import ArmTimer
+    from grouplab.protocol.messages import ConsumerGroupHeartbeatRequest as Hb
+    from grouplab.protocol.messages import ConsumerGroupHeartbeatTopicPartitions as Tps
+
+    console = Console(width=160, record=True, color_system=None, force_terminal=False, file=open(os.devnull, "w"))
+    view = CoordinatorView(console, lang)
+    b = Broker(BrokerConfig(), SequentialMemberIds())
+    b.topics.partitions["orders"] = 4
+    timers: dict[tuple, int] = {}
+
+    def step(out: list) -> object:
+        answer = None
+        for o in out:
+            if isinstance(o, LogEvent):
+                view("coordinator", o)
+            elif isinstance(o, ArmTimer):
+                timers[o.key] = o.deadline_ms
+            elif hasattr(o, "body"):
+                answer = o.body
+        return answer
+
+    def hb(client: str, req: Hb, now: int) -> object:
+        return step(b.handle("ConsumerGroupHeartbeat", req, RequestContext(client, client_id=client), now))
+
+    def owned(*ps: int) -> list[Tps]:
+        return [Tps("orders", list(ps))]
+
+    a = hb("app-a", Hb("g", "", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["orders"], topic_partitions=[]), 0)
+    bb = hb("app-b", Hb("g", "", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["orders"], topic_partitions=[]),
+            1_000)
+    hb("app-a", Hb("g", a.member_id, 1, topic_partitions=owned(0, 1, 2, 3)), 2_000)  # told to revoke two
+    hb("app-a", Hb("g", a.member_id, 1, topic_partitions=owned(0, 1)), 3_000)  # revoked: epoch 2
+    hb("app-b", Hb("g", bb.member_id, 2, topic_partitions=[]), 4_000)  # takes the released two
+    c = hb("app-c", Hb("g", "", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["orders"], topic_partitions=[]),
+           5_000)
+    del c  # app-c never heartbeats again
+    session = [k for k in timers if k[0] == "consumer-session" and k[2] not in (a.member_id, bb.member_id)]
+    step(b.on_timer(session[0], timers[session[0]]))
+    hb("app-b", Hb("g", bb.member_id, -1), 60_000)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_coordinator_tells_a_consumer_protocol_group(lang: str) -> None:
+    text = consumer_group_story(lang)
+    compare(text.encode(), GOLDEN / "readable" / f"consumer-protocol-{lang}.txt")
+    if lang == "en":
+        assert "app-a-1 must give up orders[2,3] first; its epoch stays 1" in text
+        assert "group epoch 4 — app-c-3's session timed out" in text
+        assert "for group.consumer.session.timeout.ms (45000 ms)" in text
+        assert text.count("Revoke first:") == 1 and text.count("KIP-848: there is no JoinGroup") == 1
+        assert "removed — session_timeout" in text and "Stable at epoch" in text
