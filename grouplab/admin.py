@@ -13,6 +13,8 @@ from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.framing import wrong_port, encode_request, read_response
 from grouplab.protocol.messages import (
     API,
+    ConsumerGroupDescribedGroup,
+    ConsumerGroupDescribeRequest,
     CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
@@ -165,6 +167,14 @@ class AdminClient:
 
     async def describe_groups(self, groups: list[str]) -> list[DescribedGroup]:
         resp = await self.request("DescribeGroups", DescribeGroupsRequest(groups))
+        if resp.error_code:
+            raise AdminError(resp.error_code, resp.error_message)
+        return resp.groups
+
+    async def describe_consumer_groups(self, groups: list[str]) -> list[ConsumerGroupDescribedGroup]:
+        """ConsumerGroupDescribe (KIP-848): each group's answer in request order; a group that is not a
+        consumer-protocol group answers GROUP_ID_NOT_FOUND (ask DescribeGroups for it)."""
+        resp = await self.request("ConsumerGroupDescribe", ConsumerGroupDescribeRequest(groups))
         if resp.error_code:
             raise AdminError(resp.error_code, resp.error_message)
         return resp.groups

@@ -626,42 +626,12 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- admin commands
 
 
-async def group_offsets(admin: Any, group: Any) -> list[dict[str, Any]]:
-    """Like kafka-consumer-groups --describe: for every partition assigned to a member or with a
-    committed offset, the committed offset (OffsetFetch), the log end offset (ListOffsets latest)
-    and the lag between them; None where a value is unknown (no commit yet, no partition log)."""
-    from grouplab.protocol.consumer_protocol import PROTOCOL_TYPE, decode_assignment
-    from grouplab.protocol.types import TopicPartition
-
-    owner: dict[TopicPartition, Any] = {}
-    if group.protocol_type == PROTOCOL_TYPE:
-        for m in group.members:
-            try:
-                parts = decode_assignment(m.member_assignment).partitions if m.member_assignment else []
-            except Exception:
-                parts = []
-            for tp in parts:
-                owner[TopicPartition(tp.topic, tp.partition)] = m
-    committed = await admin.fetch_offsets(group.group_id)
-    partitions = sorted(set(owner) | set(committed))
-    ends = await admin.log_end_offsets(partitions)
-    rows = []
-    for tp in partitions:
-        offset = committed.get(tp, -1)
-        current = offset if offset >= 0 else None
-        end = ends.get(tp)
-        m = owner.get(tp)
-        rows.append({"topic": tp.topic, "partition": tp.partition, "committed_offset": current, "log_end_offset": end,
-                     "lag": end - current if end is not None and current is not None else None,
-                     "member_id": m.member_id if m else None, "client_id": m.client_id if m else None,
-                     "host": m.client_host if m else None})
-    return rows
-
-
 async def cmd_describe(args: argparse.Namespace) -> int:
     from grouplab.admin import AdminClient, AdminError, parse_bootstrap
-    from grouplab.display import describe_table, offsets_table
+    from grouplab.describe import as_json, describe
+    from grouplab.display import consumer_group_table, describe_table, offsets_table
     from grouplab.protocol.consumer_protocol import decode_assignment
+    from grouplab.protocol.messages import ConsumerGroupDescribedGroup
 
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
@@ -673,34 +643,19 @@ async def cmd_describe(args: argparse.Namespace) -> int:
             return 0
         if not groups:
             raise UsageError("give --group NAME (repeatable) or --all-groups")
-        described = await admin.describe_groups(groups)
-        # Like kafka-consumer-groups: a group the coordinator does not have is an error, not "Dead".
-        missing = [g.group_id for g in described if g.group_state == "Dead" and not g.members]
-        failed = [g for g in described if g.error_code]
-        described = [g for g in described if g.group_id not in missing and not g.error_code]
-        offsets = {g.group_id: await group_offsets(admin, g) for g in described}
+        described = await describe(admin, groups)
     if args.format == "json":
-        out = []
-        for g in described:
-            out.append({
-                "group_id": g.group_id, "state": g.group_state, "generation_id": g.generation_id,
-                "protocol_type": g.protocol_type, "protocol": g.protocol_data, "leader": g.leader,
-                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                             "client_host": m.client_host,
-                             "assignment": [list(tp) for tp in decode_assignment(m.member_assignment).partitions]}
-                            for m in g.members],
-                "offsets": offsets[g.group_id],
-            })
-        print(json.dumps(out, indent=2))
+        print(json.dumps(as_json(described), indent=2))
     else:
-        for g in described:
-            console.print(describe_table(g, decode_assignment))
-            if offsets[g.group_id]:
-                console.print(offsets_table(g, offsets[g.group_id]))
-    problems = [f"group {name!r} does not exist" for name in missing]
-    problems += [f"group {g.group_id!r}: {AdminError(g.error_code, None)}" for g in failed]
+        for g in described.groups:
+            console.print(consumer_group_table(g) if isinstance(g, ConsumerGroupDescribedGroup)
+                          else describe_table(g, decode_assignment))
+            if described.offsets[g.group_id]:
+                console.print(offsets_table(g, described.offsets[g.group_id]))
+    problems = [f"group {name!r} does not exist" for name in described.missing]
+    problems += [f"group {gid!r}: {AdminError(code, None)}" for gid, code in described.failed]
     if problems:
-        raise CliError("; ".join(problems) + (" (list the groups with --all-groups)" if missing else ""))
+        raise CliError("; ".join(problems) + (" (list the groups with --all-groups)" if described.missing else ""))
     return 0
 
 

@@ -210,6 +210,30 @@ def describe_table(group: Any, decode_assignment: Any) -> Table:
     return table
 
 
+def consumer_group_table(group: Any) -> Table:
+    """A consumer-protocol group (KIP-848, ConsumerGroupDescribe): its epochs and assignor, and each
+    member's epoch and state, what it owns and, where it differs, the target it is moving to."""
+    title = (f"group [bold]{group.group_id}[/] · type consumer · state [bold]{group.group_state}[/] · "
+             f"group epoch {group.group_epoch} · target epoch {group.assignment_epoch} · "
+             f"assignor {group.assignor_name or '-'} · {len(group.members)} members")
+    table = Table(title=title, title_justify="left", header_style="bold")
+    moving = any(m.assignment != m.target_assignment for m in group.members)
+    for col in ("member id", "group instance id", "client id", "host", "epoch", "member state", "#", "assignment",
+                *(("target",) if moving else ())):
+        table.add_column(col, justify="right" if col in ("epoch", "#") else "left")
+
+    def text(assignment: dict[str, list[int]]) -> str:
+        parts = [TopicPartition(t, p) for t in sorted(assignment) for p in assignment[t]]
+        return format_partitions(parts) if parts else "-"
+
+    for m in group.members:
+        count = sum(len(ps) for ps in m.assignment.values())
+        target = (text(m.target_assignment) if m.target_assignment != m.assignment else "=",) if moving else ()
+        table.add_row(m.member_id, m.instance_id or "-", m.client_id, m.client_host, str(m.member_epoch), m.member_state,
+                      str(count), text(m.assignment), *target)
+    return table
+
+
 def offsets_table(group: Any, rows: list[dict[str, Any]]) -> Table:
     """kafka-consumer-groups --describe, the offsets view: per partition the committed offset, the
     log end offset and the lag between them ("-" where unknown), and the member that owns it."""

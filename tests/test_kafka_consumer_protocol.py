@@ -243,3 +243,31 @@ def test_the_group_survives_a_coordinator_restart(cluster: Cluster, members: lis
     assert {m.name: m.held for m in members} == held  # nothing moved
     assert not cluster.events("dg", event="consumer_member_removed")
     assert not cluster.events("dg", event="consumer_heartbeat_rejected")
+
+
+def test_grouplab_describe_shows_a_consumer_protocol_group(cluster: Cluster, members: list[Member],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`grouplab describe` asks ConsumerGroupDescribe first (as Kafka 4's Admin client does): a
+    consumer group shows its type, epochs, assignor and each member's epoch and assignment; a
+    classic group beside it is still described by DescribeGroups."""
+    import json
+
+    from grouplab.cli import main
+
+    members += [Member(cluster, "desc", f"x{i}", "uniform") for i in range(2)]
+    poll_until(members, lambda: partition_all(members), "two members share the six partitions")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    poll_until(members, lambda: admin.describe_consumer_groups(["desc"])["desc"].result(TIMEOUT_S).state
+               == ConsumerGroupState.STABLE, "the group Stable")
+    bootstrap = f"127.0.0.1:{cluster.grouplab_port}"
+    capsys.readouterr()
+    assert main(["describe", "--group", "desc", "--format", "json", "--bootstrap-server", bootstrap]) == 0
+    (group,) = json.loads(capsys.readouterr().out)
+    assert (group["type"], group["state"], group["assignor"]) == ("consumer", "Stable", "uniform")
+    assert group["group_epoch"] == group["assignment_epoch"] == 2
+    by_client = {m["client_id"]: {p for _, p in m["assignment"]} for m in group["members"]}
+    assert by_client == {m.name: m.held for m in members}
+    assert all(m["member_epoch"] == 2 and m["member_state"] == "stable" for m in group["members"])
+    assert main(["describe", "--group", "desc", "--bootstrap-server", bootstrap]) == 0
+    text = capsys.readouterr().out
+    assert "type consumer" in text and "group epoch 2" in text and "assignor uniform" in text
