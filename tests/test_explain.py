@@ -230,8 +230,8 @@ def test_a_crash_gap_forgets_the_partitions_of_a_topic_deleted_meanwhile() -> No
 
     narrator = Narrator("en")
     notes = narrator.notes
-    narrator._learn_member("a-1", "a")
-    narrator._learn_member("b-1", "b")
+    narrator.learn_member("a-1", "a")
+    narrator.learn_member("b-1", "b")
     notes.assigned = {"a-1": {TopicPartition("t", 0)}, "b-1": {TopicPartition("t", 1), TopicPartition("u", 0)}}
     notes.fault("crash", ["b"], 1_000)
 

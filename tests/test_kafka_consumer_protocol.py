@@ -271,3 +271,38 @@ def test_grouplab_describe_shows_a_consumer_protocol_group(cluster: Cluster, mem
     assert main(["describe", "--group", "desc", "--bootstrap-server", bootstrap]) == 0
     text = capsys.readouterr().out
     assert "type consumer" in text and "group epoch 2" in text and "assignor uniform" in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_explain_tells_why_each_epoch_moved_and_why_a_partition_waits(members: list[Member], tmp_path: Path,
+                                                                     lang: str) -> None:
+    """`grouplab explain` of a real run: a second member joins, waits for the partitions the first
+    still holds, the first revokes them first; every line says which epoch and why."""
+    from grouplab.teach.catalog import Catalog
+    from grouplab.teach.explain import narrate_run, text_lines
+
+    with Cluster(config=BROKER, topics={TOPIC: 4}, run_dir=tmp_path / "run") as cluster:
+        members.append(Member(cluster, "eg", "first", "uniform"))
+        poll_until(members, lambda: members[0].held == {0, 1, 2, 3}, "the first member holds every partition")
+        members.append(Member(cluster, "eg", "second", "uniform"))
+        poll_until(members, lambda: members[0].held and members[1].held and
+                   members[0].held | members[1].held == {0, 1, 2, 3}, "two members share the partitions")
+        for m in members:
+            m.close()
+    story = narrate_run(tmp_path / "run", lang)
+    text = "\n".join(line for _, line in text_lines(story, story.steps, Catalog(lang)))
+    moved = ",".join(str(p) for p in sorted(members[1].assigned[-1]))
+    if lang == "en":
+        expected = ["ConsumerGroupHeartbeat at epoch 0: joins, subscribing to t", "the group epoch moves to 2: second joined",
+                    f"second reaches epoch 2, owning none; it waits for t-{moved}, still held by first",
+                    f"first must first give up t-{moved}: it stays at epoch 1",
+                    "the group is Stable at epoch 2", "eg: Stable, group epoch 2", "first leaves the group"]
+    else:
+        expected = ["纪元 0 的 ConsumerGroupHeartbeat：加入，订阅 t", "组纪元变为 2：second 加入",
+                    f"它在等 t-{moved}（仍由 first 持有）", f"first 必须先交出 t-{moved}：它停在纪元 1",
+                    "组在纪元 2 达到 Stable", "eg：Stable，组纪元 2"]
+    at = 0
+    for sentence in expected:  # in this order
+        found = text.find(sentence, at)
+        assert found >= 0, f"{sentence!r} not after position {at} in:\n{text}"
+        at = found

@@ -142,7 +142,7 @@ def text_lines(story: Story, steps: list[Narrated], c: Catalog, show_all: bool =
                 told.add(said.why)
                 yield "italic dim", f"{'':14}{c.t('why')}: {said.why}"
         if s.changed and s.group is not None:
-            yield "green", f"{'':14}⇒ " + c.t("state.after", group=s.group, state=s.state, generation=s.generation)
+            yield "green", f"{'':14}⇒ " + c.t(s.state_key, group=s.group, state=s.state, generation=s.generation)
         if on_step is not None and not on_step():
             return
 
@@ -173,7 +173,7 @@ def markdown(story: Story, steps: list[Narrated], c: Catalog, title: str, intro:
                 told.add(said.why)
                 out.append(f"  > {_md(said.why)}")
         if s.changed and s.group is not None:
-            out.append(f"- *{c.t('state.after', group=s.group, state=s.state, generation=s.generation)}*")
+            out.append(f"- *{c.t(s.state_key, group=s.group, state=s.state, generation=s.generation)}*")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -217,7 +217,7 @@ def mermaid(story: Story, steps: list[Narrated], c: Catalog, show_all: bool = Fa
                 out.append(f"    Note over {coordinator}: {_mm(said.text)}")
         if chunk.changed and chunk.group is not None:
             out.append(f"    Note over {coordinator}: "
-                       + _mm(c.t("state.after", group=chunk.group, state=chunk.state, generation=chunk.generation)))
+                       + _mm(c.t(chunk.state_key, group=chunk.group, state=chunk.state, generation=chunk.generation)))
     return "\n".join(out) + "\n"
 
 

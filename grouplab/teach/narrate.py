@@ -16,6 +16,7 @@ from typing import Any
 from grouplab.coordinator.broker import Broker
 from grouplab.coordinator.trace import from_json, request_body
 from grouplab.replay import Step
+from grouplab.teach import narrate_consumer as consumer
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.notes import Notes
 from grouplab.teach.notes import compact as _compact
@@ -38,7 +39,8 @@ ROUTINE_EVENTS = (events.OffsetsCommitted, events.TxnOffsetsStaged, events.Trans
 # line between the steps that matter unless asked for (`--all`).
 ROUTINE_APIS = frozenset({"Heartbeat", "OffsetCommit", "OffsetFetch", "Fetch", "ListOffsets", "Produce", "Metadata",
                           "ApiVersions", "DescribeGroups", "ListGroups", "InitProducerId", "AddPartitionsToTxn",
-                          "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn", "CreateTopics"})
+                          "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn", "CreateTopics", "ConsumerGroupHeartbeat",
+                          "ConsumerGroupDescribe"})
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Narrated:
     generation: int | None = None  # and its generation
     changed: bool = False  # the state or generation differs from before the step
     members: dict[str, str] = field(default_factory=dict)  # member id -> name, after the step
+    state_key: str = "state.after"  # the catalogue's line for state and generation (or group epoch)
 
 
 @dataclass
@@ -89,6 +92,7 @@ class Narrator:
         self.initial_delay: dict[str, bool] = {}
         self.incarnations: dict[str, int] = {}  # client id -> member ids seen
         self.notes = Notes(self)  # what a step means beyond its messages (notes.py)
+        self._broker: Broker | None = None  # the replayed Broker of the step being told
 
     # ------------------------------------------------------------------ names
 
@@ -102,7 +106,7 @@ class Narrator:
         m = self.members.get(member_id)
         return m.session_ms if m is not None else 0
 
-    def _names(self, member_ids: list[str]) -> str:
+    def names(self, member_ids: list[str]) -> str:
         return ", ".join(self.name(m) for m in member_ids) or self.c.t("nobody")
 
     # ------------------------------------------------------------------ one step
@@ -115,6 +119,7 @@ class Narrator:
         group_id: str | None = None
         subject: str | None = None  # the member the input is about
         body: Any = None
+        self._broker = step.broker
         if kind == "request":
             api = line["api"]
             body = request_body(api, line["body"])
@@ -127,9 +132,11 @@ class Narrator:
             lines.append(Said(sender, COORDINATOR, self._request_text(api, body), kind="request", raw=line))
         elif kind == "timer":
             key = line["key"]
-            group_id = key[1] if len(key) > 1 and key[0] in ("join", "sync", "session", "pending") else None
-            subject = key[2] if key[0] in ("session", "pending") and len(key) > 2 else None
-            lines.append(Said(COORDINATOR, COORDINATOR, self._timer_text(key, group_id), kind="timer", raw=line))
+            group_id = key[1] if len(key) > 1 and key[0] in ("join", "sync", "session", "pending", *consumer.TIMERS) else None
+            subject = key[2] if key[0] in ("session", "pending", *consumer.TIMERS) and len(key) > 2 else None
+            text = (consumer.timer_text(self, key, step.broker) if key[0] in consumer.TIMERS
+                    else self._timer_text(key, group_id))
+            lines.append(Said(COORDINATOR, COORDINATOR, text, kind="timer", raw=line))
         elif kind == "crash":
             lines.append(Said(COORDINATOR, COORDINATOR, self.c.t("crash"), self.c.t("why.crash"), kind="coordinator"))
         else:
@@ -137,7 +144,7 @@ class Narrator:
 
         for written in step.written:  # member ids first: names for what follows
             if written["kind"] == "member_id":
-                self._learn_member(written["member_id"], written["client_id"])
+                self.learn_member(written["member_id"], written["client_id"])
         if api == "JoinGroup" and body is not None and body.member_id:
             self._learn_join(body.member_id, line.get("client_id") or "", body)
         elif api == "JoinGroup" and body is not None and body.group_instance_id:  # a static member's first join
@@ -145,6 +152,8 @@ class Narrator:
             if given:
                 self._learn_join(given, line.get("client_id") or "", body)
 
+        if api == "ConsumerGroupHeartbeat" and body is not None and body.member_id and body.member_epoch == 0:
+            self.learn_member(body.member_id, line.get("client_id") or "")  # an id the client made (KIP-1082)
         if kind == "request" and not subject:  # a new member: the id the Broker gave it in this step
             subject = next((w["member_id"] for w in step.written if w["kind"] == "member_id"), None)
         decided = self._decisions(step, subject, group_id, lines)
@@ -203,7 +212,7 @@ class Narrator:
         client = line.get("client_id") or line.get("conn") or "?"
         return str(client)
 
-    def _learn_member(self, member_id: str, client_id: str) -> _Member:
+    def learn_member(self, member_id: str, client_id: str) -> _Member:
         """A member is named by its client id; a client's later member ids (it restarted, or was
         removed and joined again) get `·2`, `·3`, so two incarnations in one group stay apart."""
         m = self.members.get(member_id)
@@ -214,7 +223,7 @@ class Narrator:
         return m
 
     def _learn_join(self, member_id: str, client_id: str, body: Any) -> None:
-        m = self._learn_member(member_id, client_id)
+        m = self.learn_member(member_id, client_id)
         m.session_ms, m.rebalance_ms = body.session_timeout_ms, body.rebalance_timeout_ms
         m.protocols = [p.name for p in body.protocols]
         m.instance = body.group_instance_id
@@ -241,7 +250,7 @@ class Narrator:
             return c.t("req.Heartbeat", generation=body.generation_id)
         if api == "LeaveGroup":
             reasons = [m.reason for m in body.members if m.reason]
-            return c.t("req.LeaveGroup", members=self._names([m.member_id for m in body.members])) + (
+            return c.t("req.LeaveGroup", members=self.names([m.member_id for m in body.members])) + (
                 c.t("req.reason", reason=reasons[0]) if reasons else "")
         if api == "OffsetCommit":
             offsets = ", ".join(f"{t.name}-{p.partition_index}@{p.committed_offset}"
@@ -249,6 +258,8 @@ class Narrator:
             return c.t("req.OffsetCommit", generation=body.generation_id, offsets=offsets)
         if api == "DeleteTopics":
             return c.t("req.DeleteTopics", topics=", ".join(body.topic_names))
+        if api == "ConsumerGroupHeartbeat":
+            return consumer.request_text(self, body, self._broker)
         return c.t("req.generic", api=api)
 
     def _timer_text(self, key: list[Any], group_id: str | None) -> str:
@@ -303,9 +314,9 @@ class Narrator:
                     why += c.t("why.join") + vote
                 said = Said(COORDINATOR, p.group_id, c.t(
                     "dec.generation_completed", generation=p.generation_id, leader=self.name(p.leader),
-                    protocol=p.protocol_name or "—", members=self._names(p.members)), why, kind="decision")
+                    protocol=p.protocol_name or "—", members=self.names(p.members)), why, kind="decision")
             elif isinstance(p, events.GroupStable):
-                parts = "; ".join(f"{self.name(m)} ← {self._pairs(a)}" for m, a in p.assignments.items())
+                parts = "; ".join(f"{self.name(m)} ← {self.pairs(a)}" for m, a in p.assignments.items())
                 said = Said(COORDINATOR, p.group_id, c.t("dec.group_stable", generation=p.generation_id,
                                                          assignment=parts), c.t("why.group_stable"), kind="decision")
             elif isinstance(p, events.MemberRemoved):
@@ -314,13 +325,13 @@ class Narrator:
                             c.t(f"why.removed.{p.reason.value}", session_ms=m.session_ms if m else "?",
                                 rebalance_ms=m.rebalance_ms if m else "?"), kind="decision")
             elif isinstance(p, events.StaticMemberReplaced):
-                self._learn_member(p.member_id, self.name(p.old_member_id))
+                self.learn_member(p.member_id, self.name(p.old_member_id))
                 said = Said(COORDINATOR, p.group_id, c.t("dec.static_member_replaced", instance=p.group_instance_id,
                                                          member=self.name(p.member_id), old=self.name(p.old_member_id)),
                             c.t("why.static_member_replaced"), kind="decision")
             elif isinstance(p, events.JoinRejected):
                 said = Said(COORDINATOR, p.group_id, c.t("dec.join_rejected", member=self.name(p.member_id),
-                                                         error=p.error), self._error_why("JoinGroup", p.error, {}),
+                                                         error=p.error), self.error_why("JoinGroup", p.error, {}),
                             kind="decision")
                 explained.add(p.error)
             elif isinstance(p, events.PendingMemberExpired):
@@ -328,26 +339,30 @@ class Narrator:
                             c.t("why.pending_member_expired"), kind="decision")
             elif isinstance(p, events.OffsetCommitRejected):
                 said = Said(COORDINATOR, p.group_id, c.t(
-                    "dec.commit_rejected", member=self.name(p.member_id), partitions=self._pairs(p.partitions),
-                    error=p.error), self._error_why("OffsetCommit", p.error, {
+                    "dec.commit_rejected", member=self.name(p.member_id), partitions=self.pairs(p.partitions),
+                    error=p.error), self.error_why("OffsetCommit", p.error, {
                         "request_generation": p.request_generation_id, "generation": p.generation_id}),
                     kind="decision")
                 explained.add(p.error)
             elif isinstance(p, events.GroupLoaded):
                 said = Said(COORDINATOR, p.group_id, c.t("dec.group_loaded", generation=p.generation_id,
-                                                         members=self._names(p.members)), kind="decision")
+                                                         members=self.names(p.members)), kind="decision")
             elif isinstance(p, events.TopicDeleted):
                 said = Said(COORDINATOR, COORDINATOR, c.t("dec.topic_deleted", topic=p.topic, n=p.partition_count),
                             c.t("why.topic_deleted"), kind="decision")
             elif isinstance(p, events.TopicOffsetsDeleted):
                 gone = sorted({(t, n) for t, n in [*p.partitions, *p.staged_partitions]})
                 said = Said(COORDINATOR, p.group_id, c.t("dec.topic_offsets_deleted", group=p.group_id,
-                                                         partitions=self._pairs(gone)),
+                                                         partitions=self.pairs(gone)),
                             c.t("why.topic_offsets_deleted"), kind="decision")
             elif isinstance(p, (events.TransactionCommitted, events.TransactionAborted)):
                 key = "dec.transaction_committed" if isinstance(p, events.TransactionCommitted) else "dec.transaction_aborted"
                 said = Said(COORDINATOR, COORDINATOR, c.t(key, tid=p.transactional_id, reason=p.reason,
-                                                          partitions=self._pairs(p.partitions)), kind="decision")
+                                                          partitions=self.pairs(p.partitions)), kind="decision")
+            elif isinstance(p, events.ConsumerGroupEvent):
+                said = consumer.decision(self, p, step.broker)
+                if isinstance(p, events.ConsumerHeartbeatRejected):
+                    explained.add(p.error)
             if said is not None:
                 lines.append(said)
         return explained
@@ -375,7 +390,7 @@ class Narrator:
         code = getattr(body, "error_code", 0) or 0
         if code:
             error = ErrorCode.from_code(code).name
-            why = None if error in explained else self._error_why(api, error, {
+            why = None if error in explained else self.error_why(api, error, {
                 "request_generation": getattr(request, "generation_id", "?")})
             said = Said(COORDINATOR, receiver, c.t("resp.error", api=api, error=error), why, kind="response-error",
                         raw=written)
@@ -396,6 +411,8 @@ class Narrator:
         if api == "SyncGroup" and body is not None:
             return Said(COORDINATOR, receiver, c.t("resp.SyncGroup", partitions=self._partitions(body.assignment)),
                         kind="response", raw=written)
+        if api == "ConsumerGroupHeartbeat" and body is not None:
+            return Said(COORDINATOR, receiver, consumer.response_text(self, body), kind="response", raw=written)
         if api == "DeleteTopics" and body is not None:  # one error per name: a refused one is told as such
             results = ", ".join(f"{r.name} {ErrorCode.from_code(r.error_code).name}" for r in body.responses)
             return Said(COORDINATOR, receiver, c.t("resp.DeleteTopics", results=results), kind="response", raw=written)
@@ -410,7 +427,7 @@ class Narrator:
             return self.members[body["member_id"]].name
         return str(written.get("conn", "?")).split("#")[0]
 
-    def _error_why(self, api: str, error: str, fields: dict[str, Any]) -> str | None:
+    def error_why(self, api: str, error: str, fields: dict[str, Any]) -> str | None:
         for key in (f"why.{api}.{error}", f"why.error.{error}"):
             if self.c.has(key):
                 return self.c.t(key, **fields)
@@ -437,13 +454,23 @@ class Narrator:
         owned = _compact(sub.owned_partitions)
         return ", ".join(sub.topics) + (self.c.t("owned", partitions=owned) if owned else "")
 
-    def _pairs(self, value: Any) -> str:
+    def pairs(self, value: Any) -> str:
         if isinstance(value, dict):  # {"bytes": n} for an undecodable assignment
             return self.c.t("opaque_bytes", n=next(iter(value.values()), 0))
         return _compact([TopicPartition(t, p) for t, p in value]) or self.c.t("none")
 
+    def compact(self, partitions: list[TopicPartition]) -> str:
+        return _compact(partitions)
+
     def _state_after(self, broker: Broker | None, n: Narrated) -> None:
         if broker is None or n.group is None:
+            return
+        consumer_group = broker.consumer_groups.get(n.group)
+        if consumer_group is not None:  # KIP-848: the group epoch stands where a generation would
+            n.state, n.generation, n.state_key = consumer_group.state.value, consumer_group.group_epoch, "state.after.cg"
+            n.changed = self.last.get(n.group) != (n.state, n.generation)
+            self.last[n.group] = (n.state, n.generation)
+            n.members = {m: self.name(m) for m in consumer_group.members}
             return
         group = broker.groups.get(n.group)
         if group is None:
