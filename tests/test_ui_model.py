@@ -250,3 +250,31 @@ def test_the_teachers_own_actions_are_told_in_the_dashboards_language() -> None:
                          Catalog("zh"))
     assert cut == "你把 c1 与协调者隔断 5 秒"
     assert describe_event("run", "member_added", {}, Names()) == "you added ? (assignors ?)"  # a field missing
+
+
+def test_a_consumer_protocol_group_shows_its_epoch_assignor_and_each_members_partitions() -> None:
+    """KIP-848 (docs/events.md §4.1c): no generation, no leader; the group epoch, the coordinator's
+    assignor, and what each member holds after its reconciliation, at its member epoch."""
+    from grouplab.protocol.states import ConsumerGroupState as CS, ConsumerMemberState as MS, GroupEpochCause
+
+    model = DashboardModel(G)
+    model.feed("coordinator", LogEvent(0, E.CoordinatorStarted("127.0.0.1", 9192, {
+        "group.consumer.session.timeout.ms": 45000}, None)))
+    model.feed("coordinator", LogEvent(0, E.TopicCreated("t0", 2, False)))
+    coordinator(model, 10, E.ConsumerMemberJoined(G, 0, CS.EMPTY, A, None, "c1", ["t0"], None))
+    coordinator(model, 10, E.GroupEpochBumped(G, 1, CS.EMPTY, GroupEpochCause.MEMBER_JOINED, f"member {A} joined"))
+    coordinator(model, 10, E.TargetAssignmentComputed(G, 1, CS.EMPTY, 1, "uniform", {A: [["t0", 0], ["t0", 1]]}))
+    coordinator(model, 10, E.ConsumerMemberReconciled(G, 1, CS.EMPTY, A, 1, 0, MS.STABLE, [["t0", 0], ["t0", 1]], [], []))
+    snap = model.snapshot(20)
+    assert (snap["type"], snap["generation"], snap["protocol"], snap["leader"]) == ("consumer", 1, "uniform", None)
+    assert snap["rebalancing_ms"] == 10  # the epoch moved and no Stable yet
+    coordinator(model, 11, E.ConsumerGroupStateChanged(G, 1, CS.STABLE, CS.EMPTY, CS.STABLE))
+    snap = model.snapshot(20)
+    assert snap["state"] == "Stable" and snap["rebalancing_ms"] is None
+    (member,) = snap["members"]
+    assert member["client_id"] == "c1" and member["session_timeout_ms"] == 45000
+    assert {(p["partition"], p["member"], p["generation"]) for p in snap["partitions"]} == {(0, A, 1), (1, A, 1)}
+    coordinator(model, 30, E.ConsumerMemberRemoved(G, 2, CS.ASSIGNING, A, RemovalReason.LEFT, "left",
+                                                   [["t0", 0], ["t0", 1]]))
+    snap = model.snapshot(40)
+    assert snap["members"] == [] and {p["state"] for p in snap["partitions"]} == {"unowned"}

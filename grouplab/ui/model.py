@@ -36,10 +36,12 @@ from grouplab.protocol.types import TopicPartition
 TP = TopicPartition
 
 # Requests that restart a member's session at the coordinator (a SyncGroup answer does too).
-SESSION_APIS = frozenset({"Heartbeat", "JoinGroup", "SyncGroup"})
+SESSION_APIS = frozenset({"Heartbeat", "JoinGroup", "SyncGroup", "ConsumerGroupHeartbeat"})
 # How each fault is noticed: by the session timeout, or by the consumer's own poll timer.
 POLL_TIMEOUT_FAULTS = frozenset({"slow"})
 MAX_REBALANCES = 50
+# A consumer-protocol group's events whose names do not start with "consumer_" (docs/events.md §4.1c).
+CONSUMER_GROUP_EVENTS = frozenset({"group_epoch_bumped", "target_assignment_computed"})
 
 
 def error_name(code: Any) -> str | None:
@@ -81,6 +83,9 @@ class MemberView:
 class GroupView:
     group_id: str
     state: str = "Empty"
+    # "classic", or "consumer" (KIP-848): then `generation` is the group epoch, `protocol` the
+    # coordinator's assignor, there is no leader, and `assigned` holds each member's epoch.
+    type: str = "classic"
     generation: int = 0
     leader: str | None = None
     protocol: str | None = None
@@ -105,6 +110,7 @@ class DashboardModel:
         self.timeouts: dict[str, tuple[int | None, int | None]] = {}
         self.coordinator_up = False
         self.durable = False
+        self.consumer_session_ms: int | None = None  # group.consumer.session.timeout.ms, from coordinator_started
         self.clock_ms = 0
         self._requests: dict[tuple[str, int], tuple[str, str]] = {}  # (conn, correlation id) -> (api, member)
 
@@ -183,6 +189,8 @@ class DashboardModel:
         if name == "coordinator_started":
             self.coordinator_up = True
             self.durable = f.get("data_dir") is not None
+            session = (f.get("config") or {}).get("group.consumer.session.timeout.ms")
+            self.consumer_session_ms = int(session) if session is not None else None
             if not self.durable:  # a fresh Broker: no group until the members join again
                 self._reset_group()
             return
@@ -199,6 +207,9 @@ class DashboardModel:
             return
         if "state" in f:
             g.state = str(f["state"])
+        if name.startswith("consumer_") or name in CONSUMER_GROUP_EVENTS:
+            self._consumer_group_event(name, ts, f)
+            return
         if name == "member_joined":
             member = g.members.get(f["member_id"])
             if member is None:
@@ -235,9 +246,43 @@ class DashboardModel:
                           for t, p in parts}
             g.rebalance_started_ms = g.rebalance_trigger = None
 
+    def _consumer_group_event(self, name: str, ts: int, f: dict[str, Any]) -> None:
+        """A consumer-protocol group's event (KIP-848, docs/events.md §4.1c): the group epoch stands
+        where a generation would, each member's reconciled assignment is what it holds."""
+        g = self.group
+        g.type, g.leader = "consumer", None
+        g.generation = int(f.get("group_epoch", g.generation))
+        member_id = str(f.get("member_id") or "")
+        if name == "consumer_member_joined":
+            member = g.members.setdefault(member_id, MemberView(member_id, str(f.get("client_id") or "")))
+            member.topics = list(f.get("subscribed_topic_names") or []) or member.topics
+            member.session_timeout_ms = self.consumer_session_ms
+        elif name == "group_epoch_bumped":
+            if g.rebalance_started_ms is None:
+                g.rebalance_started_ms, g.rebalance_trigger = ts, f.get("detail")
+        elif name == "target_assignment_computed":
+            g.protocol = f.get("assignor")
+        elif name == "consumer_member_reconciled":
+            epoch = int(f.get("member_epoch", 0))
+            g.assigned = {tp: a for tp, a in g.assigned.items() if a[0] != member_id}
+            g.assigned.update({TP(str(t), int(p)): (member_id, epoch) for t, p in f.get("assigned") or []})
+        elif name == "consumer_member_removed":
+            self._removed(member_id)
+        elif name == "consumer_static_member_replaced":
+            old = g.members.pop(str(f["old_member_id"]), None)
+            if old is not None:
+                old.member_id = member_id
+                g.members[member_id] = old
+            g.assigned = {tp: (member_id if m == f["old_member_id"] else m, e) for tp, (m, e) in g.assigned.items()}
+        elif name == "consumer_group_loaded":
+            for loaded in f.get("members") or []:
+                g.members.setdefault(str(loaded), MemberView(str(loaded), ""))
+        if f.get("state") == "Stable":
+            g.rebalance_started_ms = g.rebalance_trigger = None
+
     def _reset_group(self) -> None:
         g = self.group
-        g.state, g.generation, g.leader, g.protocol = "Empty", 0, None, None
+        g.state, g.generation, g.leader, g.protocol, g.type = "Empty", 0, None, None, "classic"
         for member_id in list(g.members):
             self._removed(member_id)
         g.rebalance_started_ms = g.rebalance_trigger = None
@@ -272,7 +317,7 @@ class DashboardModel:
         if member is None:
             return
         member.last_session_ms = ts
-        if api == "Heartbeat":
+        if api in ("Heartbeat", "ConsumerGroupHeartbeat"):
             member.last_heartbeat_ms = ts
             member.heartbeats += 1
 
@@ -285,7 +330,7 @@ class DashboardModel:
         if member is None:
             return
         error = error_name((line.get("body") or {}).get("error_code"))
-        if api == "Heartbeat":
+        if api in ("Heartbeat", "ConsumerGroupHeartbeat"):
             member.heartbeat_error = error
         elif api == "SyncGroup":
             member.last_session_ms = ts  # an answered SyncGroup restarts the session
@@ -314,7 +359,7 @@ class DashboardModel:
             })
         totals = self.costs.totals(now_ms, group_id=self.group_id)
         return {
-            "now_ms": now_ms, "group_id": g.group_id, "state": g.state, "generation": g.generation,
+            "now_ms": now_ms, "group_id": g.group_id, "state": g.state, "type": g.type, "generation": g.generation,
             "leader": g.leader, "protocol": g.protocol, "coordinator_up": self.coordinator_up, "durable": self.durable,
             "rebalancing_ms": None if g.rebalance_started_ms is None else now_ms - g.rebalance_started_ms,
             "rebalance_trigger": g.rebalance_trigger,

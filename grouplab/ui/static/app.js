@@ -80,10 +80,14 @@ function render(s) {
   const st = $("#group-state");
   st.textContent = s.state;
   st.dataset.state = s.state;
+  // A consumer-protocol group (KIP-848): the group epoch, the coordinator's assignor, no leader.
+  const kip848 = s.type === "consumer";
+  $("#generation-label").textContent = kip848 ? "group epoch" : "generation";
   $("#generation").textContent = s.generation;
+  $("#protocol-label").textContent = kip848 ? "assignor" : "protocol";
   $("#protocol").textContent = s.protocol || "-";
   const clients = Object.fromEntries(s.members.map((m) => [m.member_id, m.client_id]));
-  $("#leader").textContent = shortMember(s.leader, clients[s.leader]);
+  $("#leader").textContent = kip848 ? "none (the coordinator assigns)" : shortMember(s.leader, clients[s.leader]);
   const coord = $("#coordinator");
   coord.textContent = s.coordinator_up ? "up" : "down";
   coord.className = s.coordinator_up ? "good" : "bad";
