@@ -19,12 +19,15 @@ from grouplab.protocol.types import TopicPartition, format_partitions
 
 
 def short_member(member_id: str, clients: dict[str, str] | None = None) -> str:
-    """`consumer-1-0f3a`: the client id and the first characters of the UUID part; a sequential id
-    (the simulator's `m-4-000012`) keeps its number, so a client's two member ids stay apart."""
+    """`consumer-1-0f3a`: the client id and the first characters of the UUID part (or of an id the
+    client made itself); a sequential id (the simulator's `m-4-000012`) keeps its number, so a
+    client's two member ids stay apart."""
     client = (clients or {}).get(member_id)
     if client and member_id.startswith(client + "-"):
         suffix = member_id[len(client) + 1:]
         return f"{client}-{int(suffix)}" if suffix.isdigit() else f"{client}-{suffix[:4]}"
+    if client:  # an id the client made itself (a KIP-848 consumer's UUID, KIP-1082)
+        return f"{client}-{member_id[:4]}"
     return member_id if len(member_id) <= 24 else member_id[:24] + "…"
 
 
