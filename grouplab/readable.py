@@ -162,10 +162,11 @@ class CoordinatorView:
             if p.reason is RemovalReason.LEFT:
                 return c.t("view.cg.left" if held else "view.cg.left.none", **fields), "", ""
             ms = re.search(r"(\d+) ms", p.detail)  # "no heartbeat for 45000 ms" (coordinator/consumer_group.py)
-            if ms:
+            detail = c.t(f"cg.detail.{p.reason.value}", ms=ms.group(1)) if ms else p.detail
+            if ms and p.reason is RemovalReason.SESSION_TIMEOUT:
                 self.session_ms["consumer"] = ms.group(1)
             rule = "why.cg.session_timeout" if p.reason is RemovalReason.SESSION_TIMEOUT else ""
-            return (c.t("view.cg.removed" if held else "view.cg.removed.none", reason=p.reason.value, detail=p.detail,
+            return (c.t("view.cg.removed" if held else "view.cg.removed.none", reason=p.reason.value, detail=detail,
                         **fields), rule, "yellow")
         if isinstance(p, events.ConsumerHeartbeatRejected):
             return c.t("view.cg.rejected", group=g, member=self._name(p.member_id) if p.member_id else "?",
