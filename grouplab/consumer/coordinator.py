@@ -115,6 +115,11 @@ class ConsumerCoordinator(MemberSteps):
         self._heartbeat_inflight = False
         self._heartbeat_sent_ms = 0
 
+    @property
+    def working(self) -> bool:
+        """Its partitions may be fetched and committed: it is stable in its generation."""
+        return self.state is MemberState.STABLE
+
     # ------------------------------------------------------------------ inputs
 
     def start(self, now_ms: int) -> list[Any]:
