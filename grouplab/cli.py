@@ -137,6 +137,17 @@ def _group_protocol_args(args: argparse.Namespace) -> None:
         args.assignor = "range"
 
 
+def _consumer_protocol_views(args: argparse.Namespace) -> list[Any]:
+    """With --group-protocol consumer there are no rebalances to tabulate: the live view is the
+    coordinator's lines for the group (epochs, targets, revoke-first waits) and each member's
+    (what each answer gives and takes, at which member epoch), in words."""
+    from grouplab.readable import ConsumerView, CoordinatorView
+
+    if args.group_protocol != "consumer":
+        return []
+    return [CoordinatorView(console), ConsumerView(console, by_node=True)]
+
+
 def _cluster_args(args: argparse.Namespace) -> tuple[dict[str, int], list[str]]:
     """run's and ui's shared checks, before anything starts: topics, assignors, consumer overrides."""
     topics = parse_topic_sizes(args.topics)
@@ -276,7 +287,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
     dashboard = Dashboard(args.group, args.lang, "run --ui") if args.ui else None
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
                            run_dir, port=args.port,
-                           listeners=[view] + ([dashboard.hub.on_event] if dashboard is not None else []),
+                           listeners=[view] + _consumer_protocol_views(args)
+                           + ([dashboard.hub.on_event] if dashboard is not None else []),
                            data_dir=args.data_dir, faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
                            trace_listeners=[dashboard.hub.on_trace] if dashboard is not None else None,
                            proxy=dashboard is not None, kafka_port=args.kafka_port)
@@ -340,7 +352,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
                                               if tp.topic == delivery.input_topic})
         await cluster.close()
         costs_line = view.finish(wall_clock_ms())
-        console.print(summary_table(view.records))
+        if view.records or args.group_protocol != "consumer":  # (a consumer-protocol group has no rebalances)
+            console.print(summary_table(view.records))
         processed = sum(sum(app.stats.processed.values()) for app in apps)
         kind = "records" if delivery is not None else "synthetic records"
         console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} {kind} processed"
@@ -366,7 +379,8 @@ async def cmd_ui(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir) if args.run_dir else None
     dashboard = Dashboard(args.group, args.lang, "ui")
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config, run_dir,
-                           port=args.port, listeners=[view, dashboard.hub.on_event], data_dir=args.data_dir,
+                           port=args.port, listeners=[view, *_consumer_protocol_views(args), dashboard.hub.on_event],
+                           data_dir=args.data_dir,
                            faults=args.faults, fault_seed=args.fault_seed,
                            trace_listeners=[dashboard.hub.on_trace], proxy=True, kafka_port=args.kafka_port)
     await _start_cluster(cluster, args.port, dashboard, args)

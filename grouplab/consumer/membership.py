@@ -252,9 +252,10 @@ class ConsumerMembership(MemberSteps):
             self.state = MembershipState.ACKNOWLEDGING
             self._heartbeat()  # the acknowledgement goes at once
         else:
-            if self.state is MembershipState.ACKNOWLEDGING:
-                self._log(events.AssignmentAcknowledged, owned=tps(self.owned))
+            acknowledged = self.state is MembershipState.ACKNOWLEDGING
             self.state = MembershipState.STABLE
+            if acknowledged:
+                self._log(events.AssignmentAcknowledged, owned=tps(self.owned))
             if self._heartbeat_due:
                 self._heartbeat()
 
