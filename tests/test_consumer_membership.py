@@ -393,3 +393,21 @@ def test_it_never_owns_a_partition_the_last_assignment_did_not_give(steps: list[
         assert set(m.owned) <= last, (m.owned, last)
         assert len([s for s in sends(out) if s.body.member_epoch >= 0]) <= 1  # one heartbeat at a time
         assert all(isinstance(o.payload, events.MemberEvent) for o in out if isinstance(o, LogEvent))
+
+
+def test_a_consumer_protocol_members_lines_read_back_typed() -> None:
+    """runlog reads M's state as either member's (plot, costs and explain fold these lines)."""
+    from grouplab.runlog import payload_of
+
+    m = ConsumerMembership(config())
+    m.start(0)
+    out = m.on_response(1, answer(3, {"a": [0]}), 10)
+    lines = [o for o in out if isinstance(o, LogEvent)]
+    assert [line.fields["state"] for line in lines] == ["joining", "joining"]
+    m.on_response(2, answer(3), 20)
+    for line in lines + [LogEvent(30, events.AssignmentAcknowledged("g", "m1", 3, S.ACKNOWLEDGING, owned=[["a", 0]]))]:
+        back = payload_of(line.event, dict(line.fields))
+        assert type(back) is type(line.payload) and back.log_fields() == line.fields
+    read = payload_of("assignment_acknowledged", dict(group_id="g", member_id="m1", generation_id=3,
+                                                      state="acknowledging", owned=[]))
+    assert isinstance(read, events.AssignmentAcknowledged) and read.state is S.ACKNOWLEDGING
