@@ -113,6 +113,41 @@ def check_assignors(names: list[str]) -> list[str]:
 # ----------------------------------------------------------------------------- run
 
 
+def _group_protocol_args(args: argparse.Namespace) -> None:
+    """--group-protocol and --group-remote-assignor become the consumers' group.protocol and
+    group.remote.assignor (ahead of --consumer-config, which may also set them); --assignor
+    (partition.assignment.strategy) is the classic protocol's and is refused under consumer, as
+    Kafka's Java client refuses it. Fills in --assignor's default."""
+    protocol = args.group_protocol
+    if protocol == "consumer":
+        if getattr(args, "protocol", None) == "zk":
+            raise UsageError("--group-protocol consumer is Kafka 4's protocol; --protocol zk is the ZooKeeper era's: "
+                             "give one of them")
+        if args.assignor is not None:
+            raise UsageError("--assignor is partition.assignment.strategy, a classic-protocol setting; under "
+                             "--group-protocol consumer the coordinator assigns: choose its assignor with "
+                             "--group-remote-assignor uniform|range")
+        pairs = ["group.protocol=consumer"]
+        if args.group_remote_assignor is not None:
+            pairs.append(f"group.remote.assignor={args.group_remote_assignor}")
+        args.consumer_config = pairs + list(args.consumer_config or [])
+    elif args.group_remote_assignor is not None:
+        raise UsageError("--group-remote-assignor is for --group-protocol consumer (the coordinator's assignors)")
+    if args.assignor is None:
+        args.assignor = "range"
+
+
+def _consumer_protocol_views(args: argparse.Namespace) -> list[Any]:
+    """With --group-protocol consumer there are no rebalances to tabulate: the live view is the
+    coordinator's lines for the group (epochs, targets, revoke-first waits) and each member's
+    (what each answer gives and takes, at which member epoch), in words."""
+    from grouplab.readable import ConsumerView, CoordinatorView
+
+    if args.group_protocol != "consumer":
+        return []
+    return [CoordinatorView(console), ConsumerView(console, by_node=True)]
+
+
 def _cluster_args(args: argparse.Namespace) -> tuple[dict[str, int], list[str]]:
     """run's and ui's shared checks, before anything starts: topics, assignors, consumer overrides."""
     topics = parse_topic_sizes(args.topics)
@@ -124,8 +159,13 @@ def _cluster_args(args: argparse.Namespace) -> tuple[dict[str, int], list[str]]:
 
 def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assignors: list[str],
             run_dir: Path | None) -> None:
+    if args.group_protocol == "consumer":
+        assigning = (f"group.protocol consumer (KIP-848) · server assignor "
+                     f"{args.group_remote_assignor or 'the coordinator' + chr(39) + 's choice'}")
+    else:
+        assigning = f"assignor {','.join(assignors)}"
     console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
-                  f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · assignor {','.join(assignors)}"
+                  f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · {assigning}"
                   + (f" · event log in {run_dir}/" if run_dir else "")
                   + (f" · group log in {args.data_dir}/" if args.data_dir else "")
                   + (f" · Kafka clients on {cluster.host}:{cluster.kafka_client_port}"
@@ -217,6 +257,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
     from grouplab.cluster import LocalCluster
     from grouplab.display import RebalanceView, summary_table
 
+    _group_protocol_args(args)
     if args.protocol == "zk":
         return await cmd_run_zk(args)
     if args.zookeeper or args.streams is not None:
@@ -246,7 +287,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
     dashboard = Dashboard(args.group, args.lang, "run --ui") if args.ui else None
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
                            run_dir, port=args.port,
-                           listeners=[view] + ([dashboard.hub.on_event] if dashboard is not None else []),
+                           listeners=[view] + _consumer_protocol_views(args)
+                           + ([dashboard.hub.on_event] if dashboard is not None else []),
                            data_dir=args.data_dir, faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
                            trace_listeners=[dashboard.hub.on_trace] if dashboard is not None else None,
                            proxy=dashboard is not None, kafka_port=args.kafka_port)
@@ -310,7 +352,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
                                               if tp.topic == delivery.input_topic})
         await cluster.close()
         costs_line = view.finish(wall_clock_ms())
-        console.print(summary_table(view.records))
+        if view.records or args.group_protocol != "consumer":  # (a consumer-protocol group has no rebalances)
+            console.print(summary_table(view.records))
         processed = sum(sum(app.stats.processed.values()) for app in apps)
         kind = "records" if delivery is not None else "synthetic records"
         console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} {kind} processed"
@@ -330,12 +373,14 @@ async def cmd_ui(args: argparse.Namespace) -> int:
     from grouplab.cluster import LocalCluster
     from grouplab.display import RebalanceView
 
+    _group_protocol_args(args)
     topics, assignors = _cluster_args(args)
     view = RebalanceView(console, args.group)
     run_dir = Path(args.run_dir) if args.run_dir else None
     dashboard = Dashboard(args.group, args.lang, "ui")
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config, run_dir,
-                           port=args.port, listeners=[view, dashboard.hub.on_event], data_dir=args.data_dir,
+                           port=args.port, listeners=[view, *_consumer_protocol_views(args), dashboard.hub.on_event],
+                           data_dir=args.data_dir,
                            faults=args.faults, fault_seed=args.fault_seed,
                            trace_listeners=[dashboard.hub.on_trace], proxy=True, kafka_port=args.kafka_port)
     await _start_cluster(cluster, args.port, dashboard, args)
@@ -594,6 +639,7 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
     from grouplab.readable import ConsumerView
 
     check_lang(args.lang)
+    _group_protocol_args(args)
 
     host, port = parse_bootstrap(args.bootstrap_server)
     config = ConsumerConfig(group_id=args.group, topics=parse_list(args.topics), client_id=args.client_id,
@@ -1747,13 +1793,23 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--bootstrap-server", default="127.0.0.1:9192", metavar="HOST:PORT",
                         help="the coordinator to talk to")
 
+    def add_group_protocol(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+                        help="group.protocol: classic (JoinGroup/SyncGroup, client-side assignors) or consumer "
+                             "(KIP-848: ConsumerGroupHeartbeat, the coordinator assigns)")
+        sp.add_argument("--group-remote-assignor", choices=["uniform", "range"],
+                        help="group.remote.assignor: with --group-protocol consumer, the server-side assignor to ask "
+                             "for (default: the coordinator's choice, its group.consumer.assignors)")
+
     def add_cluster_options(sp: argparse.ArgumentParser) -> None:
         """The local cluster's options, shared by `run` and `ui`."""
         sp.add_argument("--consumers", type=at_least(0), default=3,
                         help="consumers to start (run: 0 only with --forever: a coordinator for consumers started "
                              "elsewhere)")
         sp.add_argument("--topics", default="t0:3,t1:3", help="TOPIC:PARTITIONS,... to create")
-        sp.add_argument("--assignor", default="range", help=f"preference list of {', '.join(assignor_names())}")
+        sp.add_argument("--assignor", help=f"preference list of {', '.join(assignor_names())} "
+                                           "(partition.assignment.strategy; default: range; classic protocol only)")
+        add_group_protocol(sp)
         sp.add_argument("--group", default="grouplab", help="the consumers' group.id")
         sp.add_argument("--port", type=port_number, default=0, help="coordinator port (0: any free port)")
         sp.add_argument("--kafka-port", type=port_or_off, default=None, metavar="PORT",
@@ -1826,7 +1882,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_bootstrap(k)
     k.add_argument("--group", required=True, help="group.id to join")
     k.add_argument("--topics", required=True, help="TOPIC,TOPIC,... to subscribe to")
-    k.add_argument("--assignor", default="range", help="partition.assignment.strategy, preference order")
+    k.add_argument("--assignor", help="partition.assignment.strategy, preference order (default: range; classic "
+                                      "protocol only)")
+    add_group_protocol(k)
     k.add_argument("--client-id", default="consumer", help="client.id")
     k.add_argument("--group-instance-id", help="static membership (group.instance.id)")
     k.add_argument("--run-dir", help="write the event log to RUN_DIR/<client-id>.jsonl")

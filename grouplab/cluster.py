@@ -23,6 +23,7 @@ from grouplab.consumer.config import ConsumerConfig
 from grouplab.consumer.coordinator import MemberState
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.group import GroupState
+from grouplab.protocol.states import ConsumerGroupState, MembershipState
 from grouplab.coordinator.server import CoordinatorServer
 from grouplab.eventlog import EventLog, null_log, run_dir_log
 from grouplab.tracefile import TraceFile, trace_path
@@ -362,7 +363,10 @@ class LocalCluster:
     def is_stable(self) -> bool:
         """The group is Stable with exactly the live apps as members (with a Kafka port, real
         clients too), each app Stable in it, and every partition owned (a cooperative rebalance is
-        not over until its follow-up is)."""
+        not over until its follow-up is). A consumer-protocol group (KIP-848): the same, each app
+        stable at the target assignment's epoch."""
+        if self.server is not None and self.group_id in self.server.broker.consumer_groups:
+            return self._consumer_group_stable()
         group = self.group_state()
         if group is None or group.state is not GroupState.STABLE:
             return False
@@ -381,6 +385,23 @@ class LocalCluster:
         subscribed = {t for app in self.apps for t in app.client.config.topics}
         topics = self.server.broker.topics.partitions if self.server is not None else {}
         return owned == sorted(TopicPartition(t, p) for t in subscribed for p in range(topics.get(t, 0)))
+
+    def _consumer_group_stable(self) -> bool:
+        assert self.server is not None
+        group = self.server.broker.consumer_groups[self.group_id]
+        if group.state is not ConsumerGroupState.STABLE:
+            return False
+        members = {app.client.member_id for app in self.apps}
+        others = set(group.members) - members  # real Kafka clients, with a Kafka port
+        if not members <= set(group.members) or (others and self.kafka_port is None) or not all(
+                app.client.state is MembershipState.STABLE and app.client.generation_id == group.assignment_epoch
+                for app in self.apps):
+            return False
+        owned = sorted(tp for app in self.apps for tp in app.client.assignment)
+        owned += [TopicPartition(t, p) for m in others for t, ps in group.members[m].progress.assigned.items() for p in ps]
+        subscribed = {t for app in self.apps for t in app.client.config.topics}
+        topics = self.server.broker.topics.partitions
+        return sorted(owned) == sorted(TopicPartition(t, p) for t in subscribed for p in range(topics.get(t, 0)))
 
     async def recorder_wait(self, predicate: Callable[[], bool], timeout_s: float) -> None:
         """Until `predicate()` holds, re-checked after every logged event (or every 50 ms)."""

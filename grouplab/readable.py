@@ -22,7 +22,7 @@ from grouplab.teach.catalog import Catalog
 from grouplab.teach.reasons import why_rejoin
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent
-from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, RemovalReason
+from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, MembershipState, RemovalReason
 from grouplab.protocol.types import TopicPartition, format_partitions
 
 WALL_CLOCK_MS = 10**12  # ts_ms beyond this is epoch time (a real run); below, virtual time from 0
@@ -210,17 +210,30 @@ class CoordinatorView:
 @dataclass
 class ConsumerView:
     """`grouplab consumer`'s terminal: what it owns after each rebalance, what it gives up, and
-    why it joins again."""
+    why it joins again. A consumer-protocol member (KIP-848) is told by member epoch: what each
+    answer of the coordinator takes away and adds, what it revokes first and why, fencing, leaving.
+    `by_node`: many members on one terminal (`grouplab run --group-protocol consumer`), each line
+    led by the member's node name."""
 
     console: Console
     lang: str = "en"
     told: set[str] = field(default_factory=set)
+    by_node: bool = False
 
     def __post_init__(self) -> None:
         self.c = Catalog(self.lang)
+        self._node = ""
 
     def __call__(self, node: str, ev: LogEvent) -> None:
         p = ev.payload
+        if not isinstance(p, events.MemberEvent):
+            return
+        self._node = f"{node}: " if self.by_node else ""
+        if isinstance(p.state, MembershipState):
+            self._consumer_protocol(p)
+            return
+        if self.by_node:
+            return  # a classic member's lines: the run's rebalance tables tell them
         c = self.c
         if isinstance(p, events.PartitionsAssigned):
             self._say(c.t("member.owns", generation=p.generation_id, member=p.member_id, partitions=_pairs(p.owned)))
@@ -233,8 +246,40 @@ class ConsumerView:
         elif isinstance(p, events.FatalError):
             self._say(f"fatal: {p.error} {p.message or ''}", "bold red")
 
+    def _consumer_protocol(self, p: events.MemberEvent) -> None:
+        """A ConsumerMembership's event (consumer/membership.py): generation_id is its member epoch."""
+        c, epoch = self.c, p.generation_id
+        if isinstance(p, events.ConsumerJoinSent):
+            assignor = p.server_assignor or c.t("member.cp.any_assignor")
+            key = "member.cp.join" if p.reason == "starting" else "member.cp.rejoin"
+            self._say(c.t(key, topics=", ".join(p.subscribed_topic_names) or "-", assignor=assignor, reason=p.reason),
+                      "" if p.reason == "starting" else "yellow", c.t("why.member.cp_join"))
+        elif isinstance(p, events.AssignmentReceived):
+            self._say(c.t("member.cp.owns", epoch=epoch, member=short_member(p.member_id, {}),
+                          partitions=_pairs(p.assignment) or "-"))
+            if p.revoking:
+                self._say(c.t("member.cp.revoking", epoch=epoch, partitions=_pairs(p.revoking)), "yellow",
+                          c.t("why.member.cp_revoke_first"))
+            if p.adding:
+                self._say(c.t("member.cp.adding", partitions=_pairs(p.adding)), "green")
+        elif isinstance(p, events.AssignmentAcknowledged):
+            self._say(c.t("member.cp.acknowledged", epoch=epoch, partitions=_pairs(p.owned) or "-"), "dim")
+        elif isinstance(p, events.PartitionsLost):
+            self._say(c.t("member.lost", partitions=_pairs(p.partitions), reason=p.reason), "red")
+        elif isinstance(p, events.MemberFenced):
+            self._say(c.t("member.cp.fenced", error=p.error, epoch=p.fenced_epoch), "red", c.t("why.member.cp_fenced"))
+        elif isinstance(p, events.ConsumerLeaveSent):
+            why = c.t("why.member.cp_static_leave") if p.leave_epoch == -2 else None
+            self._say(c.t("member.cp.leave", epoch=p.leave_epoch, reason=p.reason), "yellow", why)
+        elif isinstance(p, events.PollTimeout):
+            self._say(c.t("member.cp.poll_timeout", ms=p.max_poll_interval_ms), "red", c.t("why.member.poll_timeout"))
+        elif isinstance(p, events.GroupError):
+            self._say(c.t("member.cp.error", error=p.error, message=p.message or ""), "yellow")
+        elif isinstance(p, events.FatalError):
+            self._say(f"fatal: {p.error} {p.message or ''}", "bold red")
+
     def _say(self, line: str, style: str = "", why: str | None = None) -> None:
-        self.console.print(Text(line, style=style))
+        self.console.print(Text(self._node + line, style=style))
         if why and why not in self.told:
             self.told.add(why)
             self.console.print(Text(f"  {self.c.t('why')}: {why}", style="dim italic"))

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent
@@ -29,6 +29,7 @@ from grouplab.protocol.states import (
     ConsumerMemberState,
     GroupEpochCause,
     GroupState,
+    MembershipState,
     MemberState,
     ProducerState,
     RebalanceCause,
@@ -42,8 +43,21 @@ _ENUMS: dict[str, type[Enum]] = {e.__name__: e for e in (GroupState, MemberState
 _BY_NAME: dict[str, list[type[events.Event]]] = {}
 for _cls in events.EVENT_TYPES:
     _BY_NAME.setdefault(_cls.NAME, []).append(_cls)
-_ENUM_OF: dict[type, dict[str, type[Enum]]] = {
-    cls: {f.name: _ENUMS[str(f.type)] for f in fields(cls) if str(f.type) in _ENUMS} for cls in events.EVENT_TYPES}
+
+
+def _any_member_state(value: Any) -> MemberState | MembershipState:
+    """M's `state`: a classic member's, else a consumer-protocol member's (ValueError if neither).
+    A value both have (`joining`, `stable`, `closed`) reads as the classic one: the folds look
+    at the partitions and the generation, not at which enumeration it came from."""
+    try:
+        return MemberState(value)
+    except ValueError:
+        return MembershipState(value)
+
+
+_PARSERS: dict[str, Callable[[Any], Enum]] = {**_ENUMS, "AnyMemberState": _any_member_state}
+_ENUM_OF: dict[type, dict[str, Callable[[Any], Enum]]] = {
+    cls: {f.name: _PARSERS[str(f.type)] for f in fields(cls) if str(f.type) in _PARSERS} for cls in events.EVENT_TYPES}
 
 NOT_MEMBERS = ("coordinator", "simulator", "run", "proxy")  # nodes whose files are not consumers' logs
 

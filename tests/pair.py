@@ -35,6 +35,7 @@ from grouplab.consumer.coordinator import (
 )
 from grouplab.consumer.delivery import AppOutput
 from grouplab.consumer.driver import MemberDriver
+from grouplab.consumer.membership import member_machine
 from grouplab.coordinator.broker import Broker, RequestContext, SequentialMemberIds
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.driver import CoordinatorDriver
@@ -140,11 +141,13 @@ class Pair:
         self.coordinator = CoordinatorDriver(
             broker, self._clock, TimerTable(self._schedule, self._clock, lambda key: self.coordinator.on_timer(key)),
             self._reply, self.persisted.extend, self.broker_events.append)
-        self.members = [ConsumerCoordinator(c) for c in self.configs]
-        self.drivers: list[MemberDriver[ConsumerCoordinator]] = []
+        # Each config's group.protocol picks its machine (consumer/membership.py's member_machine);
+        # the classic harness's views read ConsumerCoordinators.
+        self.members: list[Any] = [member_machine(c) for c in self.configs]
+        self.drivers: list[MemberDriver[Any]] = []
         for i, (config, machine) in enumerate(zip(self.configs, self.members)):
             shell = _PairMemberShell(self, i)
-            driver = MemberDriver[ConsumerCoordinator](config.group_id, self._clock, self._schedule, shell, shell, None)
+            driver = MemberDriver[Any](config.group_id, self._clock, self._schedule, shell, shell, None)
             driver.boot(machine, TimerTable(self._schedule, self._clock, driver.on_timer), connected=True)
             self.drivers.append(driver)
         self._polls: list[_Due | None] = [None] * len(self.members)

@@ -141,3 +141,48 @@ def test_the_first_generation_says_it_waited_for_more_members() -> None:
                           capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("group.initial.rebalance.delay.ms (3000 ms)") == 1, proc.stdout  # the first one only
+
+
+KIP848_FAST = [
+    "--config", "group.consumer.heartbeat.interval.ms=300",
+    "--config", "group.consumer.min.heartbeat.interval.ms=100",
+    "--hold", "0.2", "--timeout", "30",
+]
+
+
+def test_run_with_the_consumer_protocol_tells_epochs_and_revocations_and_plots(tmp_path: Path) -> None:
+    """`run --group-protocol consumer`: every consumer speaks KIP-848; the live view tells joins,
+    group epochs, revoke-first and what each member owns at which epoch; the run plots."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(grouplab("run", "--group-protocol", "consumer", "--group-remote-assignor", "range",
+                                   "--consumers", "3", "--topics", "t0:3,t1:3", "--run-dir", str(run_dir), *KIP848_FAST),
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "group.protocol consumer (KIP-848) · server assignor range" in out
+    assert "joining at member epoch 0" in out and "joins the consumer-protocol group" in out
+    assert "revoking" in out and "first" in out, out  # the fourth's partitions were revoked from others first
+    assert "leaving with member epoch -1" in out and "Stable at epoch" in out
+    assert "stopping consumer-1" in out and "4 consumers ran" in out
+    member_events = [json.loads(line)["event"] for line in (run_dir / "consumer-4.jsonl").read_text().splitlines()]
+    assert "consumer_join_sent" in member_events and "partitions_assigned" in member_events
+    assert "join_sent" not in member_events  # no JoinGroup
+    coordinator = [json.loads(line) for line in (run_dir / "coordinator.jsonl").read_text().splitlines()]
+    assert any(ev["event"] == "consumer_member_reconciled" for ev in coordinator)
+    assert not any(ev["event"] == "group_stable" for ev in coordinator)
+    plot = subprocess.run(grouplab("plot", str(run_dir), "--out", str(tmp_path / "t.png")),
+                          capture_output=True, text=True, timeout=120)
+    assert plot.returncode == 0, plot.stderr
+    intervals = int(plot.stdout.split(" ownership intervals")[0].rsplit(" ", 1)[1])
+    assert intervals >= 6, plot.stdout  # every partition owned, some twice over the run
+
+
+def test_consumer_protocol_flags_refuse_classic_settings() -> None:
+    for args, words in ((["--group-protocol", "consumer", "--assignor", "roundrobin"], "--group-remote-assignor"),
+                        (["--group-remote-assignor", "range"], "--group-protocol consumer"),
+                        (["--group-protocol", "consumer", "--consumer-config", "session.timeout.ms=10000"],
+                         "session.timeout.ms cannot be set when group.protocol=consumer")):
+        proc = subprocess.run(grouplab("run", *args), capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert words in proc.stderr, proc.stderr

@@ -85,7 +85,16 @@ def _doc_kind(doc_type: str) -> str:
     return kind + ("|null" if nullable else "")
 
 
+def _is_enum(annotation: object) -> bool:
+    """An enumeration, or a union of them (M's `state`: a classic or a consumer-protocol member's)."""
+    if isinstance(annotation, types.UnionType):
+        return all(_is_enum(a) for a in typing.get_args(annotation))
+    return isinstance(annotation, type) and issubclass(annotation, Enum)
+
+
 def _class_kind(annotation: object) -> str:
+    if _is_enum(annotation):
+        return "str"  # written as its value
     args = typing.get_args(annotation)
     if isinstance(annotation, types.UnionType) and type(None) in args:
         (inner,) = [a for a in args if a is not type(None)]
@@ -137,7 +146,7 @@ def test_every_event_is_listed_with_its_emitter():
 def test_enumerations_are_written_as_their_values():
     for cls in events.EVENT_TYPES:
         hints = _hints(cls)
-        assert cls.ENUM_FIELDS == tuple(f for f in cls.FIELDS if isinstance(hints[f], type) and issubclass(hints[f], Enum))
+        assert cls.ENUM_FIELDS == tuple(f for f in cls.FIELDS if _is_enum(hints[f]))
 
 
 def test_a_line_is_written_as_its_class_says():

@@ -11,9 +11,10 @@ import logging
 from typing import Any, Callable, Protocol
 
 from grouplab.consumer.config import ConsumerConfig
-from grouplab.consumer.coordinator import ConsumerCoordinator, MemberState, Send
+from grouplab.consumer.coordinator import ConsumerCoordinator, Send
 from grouplab.consumer.delivery import AppOutput, DeliveryApp
 from grouplab.consumer.driver import MemberDriver
+from grouplab.consumer.membership import ConsumerMembership, member_machine
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent, TimerKey, wall_clock_ms
 from grouplab.protocol.errors import ProtocolError
@@ -62,7 +63,7 @@ class GroupMemberClient:
         listener: RebalanceListener | None = None,
         events: Any = None,
         clock: Callable[[], int] = wall_clock_ms,
-        machine: ConsumerCoordinator | DeliveryApp | None = None,
+        machine: ConsumerCoordinator | ConsumerMembership | DeliveryApp | None = None,
     ) -> None:
         self.config = config
         self.host = host
@@ -70,10 +71,11 @@ class GroupMemberClient:
         self.listener = listener
         self.events = events
         self.clock = clock
-        # The member's machine: a ConsumerCoordinator, or anything with its inputs and outputs
+        # The member's machine: the one group.protocol names (a ConsumerCoordinator, or a
+        # ConsumerMembership for KIP-848), or anything with its inputs and outputs
         # (consumer/delivery.py's DeliveryApp wraps one, and its own outputs go to the listener's
         # on_output, if it has one).
-        self.machine = machine if machine is not None else ConsumerCoordinator(config)
+        self.machine = machine if machine is not None else member_machine(config)
         self._wire: _Wire | None = None
         self._pending_api: dict[int, str] = {}
         self._timers: TimerTable | None = None
@@ -82,14 +84,20 @@ class GroupMemberClient:
         self._connecting: asyncio.Task | None = None
         self._state_changed = asyncio.Event()
         shell = _ClientShell(self)
-        self.driver: MemberDriver[ConsumerCoordinator | DeliveryApp] = MemberDriver(
+        self.driver: MemberDriver[ConsumerCoordinator | ConsumerMembership | DeliveryApp] = MemberDriver(
             config.group_id, clock, self._schedule, shell, shell, self._emit)  # reads self.events when called
 
     # ------------------------------------------------------------------ public
 
     @property
-    def state(self) -> MemberState:
+    def state(self) -> events.AnyMemberState:
         return self.machine.state
+
+    @property
+    def working(self) -> bool:
+        """In the group with partitions it may consume: stable (classic), or acknowledging or
+        stable (consumer protocol)."""
+        return self.machine.working
 
     @property
     def member_id(self) -> str:

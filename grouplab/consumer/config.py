@@ -18,7 +18,18 @@ _NAMES = {
     "metadata.max.age.ms": "metadata_max_age_ms",
     "request.timeout.ms": "request_timeout_ms",
     "allow.auto.create.topics": "allow_auto_create_topics",
+    "group.protocol": "group_protocol",
+    "group.remote.assignor": "group_remote_assignor",
 }
+
+GROUP_PROTOCOLS = ("classic", "consumer")
+# Settings of the classic protocol only. Under group.protocol=consumer the coordinator assigns
+# (group.remote.assignor) and sets the session and heartbeat interval (group.consumer.*): Kafka's
+# Java client (4.x, CONSUMER_PROTOCOL_UNSUPPORTED_CONFIGS) refuses them when set, and so does grouplab
+# (librdkafka only warns).
+CLASSIC_ONLY = ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms")
+# And the other way round (Kafka's CLASSIC_PROTOCOL_UNSUPPORTED_CONFIGS).
+CONSUMER_ONLY = ("group.remote.assignor",)
 
 
 class ConsumerConfigError(ValueError):
@@ -39,10 +50,16 @@ class ConsumerConfig:
     metadata_max_age_ms: int = 300_000
     request_timeout_ms: int = 30_000
     allow_auto_create_topics: bool = True
+    group_protocol: str = "classic"  # or "consumer": KIP-848's ConsumerGroupHeartbeat (consumer/membership.py)
+    group_remote_assignor: str | None = None  # the server-side assignor to ask for; None: the coordinator's choice
 
     def __post_init__(self) -> None:
         if not self.group_id:
             raise ConsumerConfigError("group.id is required")
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise ConsumerConfigError(f"group.protocol: expected classic or consumer, got {self.group_protocol!r}")
+        set_here = [name for name, attr in _NAMES.items() if getattr(self, attr) != _DEFAULTS.get(attr)]
+        self._check_protocol_settings(set_here)
         if not self.assignors:
             raise ConsumerConfigError("partition.assignment.strategy needs at least one assignor")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
@@ -52,10 +69,31 @@ class ConsumerConfig:
         for name in self.assignors:
             get_assignor(name)  # raises UnknownAssignor with the list of known names
 
+    @property
+    def consumer_protocol(self) -> bool:
+        return self.group_protocol == "consumer"
+
+    def _check_protocol_settings(self, names: list[str]) -> None:
+        """Refuse a setting the chosen group.protocol does not use, as Kafka's Java client does."""
+        unsupported = CLASSIC_ONLY if self.consumer_protocol else CONSUMER_ONLY
+        wrong = [name for name in names if name in unsupported]
+        if wrong:
+            other = "classic" if self.consumer_protocol else "consumer"
+            raise ConsumerConfigError(f"{', '.join(wrong)} cannot be set when group.protocol={self.group_protocol} "
+                                      f"(only with group.protocol={other})")
+
     def with_overrides(self, pairs: Iterable[str]) -> "ConsumerConfig":
+        pairs = list(pairs)
         values = override_values(self, pairs, _NAMES, "consumer config", lists=("assignors",),
-                                 optional=("group_instance_id",))
-        return ConsumerConfig(**values)
+                                 optional=("group_instance_id", "group_remote_assignor"))
+        config = ConsumerConfig(**values)
+        # Set explicitly, even to its default, is set (Kafka looks at the properties given).
+        config._check_protocol_settings([pair.partition("=")[0].strip() for pair in pairs])
+        return config
+
+
+_DEFAULTS = {f.name: (f.default_factory() if callable(f.default_factory) else f.default)
+             for f in fields(ConsumerConfig)}
 
 
 def override_values(config: Any, pairs: Iterable[str], names: dict[str, str], what: str,

@@ -16,13 +16,22 @@ gives up only what the new assignment takes away (KIP-429), then rejoins if it g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Concatenate
+from typing import Any
 
 from grouplab.consumer.assignors import RebalanceProtocol, get_assignor
 from grouplab.consumer.config import ConsumerConfig
+from grouplab.consumer.member import (
+    MemberSteps,
+    PartitionsAssigned,
+    PartitionsLost,
+    PartitionsRevoked,
+    Reconnect,
+    Send,
+    tps as _tps,
+)
 from grouplab.protocol import consumer_protocol, events
 from grouplab.protocol.consumer_protocol import PROTOCOL_TYPE
-from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, StepOutputs
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import (
     HeartbeatRequest,
@@ -48,37 +57,9 @@ NO_GENERATION = -1
 JOIN_GRACE_MS = 5_000
 
 
-@dataclass(slots=True)
-class Send:
-    correlation_id: int
-    api: str
-    body: Any
-
-
-@dataclass(slots=True)
-class PartitionsRevoked:
-    partitions: list[TopicPartition]
-
-
-@dataclass(slots=True)
-class PartitionsAssigned:
-    partitions: list[TopicPartition]
-
-
-@dataclass(slots=True)
-class PartitionsLost:
-    partitions: list[TopicPartition]
-
-
-@dataclass(slots=True)
-class Reconnect:
-    """The coordinator stopped answering: drop the connection and open a new one."""
-
-    reason: str
-
-
 MemberOutput = Send | ArmTimer | CancelTimer | LogEvent | PartitionsRevoked | PartitionsAssigned | PartitionsLost | Reconnect
-"""Everything a ConsumerCoordinator may ask of its driver (consumer/driver.py): a closed union."""
+"""Everything a member machine (a ConsumerCoordinator, or a consumer-protocol ConsumerMembership)
+may ask of its driver (consumer/driver.py): a closed union."""
 
 
 _FATAL_JOIN_ERRORS = {
@@ -101,7 +82,7 @@ _TIMER_REQUEST = ("request",)
 
 
 @dataclass
-class ConsumerCoordinator(StepOutputs):
+class ConsumerCoordinator(MemberSteps):
     config: ConsumerConfig
     state: MemberState = MemberState.UNJOINED
     member_id: str = ""
@@ -133,6 +114,11 @@ class ConsumerCoordinator(StepOutputs):
         self._now = 0
         self._heartbeat_inflight = False
         self._heartbeat_sent_ms = 0
+
+    @property
+    def working(self) -> bool:
+        """Its partitions may be fetched and committed: it is stable in its generation."""
+        return self.state is MemberState.STABLE
 
     # ------------------------------------------------------------------ inputs
 
@@ -355,11 +341,8 @@ class ConsumerCoordinator(StepOutputs):
         self._set_state(MemberState.STABLE)
         self.last_heartbeat_ack_ms = self._now
         self._log(events.SyncCompleted, partitions=_tps(new), added=_tps(added), revoked=_tps(revoked))
-        if revoked:
-            # Only a cooperative member still owns partitions here (an eager one revoked them all).
-            self.owned = sorted(old - set(revoked))
-            self._out.append(PartitionsRevoked(revoked))
-            self._log(events.PartitionsRevoked, partitions=_tps(revoked), reason="reassigned")
+        # Only a cooperative member still owns partitions here (an eager one revoked them all).
+        self._revoke(revoked, "reassigned")
         self.owned = new
         self.last_assignment, self.last_assignment_generation = new, self.generation_id
         self._out.append(PartitionsAssigned(added))
@@ -464,20 +447,6 @@ class ConsumerCoordinator(StepOutputs):
         else:
             self._send_join()
 
-    def _revoke_all(self, reason: str) -> None:
-        if self.owned:
-            revoked, self.owned = self.owned, []
-            self._out.append(PartitionsRevoked(revoked))
-            self._log(events.PartitionsRevoked, partitions=_tps(revoked), reason=reason)
-
-    def _lose_all(self, reason: str) -> None:
-        """Our generation is gone: what we owned may already belong to someone else (Kafka's
-        onPartitionsLost: no commit is possible for them)."""
-        if self.owned:
-            lost, self.owned = self.owned, []
-            self._out.append(PartitionsLost(lost))
-            self._log(events.PartitionsLost, partitions=_tps(lost), reason=reason)
-
     def _reset_member(self) -> None:
         self.member_id = ""
         self.generation_id = NO_GENERATION
@@ -495,20 +464,12 @@ class ConsumerCoordinator(StepOutputs):
     def _is_leader(self) -> bool:
         return bool(self.member_id) and self.leader_id == self.member_id
 
-    def _send(self, body: Any, api: str, purpose: str) -> None:
+    def _send(self, body: Any, api: str, purpose: str) -> int:
         if purpose in _REBALANCE_STEPS:
             # At most one rebalance step in flight: an older one's answer must be ignored.
             for cid in [c for c, p in self._inflight.items() if p in _REBALANCE_STEPS]:
                 del self._inflight[cid]
-        self._next_cid += 1
-        self._inflight[self._next_cid] = purpose
-        self._out.append(Send(self._next_cid, api, body))
-
-    def _arm(self, key: tuple, deadline_ms: int) -> None:
-        self._out.append(ArmTimer(key, deadline_ms))
-
-    def _cancel(self, key: tuple) -> None:
-        self._out.append(CancelTimer(key))
+        return super()._send(body, api, purpose)
 
     def _cancel_all_timers(self) -> None:
         for key in (_TIMER_HEARTBEAT, _TIMER_REJOIN, _TIMER_METADATA, _TIMER_POLL, _TIMER_REQUEST):
@@ -517,12 +478,8 @@ class ConsumerCoordinator(StepOutputs):
     def _set_state(self, state: MemberState) -> None:
         self.state = state
 
-    def _log(self, event: Callable[Concatenate[str, str, int, MemberState, events.Fields], events.MemberEvent], /,
-             *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
-        """Log `event` with the member's M fields first (docs/events.md §4.4)."""
-        if self.log_events:
-            self._emit_log(event(self.config.group_id, self.member_id, self.generation_id, self.state, *args, **fields))
+    def _logged_generation(self) -> int:
+        return self.generation_id
 
-
-def _tps(partitions: list[TopicPartition]) -> list[list[Any]]:
-    return [[tp.topic, tp.partition] for tp in sorted(partitions)]
+    def _logged_state(self) -> MemberState:
+        return self.state

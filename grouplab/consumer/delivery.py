@@ -27,12 +27,12 @@ from typing import Any, Callable, Concatenate, Iterable
 from grouplab.consumer.config import ConsumerConfig
 from grouplab.consumer.coordinator import (
     ConsumerCoordinator,
-    MemberState,
     PartitionsAssigned,
     PartitionsLost,
     PartitionsRevoked,
     Send,
 )
+from grouplab.consumer.membership import ConsumerMembership, member_machine
 from grouplab.consumer.producer import (
     Acked,
     ProduceFailed,
@@ -162,7 +162,8 @@ class DeliveryApp(StepOutputs):
     crash_at: str | None = None  # "processed" or "committed": see the module docstring
 
     def __post_init__(self) -> None:
-        self.group = ConsumerCoordinator(self.consumer, log_events=self.log_events)
+        # group.protocol picks the member machine: classic or consumer (KIP-848).
+        self.group: ConsumerCoordinator | ConsumerMembership = member_machine(self.consumer, self.log_events)
         txn_id = f"{self.consumer.group_instance_id or self.consumer.client_id}-txn" \
             if self.delivery.mode is DeliveryMode.EXACTLY_ONCE else None
         self.producer = ProducerMachine(ProducerConfig(client_id=self.consumer.client_id, transactional_id=txn_id,
@@ -181,18 +182,23 @@ class DeliveryApp(StepOutputs):
         self._app_inflight: dict[int, tuple[str, Any]] = {}  # our own requests
         self._outstanding: set[int] = set()  # output batch ids not yet acknowledged
         self._fetched_generation = -1
+        self._commit_epoch = -1  # the generation (member epoch) the commit in flight carries
         self._out: list[Any] = []
         self._now = 0
 
     # ------------------------------------------------------------------ what the shells read
 
     @property
-    def state(self) -> MemberState:
+    def state(self) -> events.AnyMemberState:
         return self.group.state
 
     @property
     def member_id(self) -> str:
         return self.group.member_id
+
+    @property
+    def working(self) -> bool:
+        return self.group.working
 
     @property
     def generation_id(self) -> int:
@@ -388,7 +394,7 @@ class DeliveryApp(StepOutputs):
             self.phase = Phase.IDLE
 
     def _maybe_fetch(self) -> None:
-        if self.phase is not Phase.IDLE or self.group.state is not MemberState.STABLE:
+        if self.phase is not Phase.IDLE or not self.group.working:
             return
         if self.producer.state not in (ProducerState.READY,):
             return
@@ -495,10 +501,17 @@ class DeliveryApp(StepOutputs):
         req = OffsetCommitRequest(self.consumer.group_id, [OffsetCommitRequestTopic(t, ps) for t, ps in topics.items()],
                                   generation_id=self.group.generation_id, member_id=self.group.member_id,
                                   group_instance_id=self.consumer.group_instance_id)
+        self._commit_epoch = self.group.generation_id  # one commit is out at a time (the phases)
         self._send(req, "OffsetCommit", (purpose, offsets))
 
     def _on_commit(self, purpose: str, offsets: dict[TopicPartition, int], resp: OffsetCommitResponse) -> None:
         codes = {p.error_code for t in resp.topics for p in t.partitions} or {resp.error_code}
+        if codes == {ErrorCode.STALE_MEMBER_EPOCH.value} and self.group.working \
+                and self._commit_epoch != self.group.generation_id and all(tp in self.group.owned for tp in offsets):
+            # A consumer-protocol member's epoch moved on while the commit was out (its partitions
+            # did not): commit again with the epoch it has now, as Kafka's client does.
+            self._commit(offsets, purpose)
+            return
         ok = codes == {0}
         if ok:
             for tp, offset in offsets.items():
@@ -578,7 +591,7 @@ class DeliveryApp(StepOutputs):
     def _arm(self, key: tuple, deadline_ms: int) -> None:
         self._out.append(ArmTimer(key, deadline_ms))
 
-    def _log(self, event: Callable[Concatenate[str, str, int, MemberState, events.Fields], events.MemberEvent], /,
+    def _log(self, event: Callable[Concatenate[str, str, int, events.AnyMemberState, events.Fields], events.MemberEvent], /,
              *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
         """Log `event` with its consumer's M fields first (docs/events.md §4.5b)."""
         if self.log_events:

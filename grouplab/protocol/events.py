@@ -21,6 +21,7 @@ from grouplab.protocol.states import (
     ConsumerMemberState,
     GroupEpochCause,
     GroupState,
+    MembershipState,
     MemberState,
     ProducerState,
     RebalanceCause,
@@ -30,7 +31,9 @@ from grouplab.protocol.states import (
 
 # The enumerations above, as annotations name them: a field of one of these types is written as its value.
 _ENUM_TYPES = frozenset(e.__name__ for e in (MemberState, ProducerState, GroupState, RebalanceCause, RemovalReason, TxnState,
-                                             ConsumerGroupState, ConsumerMemberState, GroupEpochCause))
+                                             ConsumerGroupState, ConsumerMemberState, GroupEpochCause, MembershipState))
+# A member's state: a classic member's (consumer/coordinator.py) or a consumer-protocol member's (consumer/membership.py).
+AnyMemberState = MemberState | MembershipState
 
 # `[[topic, partition], ...]`, sorted by topic then partition: how every partition list is logged.
 PartitionPairs = list[list[Any]]
@@ -582,12 +585,13 @@ class ResponseEncodeFailed(Event):
 
 @dataclass(slots=True)
 class MemberEvent(Event):
-    """M: the member as it is when the event is written (consumer/coordinator.py, consumer/delivery.py)."""
+    """M: the member as it is when the event is written (consumer/coordinator.py, consumer/delivery.py;
+    consumer/membership.py writes its member epoch as `generation_id` and its MembershipState)."""
 
     group_id: str
     member_id: str
     generation_id: int
-    state: MemberState
+    state: AnyMemberState
 
 
 @dataclass(slots=True)
@@ -698,7 +702,7 @@ class LeaveSent(MemberEvent):
 @dataclass(slots=True)
 class CoordinatorDisconnected(MemberEvent):
     NAME = "coordinator_disconnected"
-    previous_state: MemberState
+    previous_state: AnyMemberState
 
 
 @dataclass(slots=True)
@@ -706,7 +710,7 @@ class MemberRequestTimedOut(MemberEvent):
     """The member's JoinGroup or SyncGroup went unanswered (the producer's is ProducerRequestTimedOut)."""
 
     NAME = "request_timed_out"
-    waiting_in: MemberState
+    waiting_in: AnyMemberState
 
 
 @dataclass(slots=True)
@@ -742,6 +746,49 @@ class AppProducerFenced(MemberEvent):
 
     NAME = "producer_fenced"
     error: str
+
+
+# ----------------------------------------------------------------------------- consumer-protocol member (§4.4a)
+
+
+@dataclass(slots=True)
+class ConsumerJoinSent(MemberEvent):
+    """A ConsumerGroupHeartbeat with member epoch 0 went out (consumer/membership.py)."""
+
+    NAME = "consumer_join_sent"
+    reason: str
+    subscribed_topic_names: list[str]
+    server_assignor: str | None
+    rebalance_timeout_ms: int
+
+
+@dataclass(slots=True)
+class AssignmentReceived(MemberEvent):
+    NAME = "assignment_received"
+    assignment: PartitionPairs
+    revoking: PartitionPairs
+    adding: PartitionPairs
+
+
+@dataclass(slots=True)
+class AssignmentAcknowledged(MemberEvent):
+    NAME = "assignment_acknowledged"
+    owned: PartitionPairs
+
+
+@dataclass(slots=True)
+class MemberFenced(MemberEvent):
+    NAME = "member_fenced"
+    error: str
+    message: str | None
+    fenced_epoch: int
+
+
+@dataclass(slots=True)
+class ConsumerLeaveSent(MemberEvent):
+    NAME = "consumer_leave_sent"
+    leave_epoch: int
+    reason: str
 
 
 # ----------------------------------------------------------------------------- member shells (§4.5)
@@ -1122,4 +1169,4 @@ EVENT_TYPES: tuple[type[Event], ...] = tuple(
     cls for cls in list(globals().values()) if isinstance(cls, type) and issubclass(cls, Event) and "NAME" in cls.__dict__)
 for _cls in EVENT_TYPES:
     _cls.FIELDS = tuple(f.name for f in fields(_cls))
-    _cls.ENUM_FIELDS = tuple(f.name for f in fields(_cls) if f.type in _ENUM_TYPES)
+    _cls.ENUM_FIELDS = tuple(f.name for f in fields(_cls) if f.type in _ENUM_TYPES or f.type == "AnyMemberState")

@@ -99,6 +99,20 @@ class MemberState(Enum):
     FAILED = "failed"  # a fatal error: the application must look at `fatal_error`
 
 
+class MembershipState(Enum):
+    """A consumer-protocol member's state (KIP-848, consumer/membership.py), Kafka's client
+    MemberState by name. Its listener calls are outputs of the same step, so Kafka's RECONCILING
+    (callbacks running) and FENCED (onPartitionsLost running) pass within one step here."""
+
+    UNSUBSCRIBED = "unsubscribed"  # not started
+    JOINING = "joining"  # a heartbeat with epoch 0 and the full subscription is out
+    ACKNOWLEDGING = "acknowledging"  # reconciled an assignment; the heartbeat that reports it is due or out
+    STABLE = "stable"  # owns what the coordinator last gave it, and said so
+    STALE = "stale"  # left after a poll timeout: rejoins on the next poll
+    CLOSED = "closed"
+    FATAL = "fatal"  # a fatal error: the application must look at `fatal_error`
+
+
 class ProducerState(Enum):
     INIT = "init"  # waiting for a producer id
     READY = "ready"

@@ -15,6 +15,7 @@ from typing import Any, Callable, Concatenate, Protocol
 
 from grouplab.coordinator.broker import Broker
 from grouplab.coordinator.group import Group
+from grouplab.coordinator.consumer_group import ConsumerGroup
 from grouplab.sim.member import SimMember
 from grouplab.sim.scenario import Scenario
 from grouplab.sim.stats import SimStats
@@ -105,6 +106,10 @@ class SimHost(Protocol):
 
     def group_state(self) -> Group | None:
         """The scenario's group on the coordinator, None while it is down or before it exists."""
+        ...
+
+    def consumer_group_state(self) -> ConsumerGroup | None:
+        """The scenario's group if it is a consumer-protocol one (KIP-848), else None."""
         ...
 
     # ------------------------------------------------------------------ operations

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from grouplab.consumer.coordinator import MemberState
+from grouplab.protocol.states import ConsumerGroupState, MembershipState
 from grouplab.coordinator.group import GroupState
 from grouplab.rebalances import Rebalance, RebalanceTracker
 from grouplab.protocol import events
@@ -28,6 +29,7 @@ from grouplab.protocol.effects import LogEvent
 from grouplab.protocol.types import TopicPartition
 
 if TYPE_CHECKING:
+    from grouplab.coordinator.consumer_group import ConsumerGroup
     from grouplab.sim.host import SimHost
     from grouplab.sim.member import SimMember
 
@@ -76,8 +78,11 @@ class Invariants:
     def on_assigned(self, m: "SimMember", partitions: list[TopicPartition]) -> None:
         machine = m.machine
         assert machine is not None
-        group = self.sim.group_state()
+        group = self.sim.group_state() or self.sim.consumer_group_state()
         in_group = set(group.members) if group is not None else set()
+        # A consumer-protocol member (KIP-848) has a member epoch, not a generation shared by the
+        # group: only "one owner at a time" applies to it, and no leader assigned its partitions.
+        kip848 = isinstance(machine.state, MembershipState)
         self.dirty = True
         for tp in partitions:
             holders = self.owners.setdefault(tp, set())
@@ -93,7 +98,7 @@ class Invariants:
                 # now owns, in the same generation, until its next request is refused with
                 # FENCED_INSTANCE_ID. Kafka accepts that; so do we.
                 fenced = other.machine.member_id in self.group.fenced
-                if other.machine.generation_id == machine.generation_id and not fenced:
+                if other.machine.generation_id == machine.generation_id and not fenced and not kip848:
                     self.fail("one owner per generation", f"{tp} assigned to {m.name} while {other.name} owns it "
                                                           f"in the same generation {machine.generation_id}")
                 if machine.member_id in in_group and other.machine.member_id in in_group:
@@ -101,7 +106,8 @@ class Invariants:
                                                       f"{other.name} ({other.machine.member_id}) still owns it, both "
                                                       f"members of the group")
             holders.add(m.index)
-        self._check_from_leader(m)
+        if not kip848:
+            self._check_from_leader(m)
 
     def on_released(self, m: "SimMember", partitions: list[TopicPartition]) -> None:
         self.dirty = True
@@ -184,6 +190,9 @@ class Invariants:
         if not self.dirty:
             return False
         self.dirty = False
+        consumer_group = self.sim.consumer_group_state()
+        if consumer_group is not None:
+            return self._consumer_group_settled(consumer_group)
         group = self.sim.group_state()
         if group is None or group.state is not GroupState.STABLE or group.pending_members:
             return False
@@ -204,6 +213,25 @@ class Invariants:
             return False
         machines = [m.machine for m in live if m.machine is not None]  # every live member has one
         if {machine.member_id for machine in machines} != set(group.members):
+            return False
+        owned = [tp for machine in machines for tp in machine.owned]
+        if len(owned) != len(set(owned)) or set(owned) != self.all_partitions():
+            return False
+        return self.sim.delivery is None or self.sim.delivery.drained()
+
+    def _consumer_group_settled(self, group: "ConsumerGroup") -> bool:
+        """A consumer-protocol group is Stable, its members are the live ones, each stable at the
+        target assignment's epoch, and every partition is owned once."""
+        if group.state is not ConsumerGroupState.STABLE or self.owned_count != len(self.all_partitions()):
+            return False
+        live = self.sim.live_members()
+        if any(m.machine is None or m.hung or m.machine.state is not MembershipState.STABLE
+               or m.machine.generation_id != group.assignment_epoch for m in live):
+            self.dirty = True  # members converge on their own heartbeats: look again after the next step
+            return False
+        machines = [m.machine for m in live if m.machine is not None]
+        if {machine.member_id for machine in machines} != set(group.members):
+            self.dirty = True
             return False
         owned = [tp for machine in machines for tp in machine.owned]
         if len(owned) != len(set(owned)) or set(owned) != self.all_partitions():

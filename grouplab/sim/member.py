@@ -9,10 +9,11 @@ from typing import Callable, Protocol
 from grouplab.consumer.config import ConsumerConfig
 from grouplab.consumer.coordinator import ConsumerCoordinator
 from grouplab.consumer.delivery import DeliveryApp
+from grouplab.consumer.membership import ConsumerMembership
 from grouplab.consumer.driver import MemberDriver, MemberListener, MemberTransport
 from grouplab.protocol.kernel import Clock, EventSink, Schedule
 
-SimMachine = ConsumerCoordinator | DeliveryApp
+SimMachine = ConsumerCoordinator | ConsumerMembership | DeliveryApp
 
 
 class SimMemberShell(MemberTransport, MemberListener, Protocol):

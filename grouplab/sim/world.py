@@ -32,11 +32,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Concatenate
 
 from grouplab.consumer.config import ConsumerConfig
-from grouplab.consumer.coordinator import JOIN_GRACE_MS, ConsumerCoordinator, MemberState, Send
+from grouplab.consumer.membership import member_machine
+from grouplab.protocol.states import MembershipState
+from grouplab.consumer.coordinator import JOIN_GRACE_MS, MemberState, Send
 from grouplab.consumer.delivery import AppOutput
 from grouplab.coordinator.broker import Broker, RequestContext, SequentialMemberIds
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.driver import CoordinatorDriver
+from grouplab.coordinator.consumer_group import ConsumerGroup
 from grouplab.coordinator.group import GroupState
 from grouplab.coordinator.partition_log import LogStore, MemoryLogStore
 from grouplab.coordinator.trace import TraceRecorder, TraceSink
@@ -121,7 +124,7 @@ class _SimMemberShell:
 
     def on_step(self) -> None:
         machine = self._m.machine
-        if machine is not None and machine.state is MemberState.FAILED:
+        if machine is not None and machine.state in (MemberState.FAILED, MembershipState.FATAL):
             self._sim._member_failed(self._m)
 
 
@@ -385,7 +388,7 @@ class Simulation:
         if m.permanently_down and m.up:
             return
         machine = (self.delivery.new_app(m) if self.delivery is not None
-                   else ConsumerCoordinator(m.config, log_events=self.emit is not None))
+                   else member_machine(m.config, log_events=self.emit is not None))
         m.hung = m.slow = False
         m.held.clear()
         # Connected at once, unless the coordinator is down (start() then reconnects with back-off).
@@ -636,6 +639,11 @@ class Simulation:
     def group_state(self) -> Any:
         broker = self.broker  # (read once: group_state runs after every event)
         return broker.groups.get(self.scenario.group_id) if broker is not None else None
+
+    def consumer_group_state(self) -> ConsumerGroup | None:
+        """The scenario's group if it is a consumer-protocol one (KIP-848), else None."""
+        broker = self.broker
+        return broker.consumer_groups.get(self.scenario.group_id) if broker is not None else None
 
 
 @dataclass
