@@ -394,12 +394,9 @@ class ConsumerCoordinator(MemberSteps):
     def _on_poll_deadline(self) -> None:
         if self.state in (MemberState.CLOSED, MemberState.FAILED):
             return
-        overdue = self._now - self.last_poll_ms
-        if overdue < self.config.max_poll_interval_ms:
-            self._arm(_TIMER_POLL, self.last_poll_ms + self.config.max_poll_interval_ms)
+        if not self._poll_overdue(_TIMER_POLL, self.last_poll_ms):
             return
         # Kafka's consumer leaves the group itself so the others need not wait for it.
-        self._log(events.PollTimeout, since_last_poll_ms=overdue, max_poll_interval_ms=self.config.max_poll_interval_ms)
         if self.state is not MemberState.UNJOINED or self.member_id:
             self._lose_all("poll timeout")
             self._leave("consumer poll timeout has expired")

@@ -76,6 +76,16 @@ class MemberSteps(StepOutputs):
     def _cancel(self, key: TimerKey) -> None:
         self._out.append(CancelTimer(key))
 
+    def _poll_overdue(self, timer: TimerKey, last_poll_ms: int) -> bool:
+        """The poll timer fired: True if max.poll.interval.ms has passed since the last poll (logged,
+        `poll_timeout`); else it is armed again for the deadline the last poll set."""
+        overdue = self._now - last_poll_ms
+        if overdue < self.config.max_poll_interval_ms:
+            self._arm(timer, last_poll_ms + self.config.max_poll_interval_ms)
+            return False
+        self._log(events.PollTimeout, since_last_poll_ms=overdue, max_poll_interval_ms=self.config.max_poll_interval_ms)
+        return True
+
     def _revoke(self, partitions: list[TopicPartition], reason: str) -> None:
         """Give `partitions` up in order (Kafka's onPartitionsRevoked: the application may still commit them)."""
         if partitions:

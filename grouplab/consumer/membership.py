@@ -295,13 +295,10 @@ class ConsumerMembership(MemberSteps):
     def _on_poll_deadline(self) -> None:
         if self.state in (MembershipState.CLOSED, MembershipState.FATAL, MembershipState.STALE):
             return
-        overdue = self._now - self.last_poll_ms
-        if overdue < self.config.max_poll_interval_ms:
-            self._arm(_TIMER_POLL, self.last_poll_ms + self.config.max_poll_interval_ms)
+        if not self._poll_overdue(_TIMER_POLL, self.last_poll_ms):
             return
         # Kafka's client leaves on its own so that the others need not wait for it, and rejoins on
         # the next poll; what it owned is lost (it cannot commit what it did not poll).
-        self._log(events.PollTimeout, since_last_poll_ms=overdue, max_poll_interval_ms=self.config.max_poll_interval_ms)
         self._lose_all("poll timeout")
         if self.member_id:
             self._leave("consumer poll timeout has expired")
