@@ -153,6 +153,7 @@ class Outcome:
     callbacks_s: float | None = None  # the callbacks alone said stable (before the server did)
     leave_partition_s: float | None = None
     leave_stable_s: float | None = None
+    start_revoked: int | None = None  # partitions revoked (callbacks) on the way to the first stable group
     leave_stopped: int | None = None  # distinct partitions unowned at some moment during the leave
     coordinator_cpu_s: float = 0.0  # over the whole repetition
     workers_cpu_s: float = 0.0
@@ -325,6 +326,13 @@ class Run:
         return integral, len(stopped)
 
 
+def heartbeat_ms(protocol: str, args: argparse.Namespace) -> int:
+    """The heartbeat interval the protocol's members use: the broker's for KIP-848, the client's for classic."""
+    if protocol == "consumer":
+        return int(args.broker["group.consumer.heartbeat.interval.ms"])
+    return int(args.client["heartbeat.interval.ms"])
+
+
 def run_once(ctx: Any, protocol: str, n: int, args: argparse.Namespace, rep: int) -> Outcome:
     out = Outcome()
     run = Run(ctx, protocol, n, args, rep)
@@ -340,8 +348,14 @@ def run_once(ctx: Any, protocol: str, n: int, args: argparse.Namespace, rep: int
             return out
         first = min(t for kind, _, t, _ in run.log if kind == "start")
         out.stable_s, out.callbacks_s = stable_at - first, callbacks_at - first
-        print(f"    {label}: stable in {out.stable_s:.2f} s (callbacks {out.callbacks_s:.2f} s)", flush=True)
-        end_settle = time.monotonic() + args.settle_s
+        out.start_revoked = sum(len(parts) for kind, _, t, parts in run.log if kind in ("revoke", "lost"))
+        print(f"    {label}: stable in {out.stable_s:.2f} s (callbacks {out.callbacks_s:.2f} s), "
+              f"{out.start_revoked} partitions revoked on the way", flush=True)
+        # The others hear of the leave at their next heartbeat, whose phase decides most of the figure:
+        # repetition k of R leaves (k + 1/2)/R of a heartbeat interval after --settle-s, so the
+        # repetitions sample that phase evenly and their median is the middle of the interval.
+        phase_s = (rep + 0.5) / args.repeat * heartbeat_ms(protocol, args) / 1000
+        end_settle = stable_at + args.settle_s + phase_s
         while time.monotonic() < end_settle:
             run.drain(0.05)
         leaver = run.names[n // 2]
@@ -388,12 +402,14 @@ def row(protocol: str, n: int, outcomes: list[Outcome]) -> list[str]:
 
     timeouts = sum(1 for o in outcomes if o.notes)
     return [PROTOCOLS[protocol][0], str(n), str(2 * n), spread(got("stable_s")), spread(got("callbacks_s")),
+            spread(got("start_revoked"), "{:.0f}"),
             spread(got("leave_partition_s")), spread(got("leave_stable_s")), spread(got("leave_stopped"), "{:.0f}"),
             spread([o.coordinator_cpu_s for o in outcomes], "{:.1f}"), spread([o.workers_cpu_s for o in outcomes], "{:.1f}"),
             f"{len(outcomes) - timeouts}/{len(outcomes)}"]
 
 
-HEADER = ["protocol", "consumers", "partitions", "start → stable s", "callbacks alone s", "leave: partition-s unowned",
+HEADER = ["protocol", "consumers", "partitions", "start → stable s", "callbacks alone s", "start: partitions revoked",
+          "leave: partition-s unowned",
           "leave: → stable again s", "leave: partitions stopped", "coordinator CPU s", "consumers' CPU s", "done"]
 
 
