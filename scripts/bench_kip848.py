@@ -57,6 +57,11 @@ PROTOCOLS = {  # name -> (label, librdkafka settings of its own)
 CLASSIC_DEFAULTS = {"session.timeout.ms": 45_000, "heartbeat.interval.ms": 3_000, "max.poll.interval.ms": 300_000}
 BROKER_DEFAULTS = {"group.initial.rebalance.delay.ms": 3_000, "group.consumer.heartbeat.interval.ms": 5_000,
                    "group.consumer.session.timeout.ms": 45_000}
+LAYOUT = ("One topic of 2 × consumers partitions; each repetition on a fresh coordinator (its own process: "
+          "grouplab's CoordinatorServer with its Kafka port, no event log or trace); the consumers as threads, {} "
+          "to a worker process, one poll loop each; times from the consumers' callbacks and the AdminClient's "
+          "describe_consumer_groups, median [min–max] of the repetitions. A leave comes (k + 1/2)/R of a heartbeat "
+          "interval after the settle time in repetition k of R.")
 DESCRIBE_GAP_S = 0.02  # between two describe_consumer_groups calls once the callbacks say stable
 
 
@@ -174,9 +179,9 @@ class Run:
         self.log: list[tuple[str, str, float, Any]] = []  # every event, in arrival order
         self.held: dict[str, set[int]] = {name: set() for name in self.names}
         self.gone: set[str] = set()
-        self.procs: list[Any] = []
         self.pipes: dict[str, Any] = {}  # consumer name -> its worker's command pipe
         self.workers: list[Any] = []
+        self.coordinator: Any = None
 
     # ---- set-up and tear-down
 
@@ -206,6 +211,7 @@ class Run:
                 self.pipes[name] = ours
 
     def stop(self) -> None:
+        """Workers exit without leaving (os._exit), then the coordinator stops: nothing outlives the cell."""
         for p, pipe in self.workers:
             try:
                 pipe.send("stop")
@@ -216,13 +222,16 @@ class Run:
             if p.is_alive():
                 p.kill()
                 p.join(5)
-        self.coordinator.terminate()
-        self.coordinator.join(30)
-        if self.coordinator.is_alive():
-            self.coordinator.kill()
+        if self.coordinator is not None:
+            self.coordinator.terminate()
+            self.coordinator.join(30)
+            if self.coordinator.is_alive():
+                self.coordinator.kill()
 
     def cpu(self) -> tuple[float, float]:
-        return _cpu_s(self.coordinator.pid), sum(_cpu_s(p.pid) for p, _ in self.workers)
+        """CPU seconds so far: the coordinator's, and all the workers' (librdkafka's threads included)."""
+        coordinator = _cpu_s(self.coordinator.pid) if self.coordinator is not None else -1.0
+        return coordinator, sum(_cpu_s(p.pid) for p, _ in self.workers)
 
     # ---- what the consumers and the coordinator say
 
@@ -491,18 +500,20 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps(results))
     if not args.no_write:
+        load = " / ".join(f"{x:.2f}" for x in os.getloadavg()) + " (1 / 5 / 15 min)"
         command = "scripts/bench_kip848.py " + shlex.join(sys.argv[1:] if argv is None else argv)
         header = (f"## KIP-848 against classic: time to a stable group, partitions unconsumed on a leave "
                   f"(issue 23) ({utc_stamp()})\n\n"
-                  f"`{command.strip()}` on {os.cpu_count()} cores, Python {platform.python_version()}, "
-                  f"confluent-kafka {_versions()}. {settings(args)}.\n\n")
+                  f"`{command.strip()}` on {os.cpu_count()} cores, load average at the end {load}, "
+                  f"Python {platform.python_version()}, confluent-kafka {_versions()}. {settings(args)}. "
+                  f"{LAYOUT.format(args.per_worker)}\n\n")
         append_to_benchmarks(header + text)
 
 
 def _versions() -> str:
     import confluent_kafka
 
-    return f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+    return f"{confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]})"
 
 
 if __name__ == "__main__":
