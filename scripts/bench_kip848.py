@@ -9,10 +9,13 @@ Per repetition of a cell (protocol × group size), on a fresh coordinator:
           consumer's start until every partition is assigned to exactly one consumer as their own
           on_assign/on_revoke/on_lost callbacks say AND AdminClient.describe_consumer_groups says
           Stable with N members whose assignments match the callbacks;
-  leave   after --settle-s, one consumer closes cleanly; until the same holds for the N-1 others:
+  leave   --settle-s plus (k + 1/2)/R of a heartbeat interval after that (repetition k of R: the
+          survivors hear of a leave at their next heartbeat, so the repetitions sample its phase
+          evenly), one consumer closes cleanly; until the same holds for the N-1 others:
           partition-seconds unowned (a partition counts from the leaver's close(), or its owner's
-          revoke, until its next owner's on_assign), the seconds to stable again, and how many
-          distinct partitions were unowned at some moment (eager: all; otherwise the leaver's).
+          revoke, until its next owner's on_assign), the seconds until every partition is owned
+          again (callbacks) and until stable again (callbacks and server), and how many distinct
+          partitions were unowned at some moment (eager: all; otherwise the leaver's).
 
 Processes: the coordinator (grouplab's CoordinatorServer with its Kafka port, no event log or
 trace) in its own process; the consumers in --per-worker consumers per worker process, one Python
@@ -21,7 +24,8 @@ process gathers the callbacks (time.monotonic, one clock across processes on Lin
 AdminClient. Every wait has a deadline (--cell-timeout) and says what it still missed.
 
     scripts/bench_kip848.py [--sizes 10,100] [--protocols consumer,eager,cooperative] [--repeat 3]
-                            [--heartbeat-ms N] [--initial-delay-ms 3000] [--no-write] [--profile]
+                            [--heartbeat-ms N] [--initial-delay-ms 3000] [--settle-s 2]
+                            [--cell-timeout 180] [--per-worker 25] [--no-write] [--json] [--profile]
 """
 
 from __future__ import annotations
