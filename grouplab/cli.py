@@ -1330,32 +1330,37 @@ def _compare_script(args: argparse.Namespace) -> Any:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """The same membership changes under the coordinator protocol and the ZooKeeper era, side by
-    side (docs/legacy.md §7): in the simulators (default) or over real sockets (--real)."""
-    from grouplab.compare.script import CompareError
+    """The same membership changes under the ZooKeeper era, the classic protocol (eager and
+    cooperative) and KIP-848, side by side (docs/legacy.md §7): in the simulators (default) or over
+    real sockets (--real)."""
+    from grouplab.compare.script import CompareError, parse_designs
 
     if not args.real and (args.zookeeper is not None or args.timeout is not None or args.hold is not None):
         raise UsageError("--zookeeper, --timeout and --hold are for runs over real sockets: add --real")
     if args.real and args.seed is not None:
         raise UsageError("--seed is for the simulators; a run over real sockets (--real) has none")
     check_zookeeper(args.zookeeper, "compare")
+    try:
+        designs = parse_designs(args.designs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     script = _compare_script(args)
     if args.real:
-        return _run_async(lambda a: _compare_real(a, script), args)
-    from grouplab.compare.simulate import simulate_coordinator, simulate_zk
+        return _run_async(lambda a: _compare_real(a, script, designs), args)
+    from grouplab.compare.simulate import simulate
 
     seed = 1 if args.seed is None else args.seed
     try:
-        co, zk = simulate_coordinator(script, seed), simulate_zk(script, seed)
+        results = {d: simulate(script, seed, d) for d in designs}
     except CompareError as exc:
         raise CliError(exc) from None
     except AssertionError as exc:  # the ZooKeeper-era simulator's Violation names the seed
         raise CliError(f"the ZooKeeper-era simulator: {exc}") from None
-    _compare_output(args, script, co, zk, "simulator", seed)
+    _compare_output(args, script, results, "simulator", seed)
     return 0
 
 
-async def _compare_real(args: argparse.Namespace, script: Any) -> int:
+async def _compare_real(args: argparse.Namespace, script: Any, designs: list[str]) -> int:
     from grouplab.compare.real import run_real
     from grouplab.compare.script import CompareError
 
@@ -1364,33 +1369,38 @@ async def _compare_real(args: argparse.Namespace, script: Any) -> int:
             console.print(line, style="dim", markup=False, soft_wrap=True)
 
     where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
-    say(f"running the script over real sockets: a coordinator on 127.0.0.1, and {where}…")
+    say(f"running the script over real sockets: a coordinator on 127.0.0.1 per coordinator design, and {where}…")
     try:
         # Added partitions settle only once the leader's metadata is refreshed (metadata.max.age.ms,
         # Kafka's default 5 min): the default timeout covers that, or that change could never settle.
         default_timeout = max(120.0, script.settings.metadata_max_age_ms / 1000 + 60)
-        co, zk = await run_real(script, args.zookeeper, default_timeout if args.timeout is None else args.timeout,
-                                1.0 if args.hold is None else args.hold, say)
+        results = await run_real(script, designs, args.zookeeper,
+                                 default_timeout if args.timeout is None else args.timeout,
+                                 1.0 if args.hold is None else args.hold, say)
     except CompareError as exc:
         raise CliError(exc) from None
-    _compare_output(args, script, co, zk, "real", None)
+    _compare_output(args, script, results, "real", None)
     return 0
 
 
-def _compare_output(args: argparse.Namespace, script: Any, co: Any, zk: Any, mode: str, seed: int | None) -> None:
+def _compare_output(args: argparse.Namespace, script: Any, results: Any, mode: str, seed: int | None) -> None:
     from grouplab.compare.report import as_json, conclusion, render
 
     s = script.settings
     if args.format == "json":
-        print(json.dumps(as_json(script, co, zk, mode, seed), indent=2, ensure_ascii=False))
+        print(json.dumps(as_json(script, results, mode, seed), indent=2, ensure_ascii=False))
         return
     where = f"simulated, seed {seed}" if mode == "simulator" else "over real sockets"
     console.print(f"[bold]grouplab compare[/] ({where}) · group {s.group} · topics "
-                  f"{', '.join(f'{t}:{n}' for t, n in s.topics.items())} · session.timeout.ms {s.session_timeout_ms}, "
-                  f"zookeeper.session.timeout.ms {s.zk_session_timeout_ms}, metadata.max.age.ms "
-                  f"{s.metadata_max_age_ms} · every figure counts from the change until the group settled")
-    console.print(render(script, co, zk, mode))
-    console.print(conclusion(script, co, zk), soft_wrap=True)
+                  f"{', '.join(f'{t}:{n}' for t, n in s.topics.items())} · session timeout {s.session_timeout_ms} ms "
+                  f"for the coordinator designs (classic session.timeout.ms, KIP-848 group.consumer.session.timeout.ms), "
+                  f"zookeeper.session.timeout.ms {s.zk_session_timeout_ms} · heartbeats at Kafka's defaults (classic "
+                  f"heartbeat.interval.ms 3000, KIP-848 group.consumer.heartbeat.interval.ms 5000) · "
+                  f"metadata.max.age.ms {s.metadata_max_age_ms} · every figure counts from the change until the group "
+                  f"settled", soft_wrap=True)
+    console.print(render(script, results, mode))
+    for line in conclusion(script, results):
+        console.print(line, soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- sweep (Spark)
@@ -1955,20 +1965,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeline-rows", type=at_least(0), default=60, help="timeline rows to print (0: all)")
     s.add_argument("--trace-lines", type=at_least(0), default=20, help="steps shown before a violation")
 
-    cp = sub.add_parser("compare", help="the same membership changes under the coordinator protocol and the "
-                                        "ZooKeeper era, side by side (docs/legacy.md §7)",
+    cp = sub.add_parser("compare", help="the same membership changes under the ZooKeeper era, the classic protocol "
+                                        "(eager and cooperative) and KIP-848, side by side (docs/legacy.md §7)",
                         description="N consumers join, one leaves, one crashes, partitions are added, one joins: "
-                                    "under both designs, in the simulators (deterministic: a seed gives the same "
+                                    "under each design, in the simulators (deterministic: a seed gives the same "
                                     "tables) or over real sockets (--real). Per change: requests to the coordinator "
                                     "vs registry operations, time to a settled assignment, partition-seconds "
                                     "without a consumer, rebalances per consumer, failed claims.")
+    cp.add_argument("--designs", default="zk,eager,cooperative,consumer", metavar="LIST",
+                    help="which designs, of zk (the ZooKeeper era), eager (classic, range), cooperative (classic, "
+                         "cooperative-sticky), consumer (KIP-848, uniform); default: all four")
     cp.add_argument("--consumers", type=at_least(3), default=5, help="consumers that join first")
     cp.add_argument("--topics", default="t0:6,t1:6", help="TOPIC:PARTITIONS,... every consumer reads")
     cp.add_argument("--add", metavar="TOPIC:TOTAL", help="the partitions added: TOPIC's new count "
                                                          "(default: the first topic's + 2)")
     cp.add_argument("--seed", type=int, help="the simulators' seed (default: 1)")
     cp.add_argument("--session-timeout-ms", type=at_least(1), default=10_000, metavar="MS",
-                    help="the coordinator protocol's session.timeout.ms")
+                    help="the coordinator designs' session timeout (classic session.timeout.ms, KIP-848 "
+                         "group.consumer.session.timeout.ms)")
     cp.add_argument("--zk-session-timeout-ms", type=at_least(1), default=10_000, metavar="MS",
                     help="the ZooKeeper era's zookeeper.session.timeout.ms")
     cp.add_argument("--metadata-max-age-ms", type=at_least(1), default=300_000, metavar="MS",

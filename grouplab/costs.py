@@ -406,7 +406,8 @@ class CostTracker:
 
     # ------------------------------------------------------------------ coordinator events
 
-    def _group_begins(self, node: str, ts: int, ev: events.RebalanceStarted | events.GroupLoaded) -> None:
+    def _group_begins(self, node: str, ts: int, ev: events.RebalanceStarted | events.GroupLoaded
+                      | events.GroupEpochBumped | events.ConsumerGroupLoaded) -> None:
         self._group_start.setdefault(ev.group_id, ts)
 
     def _topic_created(self, node: str, ts: int, ev: events.TopicCreated | events.PartitionsCreated) -> None:
@@ -433,7 +434,14 @@ class CostTracker:
                 for t, p in parts:
                     self._lane(ev.group_id, TopicPartition(t, p), ts)  # None: a deleted topic's (stale metadata)
 
-    def _member_removed(self, node: str, ts: int, ev: events.MemberRemoved) -> None:
+    def _target_computed(self, node: str, ts: int, ev: events.TargetAssignmentComputed) -> None:
+        """A consumer-protocol group's target (KIP-848) names the partitions the group consumes, as a
+        classic group's stable assignment does: each one's lane opens (unowned until a member takes it)."""
+        for parts in ev.assignment.values():
+            for t, p in parts:
+                self._lane(ev.group_id, TopicPartition(str(t), int(str(p))), ts)
+
+    def _member_removed(self, node: str, ts: int, ev: events.MemberRemoved | events.ConsumerMemberRemoved) -> None:
         key = (ev.group_id, ev.member_id)
         reason = ev.reason.value
         for stall in self._stalls_of.get(key, ()):
@@ -444,7 +452,8 @@ class CostTracker:
                 if hold.member_id == ev.member_id:
                     self._end_hold(lane, n, ts, "removed", why=reason)
 
-    def _static_member_replaced(self, node: str, ts: int, ev: events.StaticMemberReplaced) -> None:
+    def _static_member_replaced(self, node: str, ts: int,
+                                ev: events.StaticMemberReplaced | events.ConsumerStaticMemberReplaced) -> None:
         key = (ev.group_id, ev.old_member_id)
         for lane in sorted(self._by_member.get(key, ()), key=_lane_order):
             for n, hold in list(lane.holders.items()):
@@ -712,6 +721,12 @@ _COORDINATOR: dict[type, Handler] = {
     events.GroupStable: CostTracker._group_stable,
     events.MemberRemoved: CostTracker._member_removed,
     events.StaticMemberReplaced: CostTracker._static_member_replaced,
+    # A consumer-protocol group (KIP-848): its first epoch begins it, its target opens the lanes.
+    events.GroupEpochBumped: CostTracker._group_begins,
+    events.ConsumerGroupLoaded: CostTracker._group_begins,
+    events.TargetAssignmentComputed: CostTracker._target_computed,
+    events.ConsumerMemberRemoved: CostTracker._member_removed,
+    events.ConsumerStaticMemberReplaced: CostTracker._static_member_replaced,
 }
 _SIMULATOR: dict[type, Handler] = {
     events.FaultInjected: CostTracker._fault_injected,  # not RuleFaultInjected: a message fault stops nobody

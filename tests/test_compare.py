@@ -1,15 +1,18 @@
-"""`grouplab compare` (docs/legacy.md §7): the same membership changes under the coordinator
-protocol and the ZooKeeper era. In the simulators a seed gives the same tables (a golden file),
-and the figures show what each design does: every ZooKeeper-era consumer rebalances on every
-change and reads every registration (more registry operations than coordinator requests), a crash
-is noticed after the session timeout in both, new partitions at once by the ZooKeeper-era
-consumers' watch and only at the leader's next metadata refresh by the coordinator protocol. Over
-real sockets, on the embedded registry and on a real ZooKeeper, every change settles under both."""
+"""`grouplab compare` (docs/legacy.md §7): the same membership changes under the ZooKeeper era,
+the classic coordinator protocol (eager and cooperative) and KIP-848. In the simulators a seed
+gives the same tables (a golden file), and the figures show what each design does: every
+ZooKeeper-era consumer rebalances on every change and reads every registration (more registry
+operations than coordinator requests), a crash is noticed after the session timeout in all, new
+partitions at once by the ZooKeeper-era consumers' watch, at the members' next heartbeat by
+KIP-848's coordinator and only at the leader's next metadata refresh by the classic protocol; a
+leave under KIP-848 touches only the members that take the leaver's partitions. Over real
+sockets, on the embedded registry and on a real ZooKeeper, every change settles under every design."""
 
 from __future__ import annotations
 
 import json
 import os
+from typing import Any
 import subprocess
 import sys
 from pathlib import Path
@@ -18,17 +21,17 @@ import pytest
 
 from grouplab.compare.real import run_real
 from grouplab.compare.report import as_json
-from grouplab.compare.script import Figures, Settings, real_names, script, sim_names
-from grouplab.compare.simulate import simulate_coordinator, simulate_zk
+from grouplab.compare.script import DESIGNS, Figures, Settings, real_names, script, sim_names
+from grouplab.compare.simulate import simulate
 from tests.golden_files import GOLDEN, compare
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def simulated(seed: int, **kw: object) -> tuple[object, list[Figures], list[Figures]]:
+def simulated(seed: int, **kw: object) -> tuple[Any, dict[str, list[Figures]]]:
     settings = Settings(**kw)  # type: ignore[arg-type]
     s = script(settings, sim_names(settings.consumers), seed)
-    return s, simulate_coordinator(s, seed), simulate_zk(s, seed)
+    return s, {d: simulate(s, seed, d) for d in DESIGNS}
 
 
 def test_the_tables_of_a_seed_are_identical_to_golden() -> None:
@@ -40,16 +43,15 @@ def test_the_tables_of_a_seed_are_identical_to_golden() -> None:
 
 
 def test_a_seed_gives_the_same_figures_and_another_seed_others() -> None:
-    a, b, c = (as_json(*simulated(seed)[:3], "simulator", seed) for seed in (3, 3, 4))  # type: ignore[misc]
+    a, b, c = (as_json(*simulated(seed), "simulator", seed) for seed in (3, 3, 4))
     assert a == b
     assert a["changes"] != c["changes"]
 
 
 def test_the_figures_show_what_each_design_does() -> None:
-    s, co, zk = simulated(1)
-    changes = s.changes  # type: ignore[attr-defined]
-    live = s.live_after  # type: ignore[attr-defined]
-    settings = s.settings  # type: ignore[attr-defined]
+    s, results = simulated(1)
+    co, zk, kip848 = results["eager"], results["zk"], results["consumer"]
+    changes, live, settings = s.changes, s.live_after, s.settings
     assert [c.kind for c in changes] == ["join", "leave", "crash", "add_partitions", "join"]
     for i, (change, a, b) in enumerate(zip(changes, co, zk)):
         assert a.settle_ms is not None and b.settle_ms is not None, change.label()
@@ -67,6 +69,17 @@ def test_the_figures_show_what_each_design_does() -> None:
     assert 1000 < co[grow].settle_ms <= settings.metadata_max_age_ms + 10_000  # type: ignore[operator]
     added = changes[grow].total - settings.topics[changes[grow].topic]
     assert co[grow].idle_ms >= added * (co[grow].settle_ms - 1000)  # type: ignore[operator]
+    # KIP-848: the coordinator sees the new partitions at the members' next heartbeat (5 s) and
+    # assigns them itself; a crash is noticed after its session timeout (one heartbeat less at most).
+    assert all(f.settle_ms is not None for f in kip848)
+    assert kip848[grow].settle_ms <= 2 * 5000 and kip848[grow].idle_ms < co[grow].idle_ms / 10  # type: ignore[operator]
+    assert kip848[crash].settle_ms >= settings.session_timeout_ms - 5000  # type: ignore[operator]
+    # A leave: every classic member rebalances; under KIP-848 only those that take the leaver's partitions move.
+    leave = 1
+    assert set(co[leave].rebalances) == live[leave] and set(results["cooperative"][leave].rebalances) == live[leave]
+    assert 0 < len(kip848[leave].rebalances) < len(live[leave])
+    # Heartbeats carry KIP-848's protocol: it sends fewer requests than the classic designs.
+    assert sum(f.total for f in kip848) < sum(f.total for f in co)
 
 
 @pytest.mark.parametrize("registry", ["embedded", "zookeeper"])
@@ -76,15 +89,19 @@ async def test_over_real_sockets_every_change_settles_under_both_designs(registr
     settings = Settings(consumers=3, session_timeout_ms=6000, zk_session_timeout_ms=4000, metadata_max_age_ms=1000,
                         group=f"compare-{registry}")
     s = script(settings, real_names(3))
-    co, zk = await run_real(s, zookeeper, timeout_s=60, hold_s=0.1, say=lambda line: None)
-    assert len(co) == len(zk) == 5
-    for change, live, a, b in zip(s.changes, s.live_after, co, zk):
-        assert a.settle_ms is not None and 0 <= a.settle_ms < 60_000, change.label()
-        assert b.settle_ms is not None and 0 <= b.settle_ms < 60_000, change.label()
-        assert set(a.rebalances) == live and set(b.rebalances) >= live, change.label()
-        assert a.total > 0 and b.total > 0, change.label()
+    results = await run_real(s, list(DESIGNS), zookeeper, timeout_s=60, hold_s=0.1, say=lambda line: None)
+    co, zk, kip848 = results["eager"], results["zk"], results["consumer"]
+    assert all(len(figures) == 5 for figures in results.values())
+    for i, (change, live) in enumerate(zip(s.changes, s.live_after)):
+        for design, figures in results.items():
+            f = figures[i]
+            assert f.settle_ms is not None and 0 <= f.settle_ms < 60_000, (design, change.label())
+            assert f.total + (f.heartbeats or 0) > 0, (design, change.label())
+        assert set(co[i].rebalances) == live and set(zk[i].rebalances) >= live, change.label()
+        assert set(kip848[i].rebalances) <= live, change.label()  # only the members whose assignment changed
     # A crash is noticed no sooner than the session timeout less one heartbeat (ping) interval.
     assert co[2].settle_ms >= 6000 - 3000 and zk[2].settle_ms >= 4000 * 2 // 3  # type: ignore[operator]
+    assert kip848[2].settle_ms >= 6000 - 5000  # type: ignore[operator]
 
 
 def test_the_json_form_has_every_figure() -> None:
@@ -94,7 +111,21 @@ def test_the_json_form_has_every_figure() -> None:
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["mode"] == "simulator" and doc["seed"] == 2 and len(doc["changes"]) == 5
+    assert list(doc["designs"]) == ["zk", "eager", "cooperative", "consumer"]
     first = doc["changes"][0]
-    assert set(first["coordinator"]) == set(first["zookeeper"]) == {
-        "settle_ms", "messages", "offsets", "heartbeats", "idle_ms", "rebalances", "failed", "gave_up"}
-    assert doc["conclusion"].startswith("The ZooKeeper era made")
+    assert list(first["figures"]) == list(doc["designs"]) and list(doc["totals"]) == list(doc["designs"])
+    for figures in first["figures"].values():
+        assert set(figures) == {"settle_ms", "messages", "offsets", "heartbeats", "idle_ms", "rebalances", "failed",
+                                "gave_up"}
+    assert doc["conclusion"][0].startswith("Over the whole script: ZooKeeper era")
+
+
+def test_designs_can_be_chosen_and_an_unknown_one_is_refused() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "grouplab.cli", "compare", "--designs", "consumer,zk", "--format",
+                          "json"], capture_output=True, env=env, cwd=ROOT, timeout=120, text=True)
+    assert out.returncode == 0, out.stderr
+    assert list(json.loads(out.stdout)["designs"]) == ["zk", "consumer"]  # in the designs' own order
+    out = subprocess.run([sys.executable, "-m", "grouplab.cli", "compare", "--designs", "zk,paxos"],
+                         capture_output=True, env=env, cwd=ROOT, timeout=120, text=True)
+    assert out.returncode == 2 and "unknown paxos" in out.stderr and len(out.stderr.strip().splitlines()) == 1

@@ -8,6 +8,12 @@ owner stopped) or unowned is the cost fold's (grouplab/costs.py), and completed 
 took part in them are the rebalance tracker's it feeds (grouplab/rebalances.py). The probe only
 cuts them at the changes and says when each change settled: a rebalance completed since the
 change, its members exactly the live consumers, and every partition of the group consumed.
+
+A consumer-protocol group (KIP-848) has no rebalances: its change has "rebalanced" once a new
+target was computed since the change and every member reached it (stable at the target's epoch;
+one heartbeat can do it all, the group never leaving Stable), a member's "rebalances" are the
+times its assignment changed, and a
+ConsumerGroupHeartbeat that carries nothing but the member's epoch counts as a heartbeat.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 
 from grouplab.compare.script import Figures
 from grouplab.costs import CONSUMED, CostTracker
+from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent
 
 
@@ -29,6 +36,7 @@ class _Window:
     requests: Counter[str] = field(default_factory=Counter)
     rebalances: Counter[str] = field(default_factory=Counter)
     rebalanced: bool = False  # a rebalance completed since the change (every change of the script needs one)
+    targeted: bool = False  # a consumer-protocol group: a target assignment was computed since the change
     members: set[str] = field(default_factory=set)  # the consumers of the last one
     settled_ms: int | None = None
     idle_ms: int | None = None
@@ -45,6 +53,10 @@ class CoordinatorProbe:
         self.consumers = set(consumers)  # requests from others (an admin's) are not the group's
         self.windows: list[_Window] = []
         self._expected: list[tuple[int, set[str]]] = []
+        self._clients: dict[str, str] = {}  # a consumer-protocol group's member id -> client id
+        self._holding: dict[str, list[list[object]]] = {}  # and what each member was last given
+        self._reached: dict[str, tuple[int, str]] = {}  # and its last (member epoch, member state)
+        self._target_epoch = 0
 
     # ------------------------------------------------------------------ changes
 
@@ -90,13 +102,39 @@ class CoordinatorProbe:
         if rebalance is not None and rebalance.group_id == self.group_id and w is not None:
             w.rebalances.update(rebalance.clients.values())
             w.rebalanced, w.members = True, set(rebalance.clients.values())
+        p = ev.payload
+        if node == "coordinator" and isinstance(p, events.ConsumerGroupEvent) and p.group_id == self.group_id:
+            self._consumer_group(p, w)
         self._check(ev.ts_ms)
+
+    def _consumer_group(self, p: events.ConsumerGroupEvent, w: _Window | None) -> None:
+        if isinstance(p, events.ConsumerMemberJoined):
+            self._clients[p.member_id] = p.client_id
+        elif isinstance(p, events.ConsumerStaticMemberReplaced):
+            self._clients[p.member_id] = self._clients.pop(p.old_member_id, p.instance_id)
+        elif isinstance(p, events.ConsumerMemberRemoved):
+            self._clients.pop(p.member_id, None)
+            self._holding.pop(p.member_id, None)
+            self._reached.pop(p.member_id, None)
+        elif isinstance(p, events.TargetAssignmentComputed):
+            self._target_epoch = p.assignment_epoch
+            if w is not None:
+                w.targeted = True
+        elif isinstance(p, events.ConsumerMemberReconciled):
+            if self._holding.get(p.member_id, []) != p.assigned and w is not None:
+                w.rebalances[self._clients.get(p.member_id, p.member_id)] += 1
+            self._holding[p.member_id] = p.assigned
+            self._reached[p.member_id] = (p.member_epoch, p.member_state.value)
+        at_target = all(self._reached.get(m) == (self._target_epoch, "stable") for m in self._clients)
+        if w is not None and w.targeted and self._clients and at_target:
+            w.rebalanced, w.members = True, set(self._clients.values())
 
     def trace(self, line: dict[str, Any]) -> None:
         self._roll(int(line.get("ts_ms", 0)))
         w = self._open()
         if w is not None and line.get("kind") == "request" and line.get("client_id") in self.consumers:
-            w.requests[str(line.get("api"))] += 1
+            api = str(line.get("api"))
+            w.requests["Heartbeat" if api == "ConsumerGroupHeartbeat" and _plain(line.get("body")) else api] += 1
 
     # ------------------------------------------------------------------ settling
 
@@ -118,3 +156,13 @@ class CoordinatorProbe:
         if segments and all(seg.state == CONSUMED for seg in segments):
             w.settled_ms = ts_ms
             w.idle_ms = self._idle(ts_ms) - w.idle_at_start
+
+
+def _plain(body: Any) -> bool:
+    """A ConsumerGroupHeartbeat that says only "still here, at my epoch": no join or leave, and no
+    subscription, assignor, rebalance timeout or owned partitions (they are sent only when they change)."""
+    if not isinstance(body, dict) or int(body.get("member_epoch", 0)) <= 0:
+        return False
+    return (body.get("subscribed_topic_names") is None and body.get("subscribed_topic_regex") is None
+            and body.get("topic_partitions") is None and body.get("server_assignor") is None
+            and body.get("rebalance_timeout_ms", -1) == -1)

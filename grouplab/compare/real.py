@@ -1,8 +1,8 @@
-"""`grouplab compare --real`: the script over real sockets, both designs at once in one event loop
-— a coordinator and its consumers over loopback TCP (grouplab/cluster.py's LocalCluster), and the
-ZooKeeper-era consumers on the embedded registry or a real ZooKeeper (grouplab/zk/run.py's
-ZkCluster). Each change waits until its design has settled, then `hold_s`, before the next; the
-figures are wall-clock."""
+"""`grouplab compare --real`: the script over real sockets, every design at once in one event loop
+— per coordinator design a coordinator and its consumers over loopback TCP (grouplab/cluster.py's
+LocalCluster), and the ZooKeeper-era consumers on the embedded registry or a real ZooKeeper
+(grouplab/zk/run.py's ZkCluster). Each change waits until its design has settled, then `hold_s`,
+before the next; the figures are wall-clock."""
 
 from __future__ import annotations
 
@@ -12,27 +12,27 @@ from dataclasses import replace
 from typing import Callable
 
 from grouplab.compare.probe import CoordinatorProbe
-from grouplab.compare.script import CompareError, Figures, Script
-from grouplab.compare.simulate import zk_figures
+from grouplab.compare.script import DESIGNS, CompareError, Figures, Script
+from grouplab.compare.simulate import design_config, zk_figures
 from grouplab.protocol.effects import wall_clock_ms
 
 Say = Callable[[str], None]
 
 
-async def run_real(script: Script, zookeeper: str | None, timeout_s: float, hold_s: float,
-                   say: Say) -> tuple[list[Figures], list[Figures]]:
-    """Both designs side by side; the first to fail (no ZooKeeper there, a change that does not
-    settle within `timeout_s`) stops the other."""
+async def run_real(script: Script, designs: list[str], zookeeper: str | None, timeout_s: float, hold_s: float,
+                   say: Say) -> dict[str, list[Figures]]:
+    """The designs side by side; the first to fail (no ZooKeeper there, a change that does not
+    settle within `timeout_s`) stops the others."""
     try:
         async with asyncio.TaskGroup() as tasks:
-            co = tasks.create_task(_coordinator(script, timeout_s, hold_s, say))
-            zk = tasks.create_task(_zookeeper(script, zookeeper, timeout_s, hold_s, say))
+            running = {d: tasks.create_task(_zookeeper(script, zookeeper, timeout_s, hold_s, say) if d == "zk"
+                                            else _coordinator(script, d, timeout_s, hold_s, say)) for d in designs}
     except ExceptionGroup as group:
         first = group.exceptions[0]
         if isinstance(first, Exception) and len(group.exceptions) == 1:
             raise first from None
         raise
-    return co.result(), zk.result()
+    return {d: task.result() for d, task in running.items()}
 
 
 async def _until(predicate: Callable[[], bool], timeout_s: float) -> bool:
@@ -48,14 +48,16 @@ def _not_settled(design: str, label: str, timeout_s: float) -> CompareError:
     return CompareError(f"the {design} did not settle after '{label}' within --timeout {timeout_s:g} s")
 
 
-async def _coordinator(script: Script, timeout_s: float, hold_s: float, say: Say) -> list[Figures]:
+async def _coordinator(script: Script, design: str, timeout_s: float, hold_s: float, say: Say) -> list[Figures]:
     from grouplab.cluster import LocalCluster
+    from grouplab.coordinator.config import BrokerConfig
 
     s = script.settings
     probe = CoordinatorProbe(s.group, set(script.consumers))
-    cluster = LocalCluster(dict(s.topics), s.group, ["range"],
-                           consumer_overrides=[f"session.timeout.ms={s.session_timeout_ms}",
-                                               f"metadata.max.age.ms={s.metadata_max_age_ms}"],
+    consumer, broker, assignors = design_config(script, design)
+    cluster = LocalCluster(dict(s.topics), s.group, assignors,
+                           BrokerConfig().with_overrides(f"{k}={v}" for k, v in broker.items()),
+                           consumer_overrides=[f"{k}={v}" for k, v in consumer.items()],
                            listeners=[probe.feed], trace_listeners=[probe.trace])
     await cluster.start()
     try:
@@ -70,10 +72,9 @@ async def _coordinator(script: Script, timeout_s: float, hold_s: float, say: Say
             else:
                 await cluster.add_partitions(change.topic, change.total)
             if not await _until(lambda: probe.settled, timeout_s):
-                raise _not_settled("coordinator protocol", change.label(), timeout_s)
+                raise _not_settled(DESIGNS[design], change.label(), timeout_s)
             settled = probe.windows[-1].settled_ms
-            say(f"coordinator protocol: {change.label()}: settled in "
-                f"{(settled or 0) - probe.windows[-1].start_ms} ms")
+            say(f"{DESIGNS[design]}: {change.label()}: settled in {(settled or 0) - probe.windows[-1].start_ms} ms")
             await asyncio.sleep(hold_s)
         return probe.finish(wall_clock_ms())
     finally:

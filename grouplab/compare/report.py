@@ -1,6 +1,8 @@
-"""What `grouplab compare` prints: a table per change, the two designs side by side, the totals,
-and one line of conclusion drawn from the figures (never written in advance); or all of it as
-JSON."""
+"""What `grouplab compare` prints: a table per change with a row per design, the totals, and a
+few lines of conclusion drawn from the figures (never written in advance); or all of it as JSON.
+
+`results` maps each design played (grouplab/compare/script.py DESIGNS, in that order) to its
+figures, one per change of the script."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from grouplab.compare.script import Change, Figures, Script
+from grouplab.compare.script import DESIGNS, Change, Figures, Script
 
-COORDINATOR, ZOOKEEPER = "coordinator protocol", "ZooKeeper era"
+Results = dict[str, list[Figures]]
 
 
 def _seconds(ms: int | None) -> str:
@@ -22,8 +24,12 @@ def _seconds(ms: int | None) -> str:
 def _messages(f: Figures) -> str:
     if f.heartbeats is None:
         return f"{f.total} ({f.messages.get('reads', 0)} reads, {f.messages.get('writes', 0)} writes)"
-    detail = ", ".join(f"{api} {n}" for api, n in sorted(f.messages.items(), key=lambda kv: (-kv[1], kv[0])))
+    detail = ", ".join(f"{_api(api)} {n}" for api, n in sorted(f.messages.items(), key=lambda kv: (-kv[1], kv[0])))
     return f"{f.total}" + (f" ({detail})" if detail else "")
+
+
+def _api(name: str) -> str:
+    return "CGHeartbeat" if name == "ConsumerGroupHeartbeat" else name
 
 
 def _rebalances(f: Figures) -> str:
@@ -36,24 +42,21 @@ def _rebalances(f: Figures) -> str:
     return f"{total}: " + ", ".join(f"{c} {n}" for c, n in counts.items())
 
 
-def _rows(co: Figures, zk: Figures) -> list[tuple[str, str, str]]:
-    return [
-        ("requests to the coordinator / registry operations", _messages(co), _messages(zk)),
-        ("  of which for committed offsets", str(co.offsets), str(zk.offsets)),
-        ("  heartbeats (ZooKeeper's pings are not counted)", str(co.heartbeats), "-"),
-        ("time to a settled assignment", _seconds(co.settle_ms), _seconds(zk.settle_ms)),
-        ("partition-seconds without a consumer", f"{co.idle_ms / 1000:.1f}", f"{zk.idle_ms / 1000:.1f}"),
-        ("rebalances per consumer", _rebalances(co), _rebalances(zk)),
-        ("failed rebalance attempts (gave up)", "- (the coordinator hands partitions out)",
-         f"{zk.failed} ({zk.gave_up})"),
-    ]
+COLUMNS = ("design", "requests / registry operations", "for offsets", "heartbeats", "settled after",
+           "partition-s without a consumer", "rebalances per consumer", "failed (gave up)")
 
 
-def _table(title: str, rows: list[tuple[str, str, str]]) -> Table:
+def _row(design: str, f: Figures) -> tuple[str, ...]:
+    return (DESIGNS[design], _messages(f), str(f.offsets), "-" if f.heartbeats is None else str(f.heartbeats),
+            _seconds(f.settle_ms), f"{f.idle_ms / 1000:.1f}", _rebalances(f),
+            "-" if f.failed is None else f"{f.failed} ({f.gave_up})")
+
+
+def _table(title: str, rows: list[tuple[str, ...]]) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
-    table.add_column("")
-    table.add_column(COORDINATOR)
-    table.add_column(ZOOKEEPER)
+    for col in COLUMNS:
+        table.add_column(col, justify="right" if col in ("for offsets", "heartbeats", "partition-s without a consumer")
+                         else "left")
     for row in rows:
         table.add_row(*row)
     return table
@@ -80,36 +83,44 @@ def total(figures: list[Figures]) -> Figures:
                    gave_up=add([f.gave_up for f in figures]))
 
 
-def conclusion(script: Script, co: list[Figures], zk: list[Figures]) -> str:
-    c, z = total(co), total(zk)
-    zk_core, co_core = z.total - z.offsets, c.total - c.offsets
-    ratio = f": {zk_core / co_core:.1f}× as many" if co_core else ""
-    text = (f"The ZooKeeper era made {z.total} registry operations ({zk_core} leaving out committed offsets) where "
-            f"the coordinator protocol made {c.total} requests ({c.offsets} for offsets), heartbeats aside{ratio}; "
-            f"{z.failed} failed rebalance attempts and {z.gave_up} give-ups; "
-            f"{z.idle_ms / 1000:.1f} partition-seconds without a consumer against {c.idle_ms / 1000:.1f}.")
-    verdicts: dict[str, list[str]] = {"sooner": [], "later": [], "about as soon": []}
-    for change, a, b in zip(script.changes, co, zk):
-        verdicts[_verdict(b.settle_ms, a.settle_ms)].append(change.label())
-    said = [f"{verdict} after {', '.join(labels)}" for verdict, labels in verdicts.items() if labels]
-    return text + " It settled " + "; ".join(said) + "."
+def conclusion(script: Script, results: Results) -> list[str]:
+    """The lines under the tables: each design's totals, which design settled first after each
+    change, and what the added partitions cost a classic group (its leader's metadata refresh)."""
+    totals = {d: total(figs) for d, figs in results.items()}
+    lines = ["Over the whole script: " + "; ".join(
+        f"{DESIGNS[d]} {t.idle_ms / 1000:.1f} partition-s without a consumer, {t.total} "
+        + ("registry operations" if t.heartbeats is None else "requests") for d, t in totals.items()) + "."]
+    firsts = []
+    for i, change in enumerate(script.changes):
+        settled: dict[str, int] = {d: ms for d, figs in results.items() if (ms := figs[i].settle_ms) is not None}
+        if not settled:
+            firsts.append(f"{change.label()}: none settled")
+            continue
+        best = min(settled.values())
+        near = [DESIGNS[d] for d, ms in settled.items() if ms - best <= max(100, best // 10)]
+        firsts.append(f"{change.label()}: {' and '.join(near)} ({best / 1000:.1f} s)")
+    lines.append("Settled first after each change — " + "; ".join(firsts) + ".")
+    grow = next((i for i, c in enumerate(script.changes) if c.kind == "add_partitions"), None)
+    classic = [d for d in ("eager", "cooperative") if d in results]
+    if grow is not None and classic:
+        d = classic[0]
+        f, whole = results[d][grow], totals[d]
+        age = script.settings.metadata_max_age_ms
+        share = f" — {f.idle_ms / whole.idle_ms:.0%} of its whole script's" if whole.idle_ms else ""
+        lines.append(
+            f"Added partitions: a classic group learns of them only when its leader's metadata is refreshed "
+            f"(metadata.max.age.ms = {age / 1000:g} s), so they waited {_seconds(f.settle_ms)} and cost "
+            f"{f.idle_ms / 1000:.1f} partition-s{share}; the ZooKeeper-era consumers are told by a watch, and "
+            f"KIP-848's coordinator notices at the members' next heartbeat. Lower --metadata-max-age-ms to see "
+            f"the rest of the script without that wait.")
+    return lines
 
 
-def _verdict(a: int | None, b: int | None) -> str:
-    """Whether `a` settled sooner than `b`, later, or about as soon (within 10 % or 100 ms);
-    never settling is the latest."""
-    if a is None or b is None:
-        return "about as soon" if a is None and b is None else ("later" if a is None else "sooner")
-    if abs(a - b) <= max(100, max(a, b) // 10):
-        return "about as soon"
-    return "sooner" if a < b else "later"
-
-
-def render(script: Script, co: list[Figures], zk: list[Figures], heading: str) -> Group:
+def render(script: Script, results: Results, heading: str) -> Group:
     tables: list[Any] = []
-    for i, (change, a, b) in enumerate(zip(script.changes, co, zk), 1):
-        tables.append(_table(f"{i}. {_title(change, heading)}", _rows(a, b)))
-    tables.append(_table("all changes, summed", _rows(total(co), total(zk))))
+    for i, change in enumerate(script.changes):
+        tables.append(_table(f"{i + 1}. {_title(change, heading)}", [_row(d, figs[i]) for d, figs in results.items()]))
+    tables.append(_table("all changes, summed", [_row(d, total(figs)) for d, figs in results.items()]))
     return Group(*tables)
 
 
@@ -117,13 +128,14 @@ def _title(change: Change, heading: str) -> str:
     return change.label() + (f" (at {change.at_ms / 1000:g} s)" if heading == "simulator" else "")
 
 
-def as_json(script: Script, co: list[Figures], zk: list[Figures], mode: str, seed: int | None) -> dict[str, Any]:
+def as_json(script: Script, results: Results, mode: str, seed: int | None) -> dict[str, Any]:
     s = script.settings
     return {
-        "mode": mode, "seed": seed,
+        "mode": mode, "seed": seed, "designs": {d: DESIGNS[d] for d in results},
         "settings": {**asdict(s), "grow": list(s.grow)},
         "changes": [{"change": c.label(), "kind": c.kind, "at_ms": c.at_ms if mode == "simulator" else None,
-                     "coordinator": asdict(a), "zookeeper": asdict(b)} for c, a, b in zip(script.changes, co, zk)],
-        "totals": {"coordinator": asdict(total(co)), "zookeeper": asdict(total(zk))},
-        "conclusion": conclusion(script, co, zk),
+                     "figures": {d: asdict(figs[i]) for d, figs in results.items()}}
+                    for i, c in enumerate(script.changes)],
+        "totals": {d: asdict(total(figs)) for d, figs in results.items()},
+        "conclusion": conclusion(script, results),
     }

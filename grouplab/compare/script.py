@@ -1,4 +1,4 @@
-"""The script `grouplab compare` plays under both designs (docs/legacy.md §7): membership changes in
+"""The script `grouplab compare` plays under each design (docs/legacy.md §7): membership changes in
 order — N consumers join, one leaves, one crashes, partitions are added, one joins — with the
 settings both designs share, and what one change cost under one design (`Figures`).
 
@@ -18,6 +18,27 @@ from dataclasses import dataclass, field
 
 KINDS = ("join", "leave", "crash", "add_partitions")
 JITTER_MS = 5000
+
+
+# The designs `grouplab compare` plays the script under, in the order of its tables: the ZooKeeper
+# era, the classic coordinator protocol with an eager and with the cooperative assignor, and KIP-848's
+# consumer protocol (the coordinator assigns, with its `uniform` assignor).
+DESIGNS: dict[str, str] = {
+    "zk": "ZooKeeper era",
+    "eager": "classic, eager (range)",
+    "cooperative": "classic, cooperative-sticky",
+    "consumer": "KIP-848 consumer protocol",
+}
+COORDINATOR_DESIGNS = ("eager", "cooperative", "consumer")
+
+
+def parse_designs(text: str) -> list[str]:
+    """`--designs zk,eager,...`: known names, each once, in DESIGNS' order."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in DESIGNS]
+    if unknown or not names:
+        raise ValueError(f"--designs: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(DESIGNS)}")
+    return [d for d in DESIGNS if d in names]
 
 
 class CompareError(Exception):
