@@ -446,3 +446,47 @@ def test_a_mixed_group_is_listed_as_a_consumer_group_and_described_dead_by_descr
     assert [(g.group_id, g.group_type, g.protocol_type) for g in listed] == [(G, "consumer", "consumer")]
     described = handle(b, "DescribeGroups", DescribeGroupsRequest([G]))[0].groups
     assert described[0].group_state == "Dead" and described[0].members == []
+
+
+# ----------------------------------------------------------------------------------------- restart
+
+
+def restarted(records: list) -> Broker:
+    b = broker()
+    b.restore(records, T0 + 1)
+    return b
+
+
+def test_a_restart_after_the_upgrade_or_the_downgrade_restores_what_the_log_says() -> None:
+    """Consumer groups' membership is not in the group log on this branch (docs/protocol.md §11.7):
+    a restart after the upgrade finds the classic group Empty (its record with members superseded)
+    with its offsets; after the downgrade, the classic group with its members and assignments."""
+    b = broker()
+    log: list = []
+
+    def run(api: str, body: Any, token: str = "x") -> None:
+        log.extend(o.record for o in b.handle(api, body, RequestContext(token, client_id="k"), T0) if isinstance(o, Persist))
+
+    a = join_group(b, client_id="a")[0].member_id
+    run("JoinGroup", JoinGroupRequest(G, SESSION_MS, REBALANCE_MS, a, "consumer", [JoinGroupRequestProtocol("range", metadata())]))
+    while b.groups[G].state is GroupState.PREPARING_REBALANCE:
+        b.on_timer(("join", G), T0)
+    generation = b.groups[G].generation_id
+    run("SyncGroup", SyncGroupRequest(G, generation, a, assignments=[SyncGroupRequestAssignment(a, assignment(0, 1, 2, 3, 4, 5))]))
+    run("OffsetCommit", OffsetCommitRequest(G, [OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, 5)])],
+                                            generation_id=generation, member_id=a))
+    assert [m.member_id for m in restarted(log).groups[G].members.values()] == [a]
+    req = ConsumerGroupHeartbeatRequest(G, "", 0, rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_names=["t"],
+                                        topic_partitions=[])
+    run("ConsumerGroupHeartbeat", req)
+    after_upgrade = restarted(log)
+    assert after_upgrade.groups[G].state is GroupState.EMPTY and not after_upgrade.groups[G].members
+    assert fetched(after_upgrade) == 5
+    new = next(mid for mid in b.consumer_groups[G].members if mid != a)
+    target = sorted(b.consumer_groups[G].target[a]["t"])
+    assert len(target) == 3  # the newcomer's join split the partitions
+    run("ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest(G, new, -1))
+    after_downgrade = restarted(log)
+    group = after_downgrade.groups[G]
+    assert group.state is GroupState.STABLE and list(group.members) == [a]
+    assert assigned(group.members[a].assignment) == target and fetched(after_downgrade) == 5  # its target, as Kafka
