@@ -311,6 +311,23 @@ def test_classic_requests_are_checked_as_kafka_checks_them() -> None:
     assert join_group(b2)[0].error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
 
 
+def test_a_static_classic_member_joins_at_once_is_fenced_by_a_wrong_id_and_replaced_by_a_restart() -> None:
+    b = broker()
+    consumer_group_with_one_member(b)
+    reply, _ = join_group(b, instance_id="i1")
+    assert reply.error_code == ErrorCode.NONE and reply.member_id  # a static member needs no MEMBER_ID_REQUIRED
+    old = reply.member_id
+    sync_group(b, old, reply.generation_id)
+    reply, _ = join_group(b, "someone-else", instance_id="i1")
+    assert reply.error_code == ErrorCode.FENCED_INSTANCE_ID
+    assert reply.error_message == f"Static member someone-else with instance id i1 was fenced by member {old}."
+    reply, _ = join_group(b, instance_id="i1", token="j2")  # it restarts: a new id takes the old one's place
+    group = b.consumer_groups[G]
+    assert reply.error_code == ErrorCode.NONE and reply.member_id != old
+    assert old not in group.members and group.static_members == {"i1": reply.member_id}
+    assert group.members[reply.member_id].classic is not None
+
+
 def test_offset_commit_from_a_classic_member_uses_its_generation() -> None:
     b = broker()
     consumer_group_with_one_member(b)

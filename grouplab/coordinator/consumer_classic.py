@@ -182,14 +182,8 @@ def join(g: ConsumerGroup, req: JoinGroupRequest, reply_to: Any, client_id: str,
     _check_join(g, req, client_id)
     instance = req.group_instance_id
     member = g.members.get(req.member_id) if req.member_id else None
-    replaced = None
-    if instance is not None:
-        holder = g.static_members.get(instance)
-        if holder is not None and holder != req.member_id:
-            if req.member_id:
-                raise Refusal(ErrorCode.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id {instance} "
-                                                            f"was fenced by member {holder}.")
-            replaced = g.members[holder]
+    holder = g.static_members.get(instance) if instance is not None else None
+    replaced = g.members[holder] if holder is not None and holder != req.member_id else None
     if member is None and replaced is None and len(g.members) >= g.config.consumer_max_size:
         raise Refusal(ErrorCode.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
                                                         f"{g.config.consumer_max_size} members.")
@@ -201,6 +195,9 @@ def join(g: ConsumerGroup, req: JoinGroupRequest, reply_to: Any, client_id: str,
         g._reply(reply_to, JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED,
                                              member_id=g.new_member_id(client_id or "consumer")))
         return
+    if replaced is not None and req.member_id:
+        raise Refusal(ErrorCode.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id {instance} "
+                                                    f"was fenced by member {holder}.")
     try:
         subscription = consumer_protocol.decode_subscription(req.protocols[0].metadata)
     except ProtocolError:
