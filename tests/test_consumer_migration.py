@@ -507,3 +507,24 @@ def test_a_restart_after_the_upgrade_or_the_downgrade_restores_what_the_log_says
     group = after_downgrade.groups[G]
     assert group.state is GroupState.STABLE and list(group.members) == [a]
     assert assigned(group.members[a].assignment) == target and fetched(after_downgrade) == 5  # its target, as Kafka
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_static_member_downgrades_without_a_rebalance() -> None:
+    """Kafka's validateOnlineDowngradeWithReplacedMember: the same subscription, so the classic
+    group is Stable at once and the newcomer syncs its predecessor's target."""
+    b = broker()
+    req = ConsumerGroupHeartbeatRequest(G, "", 0, instance_id="i1", rebalance_timeout_ms=REBALANCE_MS,
+                                        subscribed_topic_names=["t"], topic_partitions=[])
+    static = handle(b, "ConsumerGroupHeartbeat", req, token="c")[0].member_id
+    classic = join_group(b)[0].member_id
+    generation = join_group(b, classic)[0].generation_id
+    sync_group(b, classic, generation)
+    target = sorted(b.consumer_groups[G].target[static]["t"])
+    reply, out = join_group(b, instance_id="i1", token="j2")
+    assert reply.error_code == ErrorCode.NONE
+    assert G in b.groups and G not in b.consumer_groups
+    group = b.groups[G]
+    assert group.state is GroupState.STABLE and list(group.members) == [classic, reply.member_id]
+    assert reply.generation_id == group.generation_id
+    assert "rebalance_started" not in events(out) and "group_converted" in events(out)
+    assert assigned(sync_group(b, reply.member_id, reply.generation_id, token="s2").assignment) == target

@@ -16,7 +16,7 @@ from grouplab.coordinator import consumer_classic
 from grouplab.coordinator.consumer_checks import Refusal
 from grouplab.coordinator.consumer_group import TIMER_KINDS as CONSUMER_TIMER_KINDS
 from grouplab.coordinator.consumer_group import ConsumerGroup
-from grouplab.coordinator.group import REMOVAL_CAUSE, Group, GroupState
+from grouplab.coordinator.group import Group, GroupState
 from grouplab.coordinator.server_assignors import server_assignor
 from grouplab.coordinator.transactions import TransactionCoordinator
 from grouplab.coordinator.group_log import (GroupMetadataRecord, OffsetCommitRecord, Persist, Record, TopicRecord, TopicTombstone,
@@ -33,7 +33,6 @@ from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply, TimerKey
 from grouplab.coordinator.topics import CLUSTER_ID, TopicStore
 from grouplab.protocol.errors import AnswerTooLarge, ErrorCode
-from grouplab.protocol.states import RebalanceCause
 from grouplab.protocol.types import TopicPartition
 from grouplab.protocol.messages import (
     API,
@@ -480,7 +479,6 @@ class Broker:
         its offset store takes the members, Stable at generation = the group epoch, and rebalances."""
         if group.downgrade is None:
             return out
-        reason, detail = group.downgrade
         gid = group.group_id
         members = consumer_classic.classic_members(group, now_ms)
         for m in members:  # the consumer group's timers for them no longer apply
@@ -489,9 +487,7 @@ class Broker:
         del self.consumer_groups[gid]
         classic = self.consumer_offsets.pop(gid)
         self.groups[gid] = classic
-        trigger = f"Downgrade group {gid} from consumer to classic for member leaving ({detail})."
-        return out + classic.adopt(members, group.group_epoch, trigger, REMOVAL_CAUSE.get(reason, RebalanceCause.MEMBER_LEFT),
-                                   now_ms)
+        return out + classic.adopt(members, group.group_epoch, group.downgrade.trigger, group.downgrade.cause, now_ms)
 
     def _to_classic(self, group_id: str) -> None:
         """An Empty consumer group becomes a classic one (Kafka: a classic JoinGroup for it): its

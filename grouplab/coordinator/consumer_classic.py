@@ -25,8 +25,9 @@ bidirectional, protocol type "consumer", no more members than group.consumer.max
 classic member into a member of a new consumer group, Stable at epoch = the classic generation
 with its last assignment as current and target assignment; the joining member then bumps the epoch.
 Downgrade: when a removal leaves only classic members (policy downgrade or bidirectional, no more
-than group.max.size), they become the members of a classic group, Stable at generation = the group
-epoch with their target assignments, which then rebalances.
+than group.max.size), or a classic static member takes the last consumer member's place, they
+become the members of a classic group, Stable at generation = the group epoch with their target
+assignments, which then rebalances (not after a replacement with the same subscription).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from grouplab.protocol.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from grouplab.protocol.states import ConsumerMemberState, GroupEpochCause, RemovalReason
+from grouplab.protocol.states import ConsumerMemberState, GroupEpochCause, RebalanceCause, RemovalReason
 from grouplab.protocol.types import Assignment as ProtocolAssignment
 from grouplab.protocol.types import TopicPartition
 
@@ -80,6 +81,16 @@ class ClassicMemberMetadata:
         version = consumer_protocol.subscription_version(self.protocols[0][1])
         tps = [TopicPartition(t, p) for t in sorted(partitions) for p in sorted(partitions[t])]
         return consumer_protocol.encode_assignment(ProtocolAssignment(partitions=tps), version)
+
+
+@dataclass(frozen=True)
+class Downgrade:
+    """A consumer group's request to become classic (ConsumerGroup.downgrade, carried out by the
+    Broker): the classic rebalance that follows, or none (`cause` None: a static member replaced
+    with the same subscription, as Kafka)."""
+
+    trigger: str
+    cause: RebalanceCause | None
 
 
 # ---------------------------------------------------------------------------------------- upgrade
@@ -248,6 +259,16 @@ def join(g: ConsumerGroup, req: JoinGroupRequest, reply_to: Any, client_id: str,
     g._out.append(ArmTimer(g.timers.session(member.member_id), g._now + req.session_timeout_ms))
     g._out.append(ArmTimer(g.timers.sync(member.member_id), g._now + req.rebalance_timeout_ms))
     g._update_state()
+    if replaced is not None and replaced.classic is None and g._may_downgrade(set()):
+        # Kafka's validateOnlineDowngradeWithReplacedMember: the last consumer-protocol member was
+        # a static one, and a classic member took its place.
+        what = f"classic static member {member.member_id} took the place of {replaced.member_id}"
+        changed = topics_before != member.subscribed_topic_names
+        g.downgrade = Downgrade(f"Downgrade group {g.group_id} from consumer to classic for static member replacement"
+                                + (" with different subscription." if changed else "."),
+                                RebalanceCause.STATIC_MEMBER_REJOINED if changed else None)
+        g._log(events.GroupConverted, from_type="consumer", to_type="classic", members=list(g.members),
+               detail=f"only classic members remain: {what}")
     g._reply(reply_to, JoinGroupResponse(generation_id=member.member_epoch, protocol_type=PROTOCOL_TYPE,
                                          protocol_name=metadata.protocol_name, leader="", member_id=member.member_id))
 

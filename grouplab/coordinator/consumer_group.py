@@ -37,7 +37,8 @@ from typing import Any, Callable, Concatenate, Mapping
 
 from grouplab.coordinator import consumer_classic
 from grouplab.coordinator.config import BrokerConfig
-from grouplab.coordinator.consumer_classic import ClassicMemberMetadata
+from grouplab.coordinator.group import REMOVAL_CAUSE
+from grouplab.coordinator.consumer_classic import ClassicMemberMetadata, Downgrade
 from grouplab.coordinator.consumer_checks import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -67,7 +68,7 @@ from grouplab.protocol.messages import (
     LeaveGroupRequest,
     SyncGroupRequest,
 )
-from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, GroupEpochCause, RemovalReason
+from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, GroupEpochCause, RebalanceCause, RemovalReason
 
 
 @dataclass
@@ -151,10 +152,10 @@ class ConsumerGroup(StepOutputs):
     # SyncGroup: each within its rebalance timeout (consumer_classic.py).
     awaiting_rejoin: set[str] = field(default_factory=set)
     awaiting_sync: set[str] = field(default_factory=set)
-    # Set by a removal that leaves only classic members when the policy allows the downgrade
-    # (Kafka's validateOnlineDowngradeWithFencedMembers): the removal's reason and detail. The
-    # Broker then turns the group into a classic one (consumer_classic.classic_members).
-    downgrade: tuple[RemovalReason, str] | None = None
+    # Set by a step that leaves only classic members when the policy allows the downgrade (Kafka's
+    # validateOnlineDowngradeWithFencedMembers / WithReplacedMember). The Broker then turns the
+    # group into a classic one (consumer_classic.classic_members, Group.adopt).
+    downgrade: Downgrade | None = None
 
     def __post_init__(self) -> None:
         self.timers = ConsumerTimers(self.group_id)
@@ -458,7 +459,8 @@ class ConsumerGroup(StepOutputs):
             self._log(events.ConsumerMemberRemoved, member_id=member.member_id, reason=reason, detail=detail,
                       partitions=held)
         if downgrade:
-            self.downgrade = (reason, detail)
+            self.downgrade = Downgrade(f"Downgrade group {self.group_id} from consumer to classic for member leaving "
+                                       f"({detail}).", REMOVAL_CAUSE.get(reason, RebalanceCause.MEMBER_LEFT))
             self._log(events.GroupConverted, from_type="consumer", to_type="classic", members=list(self.members),
                       detail=f"only classic members remain after {', '.join(m.member_id for m in gone)} removed: {detail}")
             return

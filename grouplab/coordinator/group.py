@@ -355,12 +355,12 @@ class Group(StepOutputs):
         self._persist()
         return self._end()
 
-    def adopt(self, members: list[Member], generation_id: int, trigger: str, cause: RebalanceCause,
+    def adopt(self, members: list[Member], generation_id: int, trigger: str, cause: RebalanceCause | None,
               now_ms: int) -> list[Output]:
         """Become the classic group a consumer group converts back to (Kafka's
         ClassicGroup.fromConsumerGroup and convertToClassicGroup): Stable at `generation_id` with
         `members` (their assignments given), the first the leader, the protocol by vote, persisted;
-        then a rebalance, so that each member rejoins and the leader assigns."""
+        then a rebalance (unless `cause` is None), so that each member rejoins and the leader assigns."""
         self._begin(now_ms)
         assert not self.members and not self.pending_members and members
         self.generation_id, self.protocol_type = generation_id, members[0].protocol_type
@@ -375,7 +375,8 @@ class Group(StepOutputs):
         self._transition(GroupState.STABLE)
         self._snapshot_subscriptions()
         self._persist()
-        self._prepare_rebalance(trigger, cause)
+        if cause is not None:
+            self._prepare_rebalance(trigger, cause)
         return self._end()
 
     # ------------------------------------------------------------------ offsets (docs/protocol.md §3.15, §3.16)
