@@ -1,7 +1,7 @@
 """The Broker's KIP-848 wiring (docs/protocol.md §11): ConsumerGroupHeartbeat and
 ConsumerGroupDescribe routed to coordinator/consumer_group.py, a group id of one type (an Empty
-group converts between classic and consumer; a classic group with members is GROUP_ID_NOT_FOUND to
-a consumer heartbeat), topic ids in the answers, timers routed back, ListGroups' types, and
+group converts between classic and consumer; the online migration of a group with members is in
+tests/test_consumer_migration.py), topic ids in the answers, timers routed back, ListGroups' types, and
 OffsetCommit checked against the member epoch into the one offset store."""
 
 from __future__ import annotations
@@ -115,22 +115,23 @@ def test_an_empty_classic_group_converts_and_keeps_its_offsets() -> None:
     assert fetched(b) == 10
 
 
-def test_a_classic_group_with_members_is_not_a_consumer_group() -> None:
+def test_a_classic_group_whose_metadata_is_not_the_consumer_protocol_is_not_upgraded() -> None:
     b = broker()
     first = classic_join(b)
-    classic_join(b, first.member_id)
+    classic_join(b, first.member_id)  # metadata b"": not a ConsumerProtocolSubscription
     assert b.groups[G].members
     reply = join(b)
-    assert reply.error_code == ErrorCode.GROUP_ID_NOT_FOUND and reply.error_message == f"Group {G} is not a consumer group."
+    assert reply.error_code == ErrorCode.GROUP_ID_NOT_FOUND and reply.error_message == (
+        f"Cannot upgrade classic group {G} to consumer group because the embedded consumer protocol is malformed.")
     assert not b.consumer_groups and b.groups[G].members
 
 
-def test_a_classic_join_to_a_consumer_group_with_members_is_group_id_not_found() -> None:
+def test_a_classic_join_to_a_consumer_group_with_members_is_given_a_member_id() -> None:
     b = broker()
     join(b)
     reply = classic_join(b)
-    assert reply.error_code == ErrorCode.GROUP_ID_NOT_FOUND
-    assert G not in b.groups
+    assert reply.error_code == ErrorCode.MEMBER_ID_REQUIRED and reply.member_id
+    assert G not in b.groups and len(b.consumer_groups[G].members) == 1
 
 
 def test_an_empty_consumer_group_converts_back_to_classic_on_a_join_group() -> None:

@@ -5,6 +5,7 @@ to end over real sockets (a NEW CoordinatorServer on the same port and data dire
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import signal
@@ -107,8 +108,11 @@ def consumer_member_record(member_id: str = "m1", group_id: str = "cg") -> Consu
 
 
 @pytest.mark.parametrize("record", [stable_record(), empty_record(), TopicRecord("t0", 6, 5), consumer_group_record(),
-                                    consumer_member_record(), ConsumerMemberTombstone("cg", "m1", 7)],
-                         ids=["stable", "empty", "topic", "consumer_group", "consumer_member", "consumer_member_tombstone"])
+                                    consumer_member_record(), ConsumerMemberTombstone("cg", "m1", 7),
+                                    dataclasses.replace(consumer_member_record(), classic_session_timeout_ms=10_000,
+                                                        classic_protocols=[("range", b"r"), ("roundrobin", b"")])],
+                         ids=["stable", "empty", "topic", "consumer_group", "consumer_member", "consumer_member_tombstone",
+                              "classic_member_in_a_consumer_group"])
 def test_records_round_trip(record):
     payload = encode_record(record)
     assert decode_record(payload) == record

@@ -12,6 +12,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator import consumer_classic
+from grouplab.coordinator.consumer_checks import Refusal
+from grouplab.coordinator.consumer_group import TIMER_KINDS as CONSUMER_TIMER_KINDS
 from grouplab.coordinator.consumer_group import ConsumerGroup
 from grouplab.coordinator.group import Group, GroupState
 from grouplab.coordinator.server_assignors import server_assignor
@@ -28,7 +31,7 @@ from grouplab.coordinator.data_plane import (
 from grouplab.coordinator.describe_configs import describe_configs
 from grouplab.coordinator.partition_log import LogStore, MemoryLogStore
 from grouplab.protocol import events
-from grouplab.protocol.effects import ArmTimer, LogEvent, Output, Reply, TimerKey
+from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply, TimerKey
 from grouplab.coordinator.topics import CLUSTER_ID, TopicStore
 from grouplab.protocol.errors import AnswerTooLarge, ErrorCode
 from grouplab.protocol.types import TopicPartition
@@ -232,11 +235,11 @@ class Broker:
             return self._check_expiry(now_ms)
         if key[0] == "txn":
             return self.txn.on_timer(key, now_ms)
-        if key[0] in ("consumer-session", "consumer-rebalance"):
+        if key[0] in CONSUMER_TIMER_KINDS:
             consumer_group = self.consumer_groups.get(key[1])
             if consumer_group is None:
                 return []
-            out = consumer_group.timer(key, now_ms)
+            out = self._after_consumer_step(consumer_group, consumer_group.timer(key, now_ms), now_ms)
             self._watch(key[1], out, now_ms)
             return out
         group = self.groups.get(key[1])
@@ -303,11 +306,10 @@ class Broker:
     def _on_JoinGroup(self, req: JoinGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None and consumer_group.members:
-            # Kafka 4 would admit the classic member into the consumer group (online migration):
-            # not yet in grouplab (docs/protocol.md §11); it answers as Kafka without migration.
-            message = f"Group {req.group_id} is not a classic group."
-            return [Reply(ctx.reply_to, JoinGroupResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND, member_id=req.member_id,
-                                                          error_message=message))]
+            # Kafka 4: a classic member joins the consumer group (online migration, consumer_classic.py).
+            out = consumer_group.handle_join(req, ctx.reply_to, ctx.client_id, ctx.client_host, now_ms,
+                                             self.topics.partitions)
+            return self._after_consumer_step(consumer_group, out, now_ms)
         if consumer_group is not None:
             self._to_classic(req.group_id)
         existed = req.group_id in self.groups
@@ -324,18 +326,28 @@ class Broker:
         return out
 
     def _on_SyncGroup(self, req: SyncGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            return self._after_consumer_step(consumer_group, consumer_group.handle_sync(req, ctx.reply_to, now_ms), now_ms)
         group = self.groups.get(req.group_id)
         if group is None:
             return [Reply(ctx.reply_to, SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))]
         return group.handle_sync(req, ctx.reply_to, now_ms)
 
     def _on_Heartbeat(self, req: HeartbeatRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            return self._after_consumer_step(consumer_group, consumer_group.handle_heartbeat(req, ctx.reply_to, now_ms),
+                                             now_ms)
         group = self.groups.get(req.group_id)
         if group is None:
             return [Reply(ctx.reply_to, HeartbeatResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))]
         return group.handle_heartbeat(req, ctx.reply_to, now_ms)
 
     def _on_LeaveGroup(self, req: LeaveGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            return self._after_consumer_step(consumer_group, consumer_group.handle_leave(req, ctx.reply_to, now_ms), now_ms)
         group = self.groups.get(req.group_id)
         if group is None:
             members = [LeaveGroupResponseMember(m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID) for m in req.members]
@@ -417,10 +429,10 @@ class Broker:
     def _on_ConsumerGroupHeartbeat(self, req: ConsumerGroupHeartbeatRequest, ctx: RequestContext,
                                    now_ms: int) -> list[Output]:
         """Kafka's GroupMetadataManager.consumerGroupHeartbeat, the group's side in
-        coordinator/consumer_group.py. A join (epoch 0) makes the group, or converts an Empty
-        classic group of that id (its committed offsets kept); any other epoch for an id that is no
-        consumer group, and any heartbeat for a classic group with members (Kafka's online
-        upgrade: not yet), is GROUP_ID_NOT_FOUND."""
+        coordinator/consumer_group.py. A join (epoch 0) makes the group, or converts a classic
+        group of that id (its committed offsets kept): an Empty one always, one with members if
+        Kafka's validateOnlineUpgrade allows (consumer_classic.py), else GROUP_ID_NOT_FOUND with
+        its message. Any other epoch for an id that is no consumer group is GROUP_ID_NOT_FOUND."""
         def refuse(code: ErrorCode, message: str) -> list[Output]:
             return [Reply(ctx.reply_to, ConsumerGroupHeartbeatResponse(error_code=code, error_message=message))]
 
@@ -428,26 +440,38 @@ class Broker:
         if not gid.strip():
             return refuse(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
         group = self.consumer_groups.get(gid)
-        created = group is None
-        if group is None:
-            classic = self.groups.get(gid)
-            if req.member_epoch != 0:
-                return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group." if classic is not None
-                              else f"Consumer group {gid} not found.")
-            if classic is not None and classic.state is not GroupState.EMPTY:
-                return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
-            refusal = None if classic is not None else self._new_group_refusal(gid)
-            if refusal is not None:
-                return refuse(*refusal)
-            group = self._new_consumer_group(gid)
+        if group is not None:
+            out = group.heartbeat(self._named(req), ctx.reply_to, ctx.client_id, ctx.client_host, now_ms,
+                                  self.topics.partitions)
+            return [self._with_topic_ids(o) for o in self._after_consumer_step(group, out, now_ms)]
+        classic = self.groups.get(gid)
+        if req.member_epoch != 0:
+            return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group." if classic is not None
+                          else f"Consumer group {gid} not found.")
+        refusal = None if classic is not None else self._new_group_refusal(gid)
+        if refusal is not None:
+            return refuse(*refusal)
+        group = self._new_consumer_group(gid)
+        converted: list[Output] = []
+        if classic is not None and classic.members:  # Kafka's online upgrade
+            message = consumer_classic.upgrade_refusal(classic, self.config)
+            if message is not None:
+                return refuse(ErrorCode.GROUP_ID_NOT_FOUND, message)
+            try:
+                members = consumer_classic.members_from_classic(classic, now_ms)
+            except Refusal as exc:
+                return refuse(exc.code, exc.message)
+            converted = group.adopt(members, classic.generation_id, self.topics.partitions, now_ms)
         out = group.heartbeat(self._named(req), ctx.reply_to, ctx.client_id, ctx.client_host, now_ms,
                               self.topics.partitions)
-        if created and group.members:  # a refused join leaves no group behind, and converts nothing
-            self.consumer_groups[gid] = group
-            classic = self.groups.pop(gid, None)
-            self._watched.pop(gid, None)
-            self.consumer_offsets[gid] = classic if classic is not None else Group(gid, self.config, self.new_member_id)
-        return [self._with_topic_ids(o) for o in out]
+        if not _accepted(out, ctx.reply_to):  # a refused join leaves no group behind, and converts nothing
+            return out
+        self.consumer_groups[gid] = group
+        self.groups.pop(gid, None)
+        self._watched.pop(gid, None)
+        handed: list[Output] = classic.hand_over(now_ms) if classic is not None and classic.members else []
+        self.consumer_offsets[gid] = classic if classic is not None else Group(gid, self.config, self.new_member_id)
+        return [*handed, *converted, *[self._with_topic_ids(o) for o in out]]
 
     def _new_consumer_group(self, group_id: str) -> ConsumerGroup:
         return ConsumerGroup(group_id, self.config, {n: server_assignor(n) for n in self.config.consumer_assignor_names},
@@ -492,6 +516,22 @@ class Broker:
         topics = {t for m in described.members for t in (*m.assignment, *m.target_assignment)}
         described.topic_ids = {t: self.topics.topic_id(t) for t in sorted(topics)}
         return described
+
+    def _after_consumer_step(self, group: ConsumerGroup, out: list[Output], now_ms: int) -> list[Output]:
+        """After a step of a consumer group: if only classic members remain and the policy allows it
+        (ConsumerGroup.downgrade), the group becomes a classic one (Kafka's convertToClassicGroup):
+        its offset store takes the members, Stable at generation = the group epoch, and rebalances."""
+        if group.downgrade is None:
+            return out
+        gid = group.group_id
+        members = consumer_classic.classic_members(group, now_ms)
+        for m in members:  # the consumer group's timers for them no longer apply
+            out += [CancelTimer(key) for key in (group.timers.session(m.member_id), group.timers.rebalance(m.member_id),
+                                                 group.timers.join(m.member_id), group.timers.sync(m.member_id))]
+        del self.consumer_groups[gid]
+        classic = self.consumer_offsets.pop(gid)
+        self.groups[gid] = classic
+        return out + classic.adopt(members, group.group_epoch, group.downgrade.trigger, group.downgrade.cause, now_ms)
 
     def _to_classic(self, group_id: str) -> None:
         """An Empty consumer group becomes a classic one (Kafka: a classic JoinGroup for it): its
@@ -746,3 +786,9 @@ class Broker:
     def _persist_topic(self, name: str, now_ms: int) -> Persist:
         """Topic metadata is durable before the request that changed it is answered."""
         return Persist(TopicRecord(name, self.topics.partitions[name], now_ms, self.topics.topic_id(name)))
+
+
+def _accepted(out: list[Output], reply_to: Any) -> bool:
+    """Did a ConsumerGroupHeartbeat's step answer without an error?"""
+    return any(isinstance(o, Reply) and o.to == reply_to and isinstance(o.body, ConsumerGroupHeartbeatResponse)
+               and o.body.error_code == ErrorCode.NONE for o in out)

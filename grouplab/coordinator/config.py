@@ -198,6 +198,18 @@ class BrokerConfig:
         if self.log_fsync not in LOG_FSYNC_POLICIES:
             raise ConfigError(f"grouplab.log.fsync must be one of {', '.join(LOG_FSYNC_POLICIES)}, got {self.log_fsync!r}")
 
+    @property
+    def upgrade_enabled(self) -> bool:
+        """Kafka's ConsumerGroupMigrationPolicy.isUpgradeEnabled: a classic group with members may
+        become a consumer group (a ConsumerGroupHeartbeat joins it)."""
+        return self.consumer_migration_policy.lower() in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        """isDowngradeEnabled: a consumer group whose members all use the classic protocol may
+        become a classic group again (its last consumer-protocol member left or was removed)."""
+        return self.consumer_migration_policy.lower() in ("downgrade", "bidirectional")
+
     def _validate_consumer_groups(self) -> None:
         """Kafka's GroupCoordinatorConfig checks of the group.consumer.* settings."""
         if self.consumer_min_session_timeout_ms < 1 or self.consumer_min_heartbeat_interval_ms < 1:

@@ -35,7 +35,10 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Concatenate, Mapping
 
+from grouplab.coordinator import consumer_classic
 from grouplab.coordinator.config import BrokerConfig
+from grouplab.coordinator.group import REMOVAL_CAUSE
+from grouplab.coordinator.consumer_classic import Downgrade
 from grouplab.coordinator.consumer_checks import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -62,8 +65,12 @@ from grouplab.protocol.messages import (
     ConsumerGroupDescribedMember,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    SyncGroupRequest,
 )
-from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, GroupEpochCause, RemovalReason
+from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, GroupEpochCause, RebalanceCause, RemovalReason
 
 
 def resolve_regex(regex: str | None, topics: Mapping[str, int]) -> frozenset[str]:
@@ -85,6 +92,17 @@ class ConsumerTimers:
     def rebalance(self, member_id: str) -> tuple:
         return ("consumer-rebalance", self.group_id, member_id)
 
+    def join(self, member_id: str) -> tuple:
+        """A classic member told to rejoin must within its rebalance timeout (Kafka's join timeout)."""
+        return ("consumer-join", self.group_id, member_id)
+
+    def sync(self, member_id: str) -> tuple:
+        """A classic member that joined must send SyncGroup within its rebalance timeout."""
+        return ("consumer-sync", self.group_id, member_id)
+
+
+TIMER_KINDS = frozenset({"consumer-session", "consumer-rebalance", "consumer-join", "consumer-sync"})
+
 
 @dataclass
 class ConsumerGroup(StepOutputs):
@@ -105,6 +123,14 @@ class ConsumerGroup(StepOutputs):
     holders: dict[tuple[str, int], str] = field(default_factory=dict)
     # When the member's rebalance timer was armed: the epoch it must move from.
     revoking_since_epoch: dict[str, int] = field(default_factory=dict)
+    # Classic members told to rejoin (REBALANCE_IN_PROGRESS), and those that joined and owe a
+    # SyncGroup: each within its rebalance timeout (consumer_classic.py).
+    awaiting_rejoin: set[str] = field(default_factory=set)
+    awaiting_sync: set[str] = field(default_factory=set)
+    # Set by a step that leaves only classic members when the policy allows the downgrade (Kafka's
+    # validateOnlineDowngradeWithFencedMembers / WithReplacedMember). The Broker then turns the
+    # group into a classic one (consumer_classic.classic_members, Group.adopt).
+    downgrade: Downgrade | None = None
 
     def __post_init__(self) -> None:
         self.timers = ConsumerTimers(self.group_id)
@@ -148,12 +174,18 @@ class ConsumerGroup(StepOutputs):
         if member is None:
             return self._end()
         if kind == "consumer-session":
-            deadline = member.last_heartbeat_ms + self.config.consumer_session_timeout_ms
+            deadline = member.last_heartbeat_ms + self.session_timeout_ms(member)
             if now_ms < deadline:
                 self._out.append(ArmTimer(key, deadline))
             else:
                 self._remove(member, RemovalReason.SESSION_TIMEOUT, GroupEpochCause.SESSION_TIMEOUT,
-                             f"no heartbeat for {self.config.consumer_session_timeout_ms} ms")
+                             f"no heartbeat for {self.session_timeout_ms(member)} ms")
+        elif kind == "consumer-join" and member.member_id in self.awaiting_rejoin:
+            self._remove(member, RemovalReason.REBALANCE_TIMEOUT, GroupEpochCause.REBALANCE_TIMEOUT,
+                         f"did not rejoin within its rebalance timeout of {member.rebalance_timeout_ms} ms")
+        elif kind == "consumer-sync" and member.member_id in self.awaiting_sync:
+            self._remove(member, RemovalReason.SYNC_TIMEOUT, GroupEpochCause.REBALANCE_TIMEOUT,
+                         f"did not send SyncGroup within its rebalance timeout of {member.rebalance_timeout_ms} ms")
         elif kind == "consumer-rebalance" and self._still_revoking(member):
             self._remove(member, RemovalReason.REBALANCE_TIMEOUT, GroupEpochCause.REBALANCE_TIMEOUT,
                          f"did not revoke {pairs(member.progress.pending_revocation)} within its rebalance timeout "
@@ -182,7 +214,7 @@ class ConsumerGroup(StepOutputs):
             self.target[member.member_id] = normalized(r.target)
             progress, member.progress = member.progress, MemberAssignment()
             self._set_progress(member, progress)
-            self._out.append(ArmTimer(self.timers.session(member.member_id), now_ms + self.config.consumer_session_timeout_ms))
+            self._out.append(ArmTimer(self.timers.session(member.member_id), now_ms + self.session_timeout_ms(member)))
             if progress.state is ConsumerMemberState.UNREVOKED_PARTITIONS and progress.member_epoch != STATIC_LEAVE_EPOCH:
                 self.revoking_since_epoch[member.member_id] = progress.member_epoch
                 self._out.append(ArmTimer(self.timers.rebalance(member.member_id), now_ms + member.rebalance_timeout_ms))
@@ -202,8 +234,46 @@ class ConsumerGroup(StepOutputs):
                 member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id, rack_id=m.rack_id,
                 client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
                 subscribed_topic_regex=m.subscribed_topic_regex, assignment=as_lists(m.progress.assigned),
-                target_assignment=as_lists(self.target.get(m.member_id, {})), member_state=m.progress.state.value)
+                target_assignment=as_lists(self.target.get(m.member_id, {})), member_state=m.progress.state.value,
+                member_type=0 if m.classic is not None else 1)
                 for m in self.members.values()])
+
+    # ------------------------------------------------------------------ classic members (consumer_classic.py)
+
+    def handle_join(self, req: JoinGroupRequest, reply_to: Any, client_id: str, client_host: str, now_ms: int,
+                    partitions_per_topic: Mapping[str, int]) -> list[Output]:
+        """A JoinGroup from a classic member (Kafka's classicGroupJoinToConsumerGroup)."""
+        return self._classic_step(now_ms, reply_to, consumer_classic.join, req, client_id, client_host, partitions_per_topic)
+
+    def handle_sync(self, req: SyncGroupRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        return self._classic_step(now_ms, reply_to, consumer_classic.sync, req)
+
+    def handle_heartbeat(self, req: HeartbeatRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        return self._classic_step(now_ms, reply_to, consumer_classic.heartbeat, req)
+
+    def handle_leave(self, req: LeaveGroupRequest, reply_to: Any, now_ms: int) -> list[Output]:
+        return self._classic_step(now_ms, reply_to, consumer_classic.leave, req)
+
+    def adopt(self, members: list[ConsumerMember], epoch: int, partitions_per_topic: Mapping[str, int],
+              now_ms: int) -> list[Output]:
+        """Become the consumer group a classic group converts to (Kafka's ConsumerGroup.fromClassicGroup):
+        its members, each Stable at epoch = the classic generation with its last assignment as its
+        target, their sessions running from now."""
+        self._begin(now_ms)
+        consumer_classic.adopt(self, members, epoch, partitions_per_topic)
+        return self._end()
+
+    def _classic_step(self, now_ms: int, reply_to: Any, handler: Callable[..., None], req: Any, *args: Any) -> list[Output]:
+        self._begin(now_ms)
+        try:
+            handler(self, req, reply_to, *args)
+        except Refusal as refusal:
+            self._reply(reply_to, consumer_classic.refusal_response(req, refusal))
+        return self._end()
+
+    def session_timeout_ms(self, member: ConsumerMember) -> int:
+        """A classic member's own (its JoinGroup's), else the group's group.consumer.session.timeout.ms."""
+        return member.classic.session_timeout_ms if member.classic is not None else self.config.consumer_session_timeout_ms
 
     def validate_offset_commit(self, member_id: str, member_epoch: int, instance_id: str | None = None,
                                transactional: bool = False) -> ErrorCode | None:
@@ -219,7 +289,10 @@ class ConsumerGroup(StepOutputs):
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        return None if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+        if member_epoch == member.member_epoch:
+            return None
+        # Kafka's validateMemberEpoch: a classic member's generation is its member epoch.
+        return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
 
     # ------------------------------------------------------------------ checks (no state changes)
 
@@ -392,16 +465,38 @@ class ConsumerGroup(StepOutputs):
         return cause
 
     def _remove(self, member: ConsumerMember, reason: RemovalReason, cause: GroupEpochCause, detail: str) -> None:
-        """Kafka's consumerGroupFenceMember: the member and its target go, its partitions are free,
-        the group epoch moves; the next heartbeat computes the new target (the group is Assigning)."""
-        held = pairs(member.progress.held())
-        self._drop(member)
-        self.target.pop(member.member_id, None)
-        self._log(events.ConsumerMemberRemoved, member_id=member.member_id, reason=reason, detail=detail, partitions=held)
+        self._remove_members([member], reason, cause, detail)
+
+    def _remove_members(self, gone: list[ConsumerMember], reason: RemovalReason, cause: GroupEpochCause,
+                        detail: str) -> None:
+        """Kafka's consumerGroupFenceMembers: the members and their targets go, their partitions are
+        free, the group epoch moves once; the next heartbeat computes the new target (the group is
+        Assigning). Unless only classic members remain and the policy allows a downgrade: then the
+        epoch stays and `downgrade` asks the Broker to make the group classic."""
+        downgrade = self._may_downgrade({m.member_id for m in gone})
+        for member in gone:
+            held = pairs(member.progress.held())
+            self._drop(member)
+            self.target.pop(member.member_id, None)
+            self._log(events.ConsumerMemberRemoved, member_id=member.member_id, reason=reason, detail=detail,
+                      partitions=held)
+        if downgrade:
+            self.downgrade = Downgrade(f"Downgrade group {self.group_id} from consumer to classic for member leaving "
+                                       f"({detail}).", REMOVAL_CAUSE.get(reason, RebalanceCause.MEMBER_LEFT))
+            self._log(events.GroupConverted, from_type="consumer", to_type="classic", members=list(self.members),
+                      detail=f"only classic members remain after {', '.join(m.member_id for m in gone)} removed: {detail}")
+            return
         subscribed = set().union(*(m.subscribed_topics() for m in self.members.values()))
         self.subscription_metadata = {t: n for t, n in self.subscription_metadata.items() if t in subscribed}
-        self._bump(cause, f"{member.member_id} removed: {detail}")
+        self._bump(cause, f"{', '.join(m.member_id for m in gone)} removed: {detail}")
         self._update_state()
+
+    def _may_downgrade(self, leaving: set[str]) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMembers: members remain, all of them classic, the
+        policy allows a downgrade, and they fit in a classic group (group.max.size)."""
+        remaining = [m for mid, m in self.members.items() if mid not in leaving]
+        return (bool(remaining) and all(m.classic is not None for m in remaining) and self.config.downgrade_enabled
+                and len(remaining) <= self.config.group_max_size)
 
     def _drop(self, member: ConsumerMember) -> None:
         self._set_progress(member, MemberAssignment())
@@ -412,6 +507,11 @@ class ConsumerGroup(StepOutputs):
         self.revoking_since_epoch.pop(member.member_id, None)
         self._out.append(CancelTimer(self.timers.session(member.member_id)))
         self._out.append(CancelTimer(self.timers.rebalance(member.member_id)))
+        if member.classic is not None:
+            self.awaiting_rejoin.discard(member.member_id)
+            self.awaiting_sync.discard(member.member_id)
+            self._out.append(CancelTimer(self.timers.join(member.member_id)))
+            self._out.append(CancelTimer(self.timers.sync(member.member_id)))
 
     # ------------------------------------------------------------------ epochs, target, reconciliation
 

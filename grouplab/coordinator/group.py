@@ -328,6 +328,57 @@ class Group(StepOutputs):
                   written_ms=record.ts_ms)
         return self._end()
 
+    # ------------------------------------------------------------------ online migration (consumer_classic.py)
+
+    def hand_over(self, now_ms: int) -> list[Output]:
+        """The members move into the consumer group this group converts to (Kafka's online upgrade):
+        parked JoinGroups and SyncGroups are answered REBALANCE_IN_PROGRESS (they rejoin, now into
+        the consumer group), pending member ids are forgotten, timers cancelled. The group stays,
+        Empty with its offsets, as the consumer group's offset store; its Empty record supersedes
+        the one with members (Kafka writes the classic group's tombstone)."""
+        self._begin(now_ms)
+        for m in self.members.values():
+            self._supersede(m.join_reply, None, JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS,
+                                                                  member_id=m.member_id))
+            self._supersede(m.sync_reply, None, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+            self._out.append(CancelTimer(self.timers.session(m.member_id)))
+        for mid in self.pending_members:
+            self._out.append(CancelTimer(self.timers.pending(mid)))
+        self._out.append(CancelTimer(self.timers.join()))
+        self._out.append(CancelTimer(self.timers.sync(self.generation_id)))
+        for collection in (self.members, self.pending_members, self.static_members, self.first_joins, self._support):
+            collection.clear()
+        self.pending_sync.clear()
+        self.leader_id, self.protocol_name, self.initial_delay_active = None, None, False
+        self._transition(GroupState.EMPTY)
+        self._snapshot_subscriptions()
+        self._persist()
+        return self._end()
+
+    def adopt(self, members: list[Member], generation_id: int, trigger: str, cause: RebalanceCause | None,
+              now_ms: int) -> list[Output]:
+        """Become the classic group a consumer group converts back to (Kafka's
+        ClassicGroup.fromConsumerGroup and convertToClassicGroup): Stable at `generation_id` with
+        `members` (their assignments given), the first the leader, the protocol by vote, persisted;
+        then a rebalance (unless `cause` is None), so that each member rejoins and the leader assigns."""
+        self._begin(now_ms)
+        assert not self.members and not self.pending_members and members
+        self.generation_id, self.protocol_type = generation_id, members[0].protocol_type
+        for m in members:
+            self.members[m.member_id] = m
+            self._track(m, +1)
+            if m.group_instance_id is not None:
+                self.static_members[m.group_instance_id] = m.member_id
+            self._arm_session(m)
+        self.leader_id = members[0].member_id
+        self.protocol_name = self._select_protocol()
+        self._transition(GroupState.STABLE)
+        self._snapshot_subscriptions()
+        self._persist()
+        if cause is not None:
+            self._prepare_rebalance(trigger, cause)
+        return self._end()
+
     # ------------------------------------------------------------------ offsets (docs/protocol.md §3.15, §3.16)
 
     def handle_offset_commit(self, req: OffsetCommitRequest, reply_to: Any, now_ms: int,

@@ -239,6 +239,10 @@ class ConsumerMemberRecord:
     assigned: dict[str, list[int]]
     pending_revocation: dict[str, list[int]]
     target: dict[str, list[int]]
+    # A classic member inside the group (online migration): its JoinGroup's session timeout and
+    # protocols (name, metadata), preferred first; None for a consumer-protocol member.
+    classic_session_timeout_ms: int | None = None
+    classic_protocols: list[tuple[str, bytes]] | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -319,6 +323,9 @@ def encode_record(record: Record) -> bytes:
                 "state": record.state, "member_epoch": record.member_epoch,
                 "previous_member_epoch": record.previous_member_epoch, "assigned": record.assigned,
                 "pending_revocation": record.pending_revocation, "target": record.target}
+        if record.classic_session_timeout_ms is not None:
+            body["classic"] = {"session_timeout_ms": record.classic_session_timeout_ms,
+                               "protocols": [[n, m] for n, m in record.classic_protocols or []]}
     elif isinstance(record, ConsumerMemberTombstone):
         body = {"type": "consumer_member_tombstone", "version": RECORD_VERSION, "group_id": record.group_id,
                 "member_id": record.member_id, "ts_ms": record.ts_ms}
@@ -427,7 +434,20 @@ def _decode_consumer(kind: str, m: dict) -> Record:
         server_assignor=_get(m, "server_assignor", str, True), state=state,
         member_epoch=_get(m, "member_epoch", int), previous_member_epoch=_get(m, "previous_member_epoch", int),
         assigned=_partitions(m, "assigned"), pending_revocation=_partitions(m, "pending_revocation"),
-        target=_partitions(m, "target"))
+        target=_partitions(m, "target"), **_classic(m))
+
+
+def _classic(m: dict) -> dict[str, Any]:
+    """A classic member's session timeout and protocols, if the record has them."""
+    if m.get("classic") is None:
+        return {}
+    classic = _get(m, "classic", dict)
+    protocols = _get(classic, "protocols", list)
+    if not protocols or not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                                and isinstance(p[1], bytes) for p in protocols):
+        raise RecordError("classic.protocols: expected [name, metadata bytes] pairs, at least one")
+    return {"classic_session_timeout_ms": _get(classic, "session_timeout_ms", int),
+            "classic_protocols": [(p[0], p[1]) for p in protocols]}
 
 
 def _partitions(m: dict, key: str) -> dict[str, list[int]]:

@@ -112,10 +112,19 @@ def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Su
     )
 
 
-def encode_assignment(assignment: Assignment) -> bytes:
+def encode_assignment(assignment: Assignment, version: int = VERSION) -> bytes:
     parts = [_KafkaAssignment.TopicPartition(topic=t, partitions=ps)
              for t, ps in group_by_topic(assignment.partitions).items()]
-    return bytes(_KafkaAssignment(assigned_partitions=parts, user_data=assignment.user_data, version=VERSION).encode())
+    return bytes(_KafkaAssignment(assigned_partitions=parts, user_data=assignment.user_data, version=version).encode())
+
+
+def subscription_version(metadata: bytes) -> int:
+    """The version a member wrote its subscription in (Kafka's ConsumerProtocol.deserializeVersion),
+    capped at the newest this module writes: the coordinator answers a member's assignment in it,
+    as Kafka's does for a classic member of a consumer group. grouplab's older msgpack: VERSION."""
+    if len(metadata) < 2 or is_msgpack(metadata):
+        return VERSION
+    return max(0, min(int.from_bytes(metadata[:2], "big", signed=True), VERSION))
 
 
 def decode_assignment(data: bytes) -> Assignment:

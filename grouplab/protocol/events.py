@@ -351,6 +351,33 @@ class ConsumerGroupStateChanged(ConsumerGroupEvent):
     to_state: ConsumerGroupState
 
 
+@dataclass(slots=True)
+class ConsumerClassicMemberJoined(ConsumerGroupEvent):
+    """A member speaking the classic protocol (JoinGroup) joined the consumer group (online migration)."""
+
+    NAME = "consumer_classic_member_joined"
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    subscribed_topic_names: list[str]
+    protocols: list[str]  # its JoinGroup's protocol names, preferred first
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+
+
+@dataclass(slots=True)
+class GroupConverted(ConsumerGroupEvent):
+    """The group changed type (online migration): classic -> consumer on a ConsumerGroupHeartbeat
+    join (C fields: the consumer group it became), consumer -> classic when only classic members
+    remain (C fields: the consumer group it was)."""
+
+    NAME = "group_converted"
+    from_type: str  # "classic" or "consumer"
+    to_type: str
+    members: list[str]  # the members it keeps
+    detail: str
+
+
 # ----------------------------------------------------------------------------- coordinator: transactions (§4.1b)
 
 

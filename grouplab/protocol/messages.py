@@ -960,6 +960,8 @@ class ConsumerGroupDescribedMember:
     target_assignment: dict[str, list[int]] = field(default_factory=dict)
     # grouplab extension: unrevoked_partitions etc. (Kafka's ConsumerGroupMember state, not on its wire).
     member_state: str = "stable"
+    # Kafka's MemberType (ConsumerGroupDescribe v1+): 0 a classic member (online migration), 1 a consumer one.
+    member_type: int = 1
 
 
 @dataclass
