@@ -138,6 +138,13 @@ class CoordinatorView:
         """A consumer-protocol group's event (KIP-848) as (line, the why's catalogue key or "",
         style), or None for one not worth a line."""
         c, g = self.c, p.group_id
+        if isinstance(p, events.ConsumerClassicMemberJoined):
+            self.clients[p.member_id] = p.client_id
+            return c.t("view.cg.classic_joined", group=g, member=self._name(p.member_id),
+                       topics=", ".join(p.subscribed_topic_names) or "-"), "why.cg.classic_joined", ""
+        if isinstance(p, events.GroupConverted):
+            return (c.t(f"view.cg.converted.{p.to_type}", group=g, epoch=p.group_epoch, count=len(p.members)),
+                    f"why.cg.converted.{p.to_type}", "bold yellow")
         if isinstance(p, events.ConsumerMemberJoined):
             self.clients[p.member_id] = p.client_id
             topics = ", ".join(p.subscribed_topic_names) + (f" /{p.subscribed_topic_regex}/" if p.subscribed_topic_regex else "")

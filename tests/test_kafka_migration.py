@@ -164,6 +164,15 @@ def test_a_classic_group_upgrades_when_a_consumer_member_joins_and_downgrades_wh
     poll_until(members, lambda: sum(len(m.records) for m in classic) >= before + RECORDS,
                "the classic consumers keep consuming")
     assert holdings.violations == []
+    # `grouplab explain` tells both conversions, with their why (the run as traced so far).
+    from grouplab.teach.catalog import Catalog
+    from grouplab.teach.explain import narrate_run, text_lines
+
+    story = narrate_run(cluster.run_dir)  # type: ignore[arg-type]
+    text = "\n".join(line for _, line in text_lines(story, story.steps, Catalog()))
+    upgrade = text.index("the classic group becomes a consumer-protocol group at epoch")
+    assert "Online upgrade (group.consumer.migration.policy)" in text
+    assert text.index("the group becomes classic again at generation", upgrade) > upgrade
 
 
 def test_a_classic_consumer_joins_a_consumer_group(cluster: Cluster, members: list[Member]) -> None:

@@ -187,3 +187,21 @@ def test_the_coordinator_tells_a_consumer_protocol_group(lang: str) -> None:
         assert "for group.consumer.session.timeout.ms (45000 ms)" in text
         assert text.count("Revoke first:") == 1 and text.count("KIP-848: there is no JoinGroup") == 1
         assert "removed — session_timeout" in text and "Stable at epoch" in text
+
+
+@pytest.mark.parametrize("lang, upgrade, downgrade", [
+    ("en", "the classic group becomes a consumer-protocol group at epoch 3, keeping its 2 members",
+     "the group becomes classic again with its 1 members"),
+    ("zh", "经典组在纪元 3 变为 consumer 协议的组", "组变回经典组")])
+def test_the_coordinator_tells_an_online_migration(lang: str, upgrade: str, downgrade: str) -> None:
+    from grouplab.protocol import events as E
+    from grouplab.protocol.states import ConsumerGroupState as CS
+
+    console = Console(width=200, record=True, color_system=None, force_terminal=False, file=open(os.devnull, "w"))
+    view = CoordinatorView(console, lang)
+    view("coordinator", LogEvent(1, E.GroupConverted("g", 3, CS.STABLE, "classic", "consumer", ["a", "b"], "join")))
+    view("coordinator", LogEvent(2, E.ConsumerClassicMemberJoined("g", 3, CS.STABLE, "c-1", None, "c", ["t"], ["range"],
+                                                                  10_000, 30_000)))
+    view("coordinator", LogEvent(3, E.GroupConverted("g", 4, CS.ASSIGNING, "consumer", "classic", ["c-1"], "left")))
+    text = console.export_text()
+    assert upgrade in text and downgrade in text and text.count("why" if lang == "en" else "原因") == 3

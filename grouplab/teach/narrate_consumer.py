@@ -80,6 +80,12 @@ def decision(n: "Narrator", p: events.ConsumerGroupEvent, broker: Broker | None)
     if isinstance(p, events.ConsumerMemberJoined):
         n.learn_member(p.member_id, p.client_id)
         return None  # the request line said it
+    if isinstance(p, events.ConsumerClassicMemberJoined):
+        n.learn_member(p.member_id, p.client_id)
+        return said("dec.cg.classic_joined", c.t("why.cg.classic_joined"), member=n.name(p.member_id))
+    if isinstance(p, events.GroupConverted):
+        return said(f"dec.cg.converted.{p.to_type}", c.t(f"why.cg.converted.{p.to_type}"), epoch=p.group_epoch,
+                    members=n.names(p.members))
     if isinstance(p, events.GroupEpochBumped):
         subject = _subject(n, p.detail)
         cause = c.t(f"cg.cause.{p.cause.value}", member=subject, detail=p.detail)
