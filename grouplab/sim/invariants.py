@@ -134,6 +134,13 @@ class Invariants:
         self.dirty = True
         if type(payload) is events.GroupDeleted:
             self.max_generation = 0  # a group made again under this id starts from generation 0
+        if type(payload) is events.GroupConverted:
+            # The group changed type (online migration): a classic group it becomes again has
+            # generations of its own (from 0 after an Empty consumer group, as in Kafka), so the
+            # leaders and assignments of the classic one before are another group's.
+            self.max_generation = 0
+            self.tracker.groups.pop(self.group.group_id, None)
+            self.group = self.tracker.group(self.group.group_id)
         if type(payload) is events.GenerationCompleted:
             gen, leader = payload.generation_id, payload.leader
             known = self.group.leaders.get(gen)
@@ -164,6 +171,10 @@ class Invariants:
     def check(self) -> None:
         group = self.sim.group_state()
         if group is None:
+            if self.sim.consumer_group_state() is not None:
+                # The group changed type (online migration): a classic group made again from it starts
+                # its own generations (one converted from an Empty consumer group starts at 0, as in Kafka).
+                self.max_generation = 0
             return
         if group.generation_id < self.max_generation:
             self.fail("generations only go up", f"generation went from {self.max_generation} to {group.generation_id}")
@@ -220,12 +231,14 @@ class Invariants:
         return self.sim.delivery is None or self.sim.delivery.drained()
 
     def _consumer_group_settled(self, group: "ConsumerGroup") -> bool:
-        """A consumer-protocol group is Stable, its members are the live ones, each stable at the
-        target assignment's epoch, and every partition is owned once."""
+        """A consumer-protocol group is Stable, its members are the live ones (of either protocol),
+        each stable at the target assignment's epoch, and every partition is owned once."""
         if group.state is not ConsumerGroupState.STABLE or self.owned_count != len(self.all_partitions()):
             return False
         live = self.sim.live_members()
-        if any(m.machine is None or m.hung or m.machine.state is not MembershipState.STABLE
+        # A classic member inside the group (online migration) is stable as a classic member is, its
+        # generation the member epoch its JoinGroup answer gave it.
+        if any(m.machine is None or m.hung or m.machine.state not in (MembershipState.STABLE, MemberState.STABLE)
                or m.machine.generation_id != group.assignment_epoch for m in live):
             self.dirty = True  # members converge on their own heartbeats: look again after the next step
             return False
