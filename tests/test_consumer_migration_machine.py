@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, event as note_event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from grouplab.coordinator import consumer_classic
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.consumer_group import ConsumerGroup
 from grouplab.coordinator.server_assignors import server_assignor
@@ -97,7 +98,7 @@ class MixedGroupMachine(RuleBasedStateMachine):
         for _ in range(2):
             req = JoinGroupRequest(G, CLASSIC_SESSION_MS, 30_000, c.member_id, "consumer",
                                    [JoinGroupRequestProtocol("range", meta)])
-            answer = self.run(self.g.handle_join(req, "j", "k", "h", self.now, TOPICS))
+            answer = self.run(consumer_classic.handle_join(self.g, req, "j", "k", "h", self.now, TOPICS))
             if answer.error_code == ErrorCode.MEMBER_ID_REQUIRED:
                 c.member_id = answer.member_id
                 continue
@@ -105,14 +106,14 @@ class MixedGroupMachine(RuleBasedStateMachine):
         assert answer.error_code == ErrorCode.NONE, answer
         c.member_id, c.epoch, c.joined = answer.member_id, answer.generation_id, True
         self.by_member[c.member_id] = c
-        synced = self.run(self.g.handle_sync(SyncGroupRequest(G, c.epoch, c.member_id), "s", self.now))
+        synced = self.run(consumer_classic.handle_sync(self.g, SyncGroupRequest(G, c.epoch, c.member_id), "s", self.now))
         if synced.error_code == ErrorCode.REBALANCE_IN_PROGRESS:
             return  # its next heartbeat says rejoin too
         assert synced.error_code == ErrorCode.NONE, synced
         c.held = {(tp.topic, tp.partition) for tp in consumer_protocol.decode_assignment(synced.assignment).partitions}
 
     def classic_heartbeat(self, c: Client) -> None:
-        answer = self.run(self.g.handle_heartbeat(HeartbeatRequest(G, c.epoch, c.member_id), "h", self.now))
+        answer = self.run(consumer_classic.handle_heartbeat(self.g, HeartbeatRequest(G, c.epoch, c.member_id), "h", self.now))
         if answer.error_code == ErrorCode.REBALANCE_IN_PROGRESS:
             note_event("a classic member told to rejoin")
             self.classic_rejoin(c)
@@ -197,7 +198,7 @@ class MixedGroupMachine(RuleBasedStateMachine):
             return
         if c.classic:
             c.held.clear()
-            self.run(self.g.handle_leave(LeaveGroupRequest(G, [LeaveGroupRequestMember(c.member_id)]), "l", self.now))
+            self.run(consumer_classic.handle_leave(self.g, LeaveGroupRequest(G, [LeaveGroupRequestMember(c.member_id)]), "l", self.now))
             self.by_member.pop(c.member_id, None)
             c.drop_all()
         else:

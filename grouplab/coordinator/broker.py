@@ -307,7 +307,7 @@ class Broker:
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None and consumer_group.members:
             # Kafka 4: a classic member joins the consumer group (online migration, consumer_classic.py).
-            out = consumer_group.handle_join(req, ctx.reply_to, ctx.client_id, ctx.client_host, now_ms,
+            out = consumer_classic.handle_join(consumer_group, req, ctx.reply_to, ctx.client_id, ctx.client_host, now_ms,
                                              self.topics.partitions)
             return self._after_consumer_step(consumer_group, out, now_ms)
         if consumer_group is not None:
@@ -328,7 +328,7 @@ class Broker:
     def _on_SyncGroup(self, req: SyncGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None:
-            return self._after_consumer_step(consumer_group, consumer_group.handle_sync(req, ctx.reply_to, now_ms), now_ms)
+            return self._after_consumer_step(consumer_group, consumer_classic.handle_sync(consumer_group, req, ctx.reply_to, now_ms), now_ms)
         group = self.groups.get(req.group_id)
         if group is None:
             return [Reply(ctx.reply_to, SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))]
@@ -337,7 +337,7 @@ class Broker:
     def _on_Heartbeat(self, req: HeartbeatRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None:
-            return self._after_consumer_step(consumer_group, consumer_group.handle_heartbeat(req, ctx.reply_to, now_ms),
+            return self._after_consumer_step(consumer_group, consumer_classic.handle_heartbeat(consumer_group, req, ctx.reply_to, now_ms),
                                              now_ms)
         group = self.groups.get(req.group_id)
         if group is None:
@@ -347,7 +347,7 @@ class Broker:
     def _on_LeaveGroup(self, req: LeaveGroupRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None:
-            return self._after_consumer_step(consumer_group, consumer_group.handle_leave(req, ctx.reply_to, now_ms), now_ms)
+            return self._after_consumer_step(consumer_group, consumer_classic.handle_leave(consumer_group, req, ctx.reply_to, now_ms), now_ms)
         group = self.groups.get(req.group_id)
         if group is None:
             members = [LeaveGroupResponseMember(m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID) for m in req.members]
@@ -461,7 +461,7 @@ class Broker:
                 members = consumer_classic.members_from_classic(classic, now_ms)
             except Refusal as exc:
                 return refuse(exc.code, exc.message)
-            converted = group.adopt(members, classic.generation_id, self.topics.partitions, now_ms)
+            converted = consumer_classic.adopt_members(group, members, classic.generation_id, self.topics.partitions, now_ms)
         out = group.heartbeat(self._named(req), ctx.reply_to, ctx.client_id, ctx.client_host, now_ms,
                               self.topics.partitions)
         if not _accepted(out, ctx.reply_to):  # a refused join leaves no group behind, and converts nothing

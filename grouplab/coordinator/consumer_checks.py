@@ -5,10 +5,12 @@ with Kafka's messages: a failed check raises a Refusal, answered with its code, 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from grouplab.coordinator.consumer_reconcile import Assignment, MemberAssignment, is_subset
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import ConsumerGroupHeartbeatRequest
+from grouplab.protocol.states import RebalanceCause
 
 LEAVE_EPOCH = -1  # Kafka's LEAVE_GROUP_MEMBER_EPOCH
 STATIC_LEAVE_EPOCH = -2  # Kafka's LEAVE_GROUP_STATIC_MEMBER_EPOCH
@@ -81,3 +83,13 @@ def check_member_epoch(member: MemberAssignment, received: int, owned: Assignmen
         raise Refusal(ErrorCode.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch "
                                                      f"({received}) than the one known by the group coordinator "
                                                      f"({current}). The member must abandon all its partitions and rejoin.")
+
+
+@dataclass(frozen=True)
+class Downgrade:
+    """A consumer group's request to become classic (ConsumerGroup.downgrade, carried out by the
+    Broker): the classic rebalance that follows, or none (`cause` None: a static member replaced
+    with the same subscription, as Kafka)."""
+
+    trigger: str
+    cause: RebalanceCause | None

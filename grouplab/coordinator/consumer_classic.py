@@ -33,14 +33,14 @@ assignments, which then rebalances (not after a replacement with the same subscr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from grouplab.coordinator.consumer_checks import Refusal
+from grouplab.coordinator.consumer_checks import Downgrade, Refusal
 from grouplab.coordinator.consumer_member import ClassicMemberMetadata, ConsumerMember
 from grouplab.coordinator.consumer_reconcile import Assignment, MemberAssignment, normalized, unreleased
 from grouplab.coordinator.group import Group, Member, instance_id_problem
 from grouplab.protocol import consumer_protocol, events
-from grouplab.protocol.effects import ArmTimer, CancelTimer
+from grouplab.protocol.effects import ArmTimer, CancelTimer, Output
 from grouplab.protocol.errors import ErrorCode, ProtocolError
 from grouplab.protocol.messages import (
     HeartbeatRequest,
@@ -64,17 +64,45 @@ if TYPE_CHECKING:
 PROTOCOL_TYPE = consumer_protocol.PROTOCOL_TYPE
 
 
-@dataclass(frozen=True)
-class Downgrade:
-    """A consumer group's request to become classic (ConsumerGroup.downgrade, carried out by the
-    Broker): the classic rebalance that follows, or none (`cause` None: a static member replaced
-    with the same subscription, as Kafka)."""
-
-    trigger: str
-    cause: RebalanceCause | None
-
-
 # ---------------------------------------------------------------------------------------- upgrade
+
+
+def handle_join(g: ConsumerGroup, req: JoinGroupRequest, reply_to: Any, client_id: str, client_host: str, now_ms: int,
+                topics: Mapping[str, int]) -> list[Output]:
+    """A JoinGroup from a classic member, as one step of the consumer group (Kafka's
+    classicGroupJoinToConsumerGroup)."""
+    return _step(g, now_ms, reply_to, req, lambda: join(g, req, reply_to, client_id, client_host, topics))
+
+
+def handle_sync(g: ConsumerGroup, req: SyncGroupRequest, reply_to: Any, now_ms: int) -> list[Output]:
+    return _step(g, now_ms, reply_to, req, lambda: sync(g, req, reply_to))
+
+
+def handle_heartbeat(g: ConsumerGroup, req: HeartbeatRequest, reply_to: Any, now_ms: int) -> list[Output]:
+    return _step(g, now_ms, reply_to, req, lambda: heartbeat(g, req, reply_to))
+
+
+def handle_leave(g: ConsumerGroup, req: LeaveGroupRequest, reply_to: Any, now_ms: int) -> list[Output]:
+    return _step(g, now_ms, reply_to, req, lambda: leave(g, req, reply_to))
+
+
+def adopt_members(g: ConsumerGroup, members: list[ConsumerMember], epoch: int, topics: Mapping[str, int],
+                  now_ms: int) -> list[Output]:
+    """The new consumer group a classic group converts to takes its members (Kafka's
+    ConsumerGroup.fromClassicGroup): each Stable at epoch = the classic generation with its last
+    assignment as its target, their sessions running from now."""
+    return g.step(now_ms, lambda: adopt(g, members, epoch, topics))
+
+
+def _step(g: ConsumerGroup, now_ms: int, reply_to: Any, req: Any, serve: Callable[[], None]) -> list[Output]:
+    """One classic request, served; a Refusal is answered in the request's own response type."""
+    def body() -> None:
+        try:
+            serve()
+        except Refusal as refusal:
+            g._reply(reply_to, refusal_response(req, refusal))
+
+    return g.step(now_ms, body)
 
 
 def upgrade_refusal(classic: Group, config: BrokerConfig) -> str | None:

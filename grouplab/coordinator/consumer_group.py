@@ -35,12 +35,11 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Concatenate, Mapping
 
-from grouplab.coordinator import consumer_classic
 from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.group import REMOVAL_CAUSE
-from grouplab.coordinator.consumer_classic import Downgrade
 from grouplab.coordinator.consumer_checks import (
     LEAVE_EPOCH,
+    Downgrade,
     STATIC_LEAVE_EPOCH,
     Refusal,
     check_member_epoch,
@@ -240,35 +239,11 @@ class ConsumerGroup(StepOutputs):
 
     # ------------------------------------------------------------------ classic members (consumer_classic.py)
 
-    def handle_join(self, req: JoinGroupRequest, reply_to: Any, client_id: str, client_host: str, now_ms: int,
-                    partitions_per_topic: Mapping[str, int]) -> list[Output]:
-        """A JoinGroup from a classic member (Kafka's classicGroupJoinToConsumerGroup)."""
-        return self._classic_step(now_ms, reply_to, consumer_classic.join, req, client_id, client_host, partitions_per_topic)
-
-    def handle_sync(self, req: SyncGroupRequest, reply_to: Any, now_ms: int) -> list[Output]:
-        return self._classic_step(now_ms, reply_to, consumer_classic.sync, req)
-
-    def handle_heartbeat(self, req: HeartbeatRequest, reply_to: Any, now_ms: int) -> list[Output]:
-        return self._classic_step(now_ms, reply_to, consumer_classic.heartbeat, req)
-
-    def handle_leave(self, req: LeaveGroupRequest, reply_to: Any, now_ms: int) -> list[Output]:
-        return self._classic_step(now_ms, reply_to, consumer_classic.leave, req)
-
-    def adopt(self, members: list[ConsumerMember], epoch: int, partitions_per_topic: Mapping[str, int],
-              now_ms: int) -> list[Output]:
-        """Become the consumer group a classic group converts to (Kafka's ConsumerGroup.fromClassicGroup):
-        its members, each Stable at epoch = the classic generation with its last assignment as its
-        target, their sessions running from now."""
+    def step(self, now_ms: int, body: Callable[[], None]) -> list[Output]:
+        """Run `body` as one step of this group (its outputs, and the records it changed, out):
+        how consumer_classic.py serves a classic member's request, which this module does not know."""
         self._begin(now_ms)
-        consumer_classic.adopt(self, members, epoch, partitions_per_topic)
-        return self._end()
-
-    def _classic_step(self, now_ms: int, reply_to: Any, handler: Callable[..., None], req: Any, *args: Any) -> list[Output]:
-        self._begin(now_ms)
-        try:
-            handler(self, req, reply_to, *args)
-        except Refusal as refusal:
-            self._reply(reply_to, consumer_classic.refusal_response(req, refusal))
+        body()
         return self._end()
 
     def session_timeout_ms(self, member: ConsumerMember) -> int:

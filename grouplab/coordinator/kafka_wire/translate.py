@@ -615,7 +615,8 @@ def _consumer_describe_resp(v: int, b: m.ConsumerGroupDescribeResponse, c: Any, 
                     M(member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id, member_epoch=x.member_epoch,
                       client_id=x.client_id, client_host=x.client_host, subscribed_topic_names=x.subscribed_topic_names,
                       subscribed_topic_regex=x.subscribed_topic_regex, assignment=assignment(g, x.assignment),
-                      target_assignment=assignment(g, x.target_assignment), member_type=x.member_type)
+                      target_assignment=assignment(g, x.target_assignment),
+                      member_type=x.member_type if x.member_type in (-1, 0, 1) else -1)  # Kafka: -1 unknown
                     for x in g.members]) for g in b.groups]
     return c(throttle_time_ms=0, groups=groups)
 
