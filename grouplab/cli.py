@@ -256,6 +256,7 @@ async def _start_cluster(cluster: Any, port: int, dashboard: Dashboard | None, a
 async def cmd_run(args: argparse.Namespace) -> int:
     from grouplab.cluster import LocalCluster
     from grouplab.display import RebalanceView, summary_table
+    from grouplab.readable import GroupEpochs
 
     _group_protocol_args(args)
     if args.protocol == "zk":
@@ -285,9 +286,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
                                1000 if args.records is None else args.records,
                                20 if args.processing_ms is None else args.processing_ms)
     dashboard = Dashboard(args.group, args.lang, "run --ui") if args.ui else None
+    # A consumer-protocol group has no rebalances to count: the summary says its last group epoch.
+    epochs = GroupEpochs(args.group) if args.group_protocol == "consumer" else None
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
                            run_dir, port=args.port,
-                           listeners=[view] + _consumer_protocol_views(args)
+                           listeners=[view] + _consumer_protocol_views(args) + ([epochs] if epochs is not None else [])
                            + ([dashboard.hub.on_event] if dashboard is not None else []),
                            data_dir=args.data_dir, faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
                            trace_listeners=[dashboard.hub.on_trace] if dashboard is not None else None,
@@ -356,7 +359,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
             console.print(summary_table(view.records))
         processed = sum(sum(app.stats.processed.values()) for app in apps)
         kind = "records" if delivery is not None else "synthetic records"
-        console.print(f"{len(view.records)} rebalances · {len(apps)} consumers ran · {processed} {kind} processed"
+        moves = (f"group epoch {epochs.last}" if epochs is not None and not view.records
+                 else f"{len(view.records)} rebalances")
+        console.print(f"{moves} · {len(apps)} consumers ran · {processed} {kind} processed"
                       + (f" · event log: {run_dir}/" if run_dir else ""))
         console.print(costs_line)
         if account is not None:

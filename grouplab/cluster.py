@@ -195,7 +195,8 @@ class LocalCluster:
         config = ConsumerConfig(group_id=self.group_id, topics=topics or sorted(self.topics), client_id=name,
                                 assignors=assignors or self.assignors).with_overrides(self.consumer_overrides)
         app = SimulatedConsumerApp(config, self.host, self.consumer_port, events=self._log(name),
-                                   delivery=self.delivery.config() if self.delivery is not None else None)
+                                   delivery=self.delivery.config() if self.delivery is not None else None,
+                                   on_step=self._changed.set)
         await app.start()
         self.apps.append(app)
         return app

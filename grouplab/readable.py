@@ -215,6 +215,20 @@ class CoordinatorView:
 
 
 @dataclass
+class GroupEpochs:
+    """The last group epoch a consumer-protocol group reached: what a run's summary counts where a
+    classic group's counts rebalances (a KIP-848 group has none)."""
+
+    group_id: str
+    last: int = 0
+
+    def __call__(self, node: str, ev: LogEvent) -> None:
+        p = ev.payload
+        if isinstance(p, events.ConsumerGroupEvent) and p.group_id == self.group_id:
+            self.last = max(self.last, p.group_epoch)
+
+
+@dataclass
 class ConsumerView:
     """`grouplab consumer`'s terminal: what it owns after each rebalance, what it gives up, and
     why it joins again. A consumer-protocol member (KIP-848) is told by member epoch: what each

@@ -22,8 +22,9 @@ from grouplab.protocol.messages import (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupHeartbeatTopicPartitions as TP,
 )
-from grouplab.protocol.states import ConsumerGroupState, MembershipState
+from grouplab.protocol.states import ConsumerGroupState, GroupEpochCause, MembershipState
 from grouplab.protocol.types import TopicPartition
+from grouplab.teach.catalog import Catalog
 
 from pair import Pair, consumer_config
 
@@ -411,3 +412,50 @@ def test_a_consumer_protocol_members_lines_read_back_typed() -> None:
     read = payload_of("assignment_acknowledged", dict(group_id="g", member_id="m1", generation_id=3,
                                                       state="acknowledging", owned=[]))
     assert isinstance(read, events.AssignmentAcknowledged) and read.state is S.ACKNOWLEDGING
+
+
+def told(out: list[Any], lang: str = "en") -> str:
+    """What `grouplab consumer`'s terminal (readable.ConsumerView) prints for `out`'s lines."""
+    import io
+
+    from rich.console import Console
+
+    from grouplab.readable import ConsumerView
+
+    console = Console(width=300, file=io.StringIO(), record=True, color_system=None)
+    view = ConsumerView(console, lang)
+    for o in out:
+        if isinstance(o, LogEvent):
+            view("consumer-1", o)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_terminal_says_fenced_and_lost_only_for_what_it_owned(lang: str) -> None:
+    """A fence is one line; the partitions lost are the next line, and only if there were any (a
+    member fenced on its join owned nothing: nothing is said lost)."""
+    m = ConsumerMembership(config())
+    joined(m, 1, {"a": [0, 1]})
+    hb = sends(m.on_timer(("heartbeat",), 5_000))[0]
+    text = told(m.on_response(hb.correlation_id, answer(0, error=ErrorCode.FENCED_MEMBER_EPOCH), 5_010), lang)
+    lines = [line for line in text.splitlines() if line and not line.startswith(" ")]
+    assert "FENCED_MEMBER_EPOCH" in lines[0] and "a[0,1]" not in lines[0]
+    assert "a[0,1]" in lines[1] and "FENCED_MEMBER_EPOCH" in lines[1]  # member.lost, with the reason
+    rejoin = m._heartbeat_cid
+    assert rejoin is not None
+    text = told(m.on_response(rejoin, answer(0, error=ErrorCode.UNKNOWN_MEMBER_ID), 5_020), lang)
+    lines = [line for line in text.splitlines() if line and not line.startswith(" ")]
+    lost = Catalog(lang).t("member.lost", partitions="", reason="").split()[0]
+    assert "UNKNOWN_MEMBER_ID" in lines[0] and not any(lost in line for line in lines), text
+
+
+def test_a_runs_summary_counts_a_consumer_protocol_groups_epochs() -> None:
+    """`grouplab run --group-protocol consumer` ends with the group's last epoch, not '0 rebalances'."""
+    from grouplab.readable import GroupEpochs
+
+    epochs = GroupEpochs("g")
+    for group, epoch in (("g", 1), ("other", 9), ("g", 4), ("g", 3)):
+        epochs("coordinator", LogEvent(0, events.GroupEpochBumped(group, epoch, ConsumerGroupState.ASSIGNING,
+                                                                   cause=GroupEpochCause.MEMBER_JOINED, detail="")))
+    epochs("consumer-1", LogEvent(0, events.AssignmentAcknowledged("g", "m1", 7, S.STABLE, owned=[])))  # a member's
+    assert epochs.last == 4

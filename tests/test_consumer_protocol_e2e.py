@@ -159,3 +159,44 @@ async def test_grouplab_consumers_speak_kip848_beside_a_confluent_kafka_consumer
             await asyncio.to_thread(kafka.close)
         for c in clients:
             await c.close()
+
+
+class Lines:
+    """A member's event log in memory: (its member epoch when written, event name)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[int, str]] = []
+
+    def emit(self, ev: Any) -> None:
+        self.lines.append((ev.fields["generation_id"], ev.event) if "generation_id" in ev.fields else (-9, ev.event))
+
+
+async def test_an_epoch_that_moves_without_a_logged_event_still_wakes_a_waiter() -> None:
+    """A consumer-protocol member's epoch can move on an answer that changes nothing else (another
+    member joined for a topic it does not read): nothing is logged, so a wait woken only by log
+    lines would miss it (LocalCluster.wait_stable did, `grouplab run` then timed out). The client's
+    on_step is called after every step, logged or not; this test waits on it alone."""
+    async with AsyncCluster(config=BROKER, topics={TOPIC: 2, "u": 2}) as cluster:
+        woke = asyncio.Event()
+        lines = Lines()
+        config = ConsumerConfig(group_id=GROUP, topics=[TOPIC], client_id="reads-t").with_overrides(
+            ["group.protocol=consumer"])
+        first = GroupMemberClient(config, cluster.host, cluster.grouplab_port, events=lines, on_step=woke.set)
+        await first.start()
+
+        async def until_step(predicate: Callable[[], bool]) -> None:
+            while not predicate():
+                woke.clear()
+                await woke.wait()
+
+        await asyncio.wait_for(until_step(lambda: first.state is MembershipState.STABLE and first.generation_id == 1),
+                               TIMEOUT_S)
+        other = ConsumerConfig(group_id=GROUP, topics=["u"], client_id="reads-u").with_overrides(["group.protocol=consumer"])
+        second = GroupMemberClient(other, cluster.host, cluster.grouplab_port)
+        await second.start()
+        await asyncio.wait_for(until_step(lambda: first.generation_id == 2), TIMEOUT_S)
+        assert first.state is MembershipState.STABLE and first.assignment == [TopicPartition(TOPIC, 0),
+                                                                               TopicPartition(TOPIC, 1)]
+        assert not [name for epoch, name in lines.lines if epoch == 2], lines.lines  # the move logged nothing
+        for c in (second, first):
+            await c.close()

@@ -45,6 +45,7 @@ class SimulatedConsumerApp:
         records_per_poll: int = 10,
         clock: Callable[[], int] = wall_clock_ms,
         delivery: DeliveryConfig | None = None,
+        on_step: Callable[[], None] | None = None,
     ) -> None:
         self.stats = AppStats()
         self.events = events
@@ -53,7 +54,8 @@ class SimulatedConsumerApp:
         self.records_per_poll = records_per_poll
         self.delivery = delivery
         machine = DeliveryApp(config, delivery, log_events=events is not None) if delivery is not None else None
-        self.client = GroupMemberClient(config, host, port, listener=self, events=events, clock=clock, machine=machine)
+        self.client = GroupMemberClient(config, host, port, listener=self, events=events, clock=clock, machine=machine,
+                                        on_step=on_step)
         self.crashed = False
         self._task: asyncio.Task | None = None
 

@@ -64,8 +64,13 @@ class GroupMemberClient:
         events: Any = None,
         clock: Callable[[], int] = wall_clock_ms,
         machine: ConsumerCoordinator | ConsumerMembership | DeliveryApp | None = None,
+        on_step: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
+        # Called after every step of the machine, logged or not (a consumer-protocol member's epoch
+        # can move on an answer that changes nothing else, and logs nothing): what waits on the
+        # member's state from outside (LocalCluster.wait_stable) wakes on it.
+        self.on_step = on_step
         self.host = host
         self.port = port
         self.listener = listener
@@ -252,3 +257,5 @@ class _ClientShell:
 
     def on_step(self) -> None:
         self.client._state_changed.set()
+        if self.client.on_step is not None:
+            self.client.on_step()
