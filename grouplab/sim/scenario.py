@@ -193,6 +193,20 @@ class Scenario:
             for m in self.members}
         return values.pop() if len(values) == 1 else None
 
+    def group_protocol(self) -> str:
+        """`consumer` if any member speaks KIP-848's protocol (`group.protocol`), else `classic`."""
+        protocols = {str({**self.consumer, **m.config}.get("group.protocol", "classic")) for m in self.members}
+        return "consumer" if "consumer" in protocols else "classic"
+
+    def coordinator_session_timeout_ms(self) -> int | None:
+        """The session timeout that removes a silent member: the members' `session.timeout.ms`
+        (classic), or the broker's `group.consumer.session.timeout.ms` (consumer protocol)."""
+        if self.group_protocol() == "classic":
+            return self.session_timeout_ms()
+        from grouplab.coordinator.config import BrokerConfig
+
+        return BrokerConfig().with_overrides(f"{k}={_kafka_value(v)}" for k, v in self.broker.items()).consumer_session_timeout_ms
+
     def with_members(self, count: int) -> "Scenario":
         """The same scenario with `count` members in total (sweeps vary the size)."""
         import copy
