@@ -208,7 +208,7 @@ def comparison(told: list[Told], c: Catalog) -> tuple[list[str], list[list[str]]
     delivery = all(t.measures.lost is not None for t in told)
     header = [c.t("compare.measure")] + [t.label or "" for t in told]
     rows = []
-    names = DELIVERY_ROWS if delivery else ROWS
+    names: tuple[str, ...] = DELIVERY_ROWS if delivery else ROWS
     if not delivery and any(t.measures.epochs for t in told):  # a consumer-protocol variant: its epochs too
         names = names[:1] + ("epochs",) + names[1:]
     for name in names:
