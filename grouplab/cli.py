@@ -1193,7 +1193,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     scenario = load_scenario(resolve_scenario(args.scenario))
     if args.members:
         scenario = scenario.with_members(args.members)
-    if args.assignor:
+    if args.group_protocol:
+        scenario = scenario.with_group_protocol(args.group_protocol)
+    if args.assignor and scenario.group_protocol() == "consumer":
+        remote = parse_list(args.assignor)
+        if len(remote) != 1 or remote[0] not in ("uniform", "range"):
+            raise UsageError("with group.protocol=consumer, --assignor names the one server-side assignor "
+                             "the members ask for (group.remote.assignor): uniform or range")
+        scenario.consumer["group.remote.assignor"] = remote[0]
+    elif args.assignor:
         scenario = scenario.with_assignors(check_assignors(parse_list(args.assignor)))
     interrupted = False
     if len(seeds) == 1:
@@ -1963,7 +1971,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seeds", help="run many seeds: 1-500 or 1-10,42; reports every failing seed")
     s.add_argument("--run-dir", help="write the run's JSON event log here (one file per node), with --seed")
     s.add_argument("--members", type=at_least(1), help="resize the scenario to this many members")
-    s.add_argument("--assignor", help="use this assignor preference list for every member")
+    s.add_argument("--assignor", help="use this assignor preference list for every member (with the consumer "
+                                      "protocol: the server-side assignor they ask for, uniform or range)")
+    s.add_argument("--group-protocol", choices=["classic", "consumer"],
+                   help="run every member on this group.protocol (consumer: KIP-848; the scenario's session and "
+                        "heartbeat settings become the broker's group.consumer.*; default: the scenario's own)")
     s.add_argument("--summary-json", metavar="OUT", help="write per-seed and total metrics as JSON")
     s.add_argument("--timeline-rows", type=at_least(0), default=60, help="timeline rows to print (0: all)")
     s.add_argument("--trace-lines", type=at_least(0), default=20, help="steps shown before a violation")
