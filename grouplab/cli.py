@@ -274,7 +274,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--ui-port, --open and --lang only apply with --ui")
     consumer_config = ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
                                      assignors=assignors).with_overrides(args.consumer_config or [])
-    view = RebalanceView(console, args.group, session_timeout_ms=consumer_config.session_timeout_ms)
+    # The session timeout that removes a crashed member: the consumers' own (classic), or the
+    # broker's group.consumer.session.timeout.ms (consumer protocol, KIP-848).
+    session_ms = (broker_config(args).consumer_session_timeout_ms if consumer_config.consumer_protocol
+                  else consumer_config.session_timeout_ms)
+    view = RebalanceView(console, args.group, session_timeout_ms=session_ms)
     run_dir = Path(args.run_dir) if args.run_dir else None
     delivery = None
     if args.delivery:
