@@ -212,7 +212,7 @@ class LocalCluster:
             self._end_fault(name, fault, "stopped" if leave else "crashed", wake=leave)
         if not leave:
             self._note("member_crashed", client_id=name, member_id=app.client.member_id,
-                       session_timeout_ms=app.client.config.session_timeout_ms)
+                       **self._session_timeout(app.client.config))
         await app.stop(leave=leave)
         self._changed.set()
 
@@ -287,8 +287,16 @@ class LocalCluster:
         self.member_faults[name] = fault
         config = app.client.config
         self._note("member_fault", client_id=name, member_id=app.client.member_id, fault=fault.kind,
-                   session_timeout_ms=config.session_timeout_ms, max_poll_interval_ms=config.max_poll_interval_ms,
-                   **extra)
+                   **self._session_timeout(config), max_poll_interval_ms=config.max_poll_interval_ms, **extra)
+
+    def _session_timeout(self, config: ConsumerConfig) -> dict[str, Any]:
+        """The session timeout that decides when the coordinator removes a silent member, and its
+        name: the consumer's session.timeout.ms, or under the consumer protocol (KIP-848) the
+        broker's group.consumer.session.timeout.ms (the consumer's own is not used)."""
+        if config.consumer_protocol:
+            return {"session_timeout_ms": self.broker_config.consumer_session_timeout_ms,
+                    "session_timeout_setting": "group.consumer.session.timeout.ms"}
+        return {"session_timeout_ms": config.session_timeout_ms}
 
     def _end_fault(self, name: str, fault: MemberFault, how: str, wake: bool = True) -> None:
         if fault.stall is not None and wake:

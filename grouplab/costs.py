@@ -80,6 +80,7 @@ class Stall:
     ended_detail: str | None = None  # the member's own words, for `lost` and `revoked`
     removed_ms: int | None = None  # when the coordinator removed its member id
     removal_reason: str | None = None
+    consumer_protocol: bool = False  # removed from a consumer-protocol group (KIP-848): its timeouts' names differ
     repaired_generation: int | None = None  # whose assignment (stable after since_ms) got its partitions consumed again
 
     @property
@@ -246,6 +247,7 @@ class CostTracker:
         self._by_member: dict[tuple[str, str], set[_Lane]] = {}  # (group, member id) -> lanes it holds
         self._stalls_of: dict[tuple[str, str], list[Stall]] = {}  # (group, member id) -> its stalls
         self._group_start: dict[str, int] = {}
+        self._consumer_groups: set[str] = set()  # consumer-protocol groups (KIP-848): no rebalances to wait for
         self._created: dict[str, tuple[int, int]] = {}  # topic -> (partition count, ts of its latest growth)
         self._deleted: dict[str, int] = {}  # topic -> when it was deleted, until it is created again
         self._gone: list[_Lane] = []  # the lanes of deleted partitions: closed for good, still in totals
@@ -406,8 +408,7 @@ class CostTracker:
 
     # ------------------------------------------------------------------ coordinator events
 
-    def _group_begins(self, node: str, ts: int, ev: events.RebalanceStarted | events.GroupLoaded
-                      | events.GroupEpochBumped | events.ConsumerGroupLoaded) -> None:
+    def _group_begins(self, node: str, ts: int, ev: events.RebalanceStarted | events.GroupLoaded) -> None:
         self._group_start.setdefault(ev.group_id, ts)
 
     def _topic_created(self, node: str, ts: int, ev: events.TopicCreated | events.PartitionsCreated) -> None:
@@ -451,6 +452,19 @@ class CostTracker:
             for n, hold in list(lane.holders.items()):
                 if hold.member_id == ev.member_id:
                     self._end_hold(lane, n, ts, "removed", why=reason)
+
+    def _consumer_group_begins(self, node: str, ts: int,
+                               ev: events.ConsumerMemberJoined | events.ConsumerGroupLoaded) -> None:
+        self._consumer_groups.add(ev.group_id)
+        self._group_start.setdefault(ev.group_id, ts)
+
+    def _consumer_member_removed(self, node: str, ts: int, ev: events.ConsumerMemberRemoved) -> None:
+        """A consumer-protocol group's removal frees the member's partitions at once (the next
+        target gives them to others); its stalls are reported now: no rebalance completes."""
+        self._consumer_groups.add(ev.group_id)
+        for stall in self._stalls_of.get((ev.group_id, ev.member_id), ()):
+            stall.consumer_protocol = True
+        self._member_removed(node, ts, ev)
 
     def _static_member_replaced(self, node: str, ts: int,
                                 ev: events.StaticMemberReplaced | events.ConsumerStaticMemberReplaced) -> None:
@@ -670,7 +684,7 @@ class CostTracker:
     def _stall_ended(self, stall: Stall, ts: int) -> None:
         if stall.index in self._reported:
             return
-        if stall.ended_by in REMOVAL_REASONS:
+        if stall.ended_by in REMOVAL_REASONS and stall.group_id not in self._consumer_groups:
             if stall not in self._pending:
                 self._pending.append(stall)  # with the rebalance the removal starts
         else:
@@ -721,11 +735,11 @@ _COORDINATOR: dict[type, Handler] = {
     events.GroupStable: CostTracker._group_stable,
     events.MemberRemoved: CostTracker._member_removed,
     events.StaticMemberReplaced: CostTracker._static_member_replaced,
-    # A consumer-protocol group (KIP-848): its first epoch begins it, its target opens the lanes.
-    events.GroupEpochBumped: CostTracker._group_begins,
-    events.ConsumerGroupLoaded: CostTracker._group_begins,
+    # A consumer-protocol group (KIP-848): its first member begins it, its target opens the lanes.
+    events.ConsumerMemberJoined: CostTracker._consumer_group_begins,
+    events.ConsumerGroupLoaded: CostTracker._consumer_group_begins,
     events.TargetAssignmentComputed: CostTracker._target_computed,
-    events.ConsumerMemberRemoved: CostTracker._member_removed,
+    events.ConsumerMemberRemoved: CostTracker._consumer_member_removed,
     events.ConsumerStaticMemberReplaced: CostTracker._static_member_replaced,
 }
 _SIMULATOR: dict[type, Handler] = {
@@ -749,6 +763,8 @@ _MEMBER: dict[type, Handler] = {
     events.PartitionsRevoked: CostTracker._partitions_released,
     events.PartitionsLost: CostTracker._partitions_released,
     events.AppCrashed: CostTracker._app_crashed,
+    events.ConsumerJoinSent: CostTracker._member_other,  # a consumer-protocol member's id, from its first heartbeat
+    events.AssignmentReceived: CostTracker._member_other,
 }
 
 
@@ -762,8 +778,11 @@ def seconds(ms: int, origin_ms: int = 0) -> str:
 def _until(stall: Stall, session_timeout_ms: int | None) -> str:
     by = stall.ended_by
     if by == "session_timeout":
-        setting = f" (session.timeout.ms={session_timeout_ms})" if session_timeout_ms else ""
+        name = "group.consumer.session.timeout.ms" if stall.consumer_protocol else "session.timeout.ms"
+        setting = f" ({name}={session_timeout_ms})" if session_timeout_ms else ""
         return f"until the session timeout{setting} removed it"
+    if by == "rebalance_timeout" and stall.consumer_protocol:
+        return "until the coordinator removed it for not revoking within its rebalance timeout"
     if by == "rebalance_timeout":
         return "until the coordinator removed it for not rejoining within the rebalance timeout"
     if by == "sync_timeout":

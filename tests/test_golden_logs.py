@@ -40,7 +40,7 @@ def test_event_log_is_byte_identical_to_golden(path: Path, tmp_path: Path) -> No
         _compare((tmp_path / name).read_bytes(), golden_dir / name)
 
 
-@pytest.mark.parametrize("scenario", ["crash-storm", "delivery-exactly-once"])
+@pytest.mark.parametrize("scenario", ["crash-storm", "delivery-exactly-once", "kip848-crash-storm"])
 def test_simulate_report_is_identical_to_golden(scenario: str) -> None:
     env = {**os.environ, "COLUMNS": "120", "TERM": "dumb", "NO_COLOR": "1"}
     out = subprocess.run([sys.executable, "-m", "grouplab.cli", "simulate", "--scenario", scenario,

@@ -46,6 +46,14 @@ RULES: dict[str, tuple[list[str], list[str]]] = {
     "partitions-added": (["fault.add_partitions", "why.fault.add_partitions", "why.rejoin.partitions"],
                          ["metadata.max.age.ms"]),
     "idle-consumers": (["note.idle", "why.idle"], []),
+    "kip848-join": (["dec.cg.epoch", "dec.cg.target", "dec.cg.unrevoked", "dec.cg.unreleased", "why.cg.unreleased"],
+                    ["KIP-848", "uniform"]),
+    "kip848-crash": (["dec.cg.removed", "why.cg.removed.session_timeout", "note.gap.cg", "why.gap.cg.crash"],
+                     ["group.consumer.session.timeout.ms"]),
+    "kip848-slow-revoker": (["dec.cg.unrevoked", "why.cg.removed.rebalance_timeout", "why.ConsumerGroupHeartbeat.UNKNOWN_MEMBER_ID"],
+                            ["rebalance_timeout", "UNKNOWN_MEMBER_ID"]),
+    "classic-vs-consumer": (["compare.rebalances", "compare.epochs", "note.cooperative", "dec.cg.target", "note.gap.cg"],
+                            ["KIP-848", "KIP-429"]),
     "delivery-semantics": (["world.crash.committed", "world.skipped", "world.crash.processed", "world.again",
                             "world.crash.txn", "world.aborted", "world.account.missing", "world.account.twice",
                             "world.account.clean", "compare.lost", "compare.duplicated"],
@@ -87,8 +95,8 @@ def test_every_lesson_of_the_issue_is_there_and_apart_from_the_scenarios() -> No
         assert lesson.scenario.lesson is not None, f"{name} has no [lesson] table"
         assert lesson.scenario.duration_ms <= 60_000 and sum(lesson.scenario.topics.values()) <= 8
         assert 2 <= lesson.scenario.member_count <= 4
-        assert lesson.scenario.schedule or lesson.spec.variants or name in ("first-join", "protocol-vote",
-                                                                            "idle-consumers", "join-stable")
+        assert lesson.scenario.schedule or lesson.spec.variants or lesson.scenario.faults or name in (
+            "first-join", "protocol-vote", "idle-consumers", "join-stable", "kip848-join")
         assert not any(getattr(lesson.scenario.random, k) for k in ("crash", "hang", "leave", "partition"))
 
 
@@ -127,6 +135,18 @@ def test_the_comparisons_measure_what_the_lessons_claim(tmp_path: Path) -> None:
     assert [(t.measures.lost, t.measures.duplicated) for t in delivery] == [(5, 0), (0, 5), (0, 0)]
 
 
+def test_classic_and_consumer_protocol_compare_as_the_lesson_says(tmp_path: Path) -> None:
+    """A join then a crash: eager gives up everything twice, cooperative and KIP-848 only what
+    moves (m-2's two, then the crashed m-0's two); KIP-848 has no rebalance, two group epochs; and
+    the crash's session timeout is the longest wait in all three."""
+    told = tell(load_lesson(find_lesson("classic-vs-consumer") or ""), 1, "en", Filter(), tmp_path)
+    eager, cooperative, consumer = (t.measures for t in told)
+    assert (eager.rebalances, cooperative.rebalances, consumer.rebalances) == (2, 3, 0)
+    assert (eager.epochs, cooperative.epochs, consumer.epochs) == (0, 0, 2)
+    assert (eager.revoked, cooperative.revoked, consumer.revoked) == (12, 4, 4)
+    assert all(10 <= m.longest_s <= 10 + 3 + 1 for m in (eager, cooperative, consumer))
+
+
 def test_a_crash_costs_its_session_timeout(tmp_path: Path) -> None:
     lesson = load_lesson(find_lesson("crash-timeout") or "")
     run_seed(lesson.scenario, lesson.spec.seed, tmp_path)
@@ -151,7 +171,8 @@ def test_a_deleted_topic_made_again_is_not_waiting_for_a_consumer(tmp_path: Path
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("name", ["crash-timeout", "eager-vs-cooperative", "delivery-semantics", "zombie-commit"])
+@pytest.mark.parametrize("name", ["crash-timeout", "eager-vs-cooperative", "delivery-semantics", "zombie-commit",
+                                  "kip848-join", "kip848-crash", "kip848-slow-revoker", "classic-vs-consumer"])
 def test_lesson_page_is_identical_to_golden(name: str, lang: str, tmp_path: Path) -> None:
     lesson = load_lesson(find_lesson(name) or "")
     c = Catalog(lang)

@@ -71,3 +71,48 @@ def test_a_consumer_protocol_seed_replays_byte_identically(tmp_path: Path) -> No
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     events = (a / "coordinator.jsonl").read_text()
     assert "consumer_member_reconciled" in events and "group_stable" not in events
+
+
+# ----------------------------------------------------------------------------- built-in scenarios, --group-protocol
+
+
+@pytest.mark.parametrize("name", ["kip848-crash-storm", "kip848-rolling-restart"])
+def test_the_built_in_kip848_scenarios_hold_the_invariants_over_seeds(name: str) -> None:
+    from grouplab.sim.scenario import load_scenario, resolve_scenario
+
+    scenario = load_scenario(resolve_scenario(name))
+    assert scenario.group_protocol() == "consumer"
+    failures = [f"seed {seed}: {r.violation}" for seed in range(1, 21) if not (r := run_seed(scenario, seed)).ok]
+    assert failures == []
+
+
+@pytest.mark.parametrize("name", ["crash-storm", "clean-shutdown", "hang", "network-chaos"])
+def test_a_classic_scenario_runs_on_the_consumer_protocol(name: str) -> None:
+    """`simulate --group-protocol consumer`: the members' session and heartbeat settings become
+    the broker's group.consumer.* ones; the run holds the invariants and counts epochs, not
+    generations."""
+    from grouplab.sim.scenario import load_scenario, resolve_scenario
+
+    classic = load_scenario(resolve_scenario(name))
+    scenario = classic.with_group_protocol("consumer")
+    assert scenario.group_protocol() == "consumer" and classic.group_protocol() == "classic"
+    assert "session.timeout.ms" not in scenario.consumer
+    assert scenario.coordinator_session_timeout_ms() == classic.session_timeout_ms()
+    for seed in (1, 2, 3):
+        result = run_seed(scenario, seed)
+        assert result.ok, result.violation
+        assert result.stats.generations == 0 and result.stats.group_epochs > 0
+    assert scenario.with_group_protocol("classic").group_protocol() == "classic"
+
+
+def test_a_built_in_kip848_seed_replays_byte_identically(tmp_path: Path) -> None:
+    from grouplab.sim.scenario import load_scenario, resolve_scenario
+
+    scenario = load_scenario(resolve_scenario("kip848-rolling-restart"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    run_seed(scenario, 5, a)
+    run_seed(scenario, 5, b)
+    files = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
+    assert len(files) >= 7
+    for name in files:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name

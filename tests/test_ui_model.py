@@ -278,3 +278,27 @@ def test_a_consumer_protocol_group_shows_its_epoch_assignor_and_each_members_par
                                                    [["t0", 0], ["t0", 1]]))
     snap = model.snapshot(40)
     assert snap["members"] == [] and {p["state"] for p in snap["partitions"]} == {"unowned"}
+
+
+def test_a_crashed_consumer_protocol_member_counts_down_the_brokers_session_timeout() -> None:
+    """Under KIP-848 the coordinator removes a silent member after the broker's
+    group.consumer.session.timeout.ms, not the consumer's session.timeout.ms: the countdown
+    says so, with the broker's value."""
+    from grouplab.protocol.states import ConsumerGroupState as CS, ConsumerMemberState as MS, GroupEpochCause
+
+    model = DashboardModel(G)
+    model.feed("coordinator", LogEvent(0, E.CoordinatorStarted("127.0.0.1", 9192, {
+        "group.consumer.session.timeout.ms": 10000}, None)))
+    model.feed("coordinator", LogEvent(0, E.TopicCreated("t0", 1, False)))
+    coordinator(model, 10, E.ConsumerMemberJoined(G, 0, CS.EMPTY, A, None, "c1", ["t0"], None))
+    coordinator(model, 10, E.GroupEpochBumped(G, 1, CS.EMPTY, GroupEpochCause.MEMBER_JOINED, f"member {A} joined"))
+    coordinator(model, 10, E.ConsumerMemberReconciled(G, 1, CS.EMPTY, A, 1, 0, MS.STABLE, [["t0", 0]], [], []))
+    coordinator(model, 11, E.ConsumerGroupStateChanged(G, 1, CS.STABLE, CS.EMPTY, CS.STABLE))
+    assigned(model, 12, "c1", A, 1, [["t0", 0]])
+    run_note(model, 4000, "member_crashed", client_id="c1", member_id=A, session_timeout_ms=10000,
+             session_timeout_setting="group.consumer.session.timeout.ms")
+    model.feed("c1", LogEvent(4000, E.AppCrashed(G, A)))
+    (victim,) = model.snapshot(5000)["members"]
+    assert victim["fault"] == "crash"
+    assert victim["removal"]["by"] == "group.consumer.session.timeout.ms"
+    assert victim["removal"]["in_ms"] <= 4000 + 10000 - 5000

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from grouplab.consumer.coordinator import MemberState
 from grouplab.protocol.states import ConsumerGroupState, MembershipState
 from grouplab.coordinator.group import GroupState
+from grouplab.epochs import EpochTracker
 from grouplab.rebalances import Rebalance, RebalanceTracker
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent
@@ -64,6 +65,8 @@ class Invariants:
         # over the coordinator's events, shared with the timeline and `grouplab run`.
         self.tracker = RebalanceTracker()
         self.group = self.tracker.group(sim.scenario.group_id)
+        # The same for a consumer-protocol group: its epochs, moves and convergences.
+        self.epochs = EpochTracker()
         self._all: set[TopicPartition] | None = None
         self.owned_count = 0  # partitions with at least one owner
         self._blocker: "SimMember | None" = None
@@ -147,12 +150,26 @@ class Invariants:
             if leader is not None and known is not None and known != leader:
                 self.fail("one leader per generation", f"generation {gen} has leaders {known} and {leader}")
             self.sim.stats.generations += 1
+        if isinstance(payload, events.ConsumerGroupEvent):
+            self._epoch_event(ev)
+            return
         rebalance = self.tracker.feed("coordinator", ev)
         if rebalance is not None:
             self._check_one_owner(rebalance)
             if rebalance.duration_ms is not None:
                 self.sim.stats.rebalance_durations_ms.append(rebalance.duration_ms)
             self.sim.stats.partitions_moved += len(rebalance.moved)
+
+    def _epoch_event(self, ev: LogEvent) -> None:
+        stats, epochs = self.sim.stats, self.epochs
+        moves, count = epochs.moves, epochs.epochs
+        convergence = epochs.feed("coordinator", ev)
+        if epochs.epochs != count:
+            stats.group_epochs = epochs.epochs
+            stats.epoch_causes = dict(sorted(epochs.causes.items()))
+        stats.partitions_moved += epochs.moves - moves
+        if convergence is not None:
+            stats.convergence_durations_ms.append(convergence.duration_ms)
 
     def _check_one_owner(self, rebalance: Rebalance) -> None:
         """The leader gave no partition to two members (cheap unless it did: then find which)."""

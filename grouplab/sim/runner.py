@@ -122,6 +122,10 @@ def result_row(r: SimResult) -> dict[str, Any]:
         "unowned_partition_s": round(s.unowned_partition_ms / 1000, 3),
         "rebalance_p50_ms": percentile(s.rebalance_durations_ms, 0.5),
         "rebalance_p99_ms": percentile(s.rebalance_durations_ms, 0.99),
+        "group_epochs": s.group_epochs,
+        "epoch_causes": dict(s.epoch_causes),
+        "converge_p50_ms": percentile(s.convergence_durations_ms, 0.5),
+        "converge_p99_ms": percentile(s.convergence_durations_ms, 0.99),
         "settle_ms": None if s.settled_at_ms is None else s.settled_at_ms - s.quiet_at_ms,
         "imbalance": s.final_imbalance,
         "virtual_ms": r.ended_ms,
@@ -143,11 +147,28 @@ def totals(results: list[SimResult]) -> dict[str, Any]:
         "events": sum(r["events"] for r in rows),
         "rebalances": sum(r["rebalances"] for r in rows),
         "partitions_moved": sum(r["partitions_moved"] for r in rows),
+        "group_epochs": sum(r["group_epochs"] for r in rows),
+        "epoch_causes": _sum_counts(r["epoch_causes"] for r in rows),
+        "converge_ms_median": _median_of(r for result in results for r in result.stats.convergence_durations_ms),
+        "converge_ms_max": max((d for result in results for d in result.stats.convergence_durations_ms), default=None),
         "settle_ms_median": statistics.median(settle) if settle else None,
         "settle_ms_max": max(settle) if settle else None,
         **{k: sum(r[k] or 0 for r in rows) if any(r[k] is not None for r in rows) else None
            for k in ("produced", "processed", "committed", "lost", "duplicated")},
     }
+
+
+def _sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, n in c.items():
+            out[k] = out.get(k, 0) + n
+    return dict(sorted(out.items()))
+
+
+def _median_of(values: Iterable[int]) -> float | None:
+    got = list(values)
+    return statistics.median(got) if got else None
 
 
 def stats_dict(r: SimResult) -> dict[str, Any]:

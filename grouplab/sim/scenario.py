@@ -193,6 +193,20 @@ class Scenario:
             for m in self.members}
         return values.pop() if len(values) == 1 else None
 
+    def group_protocol(self) -> str:
+        """`consumer` if any member speaks KIP-848's protocol (`group.protocol`), else `classic`."""
+        protocols = {str({**self.consumer, **m.config}.get("group.protocol", "classic")) for m in self.members}
+        return "consumer" if "consumer" in protocols else "classic"
+
+    def coordinator_session_timeout_ms(self) -> int | None:
+        """The session timeout that removes a silent member: the members' `session.timeout.ms`
+        (classic), or the broker's `group.consumer.session.timeout.ms` (consumer protocol)."""
+        if self.group_protocol() == "classic":
+            return self.session_timeout_ms()
+        from grouplab.coordinator.config import BrokerConfig
+
+        return BrokerConfig().with_overrides(f"{k}={_kafka_value(v)}" for k, v in self.broker.items()).consumer_session_timeout_ms
+
     def with_members(self, count: int) -> "Scenario":
         """The same scenario with `count` members in total (sweeps vary the size)."""
         import copy
@@ -209,6 +223,43 @@ class Scenario:
             spec.count = max(share, 0)
             left -= spec.count
             out.members.append(spec)
+        return out
+
+    def with_group_protocol(self, protocol: str) -> "Scenario":
+        """The same scenario with every member on `protocol` (`group.protocol`, as Kafka spells it).
+        To `consumer` (KIP-848): the classic-only settings leave the members (session.timeout.ms,
+        heartbeat.interval.ms: the coordinator decides those) and become the broker's
+        group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms, where the
+        scenario does not set them, so the timing the scenario was written for holds; the
+        members' client-side assignors are unused (the coordinator's group.consumer.assignors
+        assign). To `classic`: group.protocol and group.remote.assignor leave the members."""
+        import copy
+
+        if protocol not in ("classic", "consumer"):
+            raise ScenarioError(f"group.protocol: expected classic or consumer, got {protocol!r}")
+        out = copy.deepcopy(self)
+        tables = [out.consumer] + [m.config for m in out.members]
+        if protocol == "classic":
+            for t in tables:
+                t.pop("group.protocol", None)
+                t.pop("group.remote.assignor", None)
+            return out
+        moved = {"session.timeout.ms": "group.consumer.session.timeout.ms",
+                 "heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms"}
+        for name, broker_name in moved.items():
+            values = {t[name] for t in tables if name in t}
+            if values and broker_name not in out.broker:
+                value = max(values) if name == "session.timeout.ms" else min(values)
+                out.broker[broker_name] = value
+                low = broker_name.replace("group.consumer.", "group.consumer.min.")
+                out.broker[low] = min(value, int(out.broker.get(low, value)))
+            for t in tables:
+                t.pop(name, None)
+        for t in tables:
+            t.pop("partition.assignment.strategy", None)
+        out.consumer["group.protocol"] = "consumer"
+        for m in out.members:
+            m.config.pop("group.protocol", None)
         return out
 
     def with_assignors(self, assignors: list[str]) -> "Scenario":

@@ -17,6 +17,12 @@ class SimStats:
     generations: int = 0
     rebalance_durations_ms: list[int] = field(default_factory=list)
     partitions_moved: int = 0
+    # A consumer-protocol group (KIP-848) has no generations: its group epoch moves (each with a
+    # cause) and it converges back to Stable (grouplab/epochs.py). `partitions_moved` counts its
+    # moves too: a partition the coordinator gave to another member than its last holder.
+    group_epochs: int = 0
+    epoch_causes: dict[str, int] = field(default_factory=dict)
+    convergence_durations_ms: list[int] = field(default_factory=list)  # first epoch move -> Stable again
     unowned_partition_ms: int = 0
     settled_at_ms: int | None = None
     quiet_at_ms: int = 0

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from grouplab.costs import CostTracker, StallReport, describe_partition_time, describe_stall
+from grouplab.epochs import Convergence, EpochTracker
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent
 
@@ -21,6 +22,8 @@ class Timeline:
     rows: list[tuple[int, str, str]] = field(default_factory=list)
     costs: CostTracker = field(default_factory=CostTracker)
     session_timeout_ms: int | None = None  # the members' session.timeout.ms, when they all share one
+    # (a consumer-protocol group's: the broker's group.consumer.session.timeout.ms)
+    epochs: EpochTracker = field(default_factory=EpochTracker)  # a consumer-protocol group's epochs
     reports: list[StallReport] = field(default_factory=list)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
@@ -34,8 +37,11 @@ class Timeline:
         payload = ev.payload
         if node != "coordinator" or getattr(payload, "group_id", None) != self.group_id:
             return
-        if type(payload) is events.MemberRemoved:
+        convergence = self.epochs.feed(node, ev)
+        if type(payload) is events.MemberRemoved or type(payload) is events.ConsumerMemberRemoved:
             self.rows.append((ev.ts_ms, "member removed", f"{payload.member_id} ({payload.reason.value})"))
+        elif convergence is not None:
+            self.rows.append((convergence.ended_ms, f"epoch {convergence.epoch} stable", _convergence(convergence)))
         elif rebalance is not None:
             sizes = sorted(len(parts) for parts in rebalance.assignments.values())
             spread = f"{sizes[0]}-{sizes[-1]} partitions each" if sizes else "no partitions"
@@ -77,3 +83,16 @@ class Timeline:
             style = "yellow" if what.startswith(("fault", "coordinator crashed", "process exited", "stop cost")) else None
             table.add_row(f"{ts / 1000:.3f}", what, detail, style=style)
         return table
+
+
+def _convergence(c: Convergence) -> str:
+    """`3 members, 4-4 partitions each, uniform, 2 partitions moved, took 1,020 ms from the first
+    epoch move; causes: member_joined x2`."""
+    sizes = sorted(len(parts) for parts in c.assignment.values())
+    spread = f"{sizes[0]}-{sizes[-1]} partitions each" if sizes else "no partitions"
+    causes: dict[str, int] = {}
+    for cause in c.causes:
+        causes[cause] = causes.get(cause, 0) + 1
+    told = ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in causes.items())
+    return (f"{len(c.assignment)} members, {spread}, {c.assignor or '?'}, {len(c.moved)} partitions moved, "
+            f"took {c.duration_ms:,} ms from the first epoch move; causes: {told}")

@@ -94,6 +94,7 @@ class Measures:
     """What a variant cost, from its run's event logs, within the lesson's window."""
 
     rebalances: int = 0  # generations formed
+    epochs: int = 0  # group epoch moves of a consumer-protocol group (KIP-848: no generations)
     revoked: int = 0  # partitions members gave up or lost (a crashed member's count too)
     idle_s: float = 0.0  # partition-seconds without a consumer, after being taken from one
     longest_s: float = 0.0  # the longest any one partition waited
@@ -144,6 +145,8 @@ def measure(run_dir: Path, start_ms: int, window: Filter) -> Measures:
         p = ev.payload
         if isinstance(p, events.GenerationCompleted) and inside(ev.ts_ms):
             m.rebalances += 1
+        elif isinstance(p, events.GroupEpochBumped) and inside(ev.ts_ms):
+            m.epochs += 1
         elif isinstance(p, (events.SimDeliveryAccount, events.RunDeliveryAccount)):
             m.lost, m.duplicated = p.lost, p.duplicated
         elif isinstance(p, (events.PartitionsRevoked, events.PartitionsLost)) and inside(ev.ts_ms):
@@ -205,7 +208,10 @@ def comparison(told: list[Told], c: Catalog) -> tuple[list[str], list[list[str]]
     delivery = all(t.measures.lost is not None for t in told)
     header = [c.t("compare.measure")] + [t.label or "" for t in told]
     rows = []
-    for name in DELIVERY_ROWS if delivery else ROWS:
+    names: tuple[str, ...] = DELIVERY_ROWS if delivery else ROWS
+    if not delivery and any(t.measures.epochs for t in told):  # a consumer-protocol variant: its epochs too
+        names = names[:1] + ("epochs",) + names[1:]
+    for name in names:
         values = [getattr(t.measures, name) for t in told]
         rows.append([c.t(f"compare.{name}")] + [f"{v:.3f}" if isinstance(v, float) else str(v) for v in values])
     return header, rows

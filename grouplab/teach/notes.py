@@ -59,6 +59,7 @@ class _Gap:
     member_ids: set[str]
     noticed_ms: int | None = None
     session_ms: int = 0
+    consumer_protocol: bool = False  # removed from a KIP-848 group: no rebalance, the next epoch hands on
 
 
 def compact(parts: list[TopicPartition]) -> str:
@@ -145,11 +146,21 @@ class Notes:
         handed: dict[str, set[TopicPartition]] = {}  # member id -> partitions handed to it in this step
         for ev in step.events:
             p = ev.payload
-            if isinstance(p, events.MemberRemoved):
+            if isinstance(p, (events.MemberRemoved, events.ConsumerMemberRemoved)):
                 for gap in self.gaps:
                     if p.member_id in gap.member_ids and gap.noticed_ms is None:
                         gap.noticed_ms = now
+                        if isinstance(p, events.ConsumerMemberRemoved):  # the broker's session, not the member's
+                            gap.consumer_protocol = True
+                            if step.broker is not None:
+                                gap.session_ms = step.broker.config.consumer_session_timeout_ms
                 self.assigned.pop(p.member_id, None)
+            elif isinstance(p, events.ConsumerMemberReconciled):
+                # KIP-848: each member takes its part on its own heartbeat; a gap closes once the
+                # members the fault did not hit own all of it.
+                self.assigned[p.member_id] = {TopicPartition(t, n) for t, n in p.assigned}
+                gone = set().union(*(g.member_ids for g in self.gaps)) if self.gaps else set()
+                handed.update({m: parts for m, parts in self.assigned.items() if m not in gone})
             elif isinstance(p, events.GenerationCompleted) and p.leader:
                 notes += self._new_leader(p)
             elif isinstance(p, events.TopicDeleted):
@@ -255,7 +266,10 @@ class Notes:
             owners = ", ".join(self.who.name(m) for m, parts in handed.items() if parts & gap.partitions)
             fields = {"partitions": compact(sorted(gap.partitions)), "seconds": _s(now - gap.since_ms),
                       "what": c.t(f"gap.what.{gap.fault}", member=gap.member), "owners": owners}
-            if gap.noticed_ms is not None and gap.fault != "leave":  # a LeaveGroup is noticed at once
+            if gap.noticed_ms is not None and gap.fault != "leave" and gap.consumer_protocol:
+                text = c.t("note.gap.cg", noticed=_s(gap.noticed_ms - gap.since_ms), handed=_s(now - gap.noticed_ms),
+                           **fields)
+            elif gap.noticed_ms is not None and gap.fault != "leave":  # a LeaveGroup is noticed at once
                 text = c.t("note.gap", noticed=_s(gap.noticed_ms - gap.since_ms), rebalance=_s(now - gap.noticed_ms),
                            **fields)
             else:
@@ -263,5 +277,7 @@ class Notes:
             # A crashed static member back within its session is a restart, not a crash, to the group.
             restarted = gap.noticed_ms is None and gap.fault == "crash"
             why = "why.gap.static_restart" if restarted else f"why.gap.{gap.fault}"
+            if gap.consumer_protocol and c.has(f"why.gap.cg.{gap.fault}"):
+                why = f"why.gap.cg.{gap.fault}"
             notes.append(Note(group, text, c.t(why, session_ms=gap.session_ms)))
         return notes

@@ -386,7 +386,8 @@ class DashboardModel:
         if timeout is None:
             return None
         last = m.last_session_ms if m.last_session_ms is not None else stall.since_ms
-        return {"in_ms": max(0, last + timeout - now_ms), "by": "session.timeout.ms"}
+        by = "group.consumer.session.timeout.ms" if self.group.type == "consumer" else "session.timeout.ms"
+        return {"in_ms": max(0, last + timeout - now_ms), "by": by}
 
 
 def fault_kind(stall: Stall) -> str:
