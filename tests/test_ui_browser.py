@@ -52,13 +52,26 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+# The consumer protocol's session and heartbeat interval are the broker's (KIP-848), bounded by its
+# own minimums (45 s and 5 s by default): lowered for the test as a user would.
+CONSUMER_PROTOCOL = ["--group-protocol", "consumer",
+                     "--config", f"group.consumer.session.timeout.ms={SESSION_MS}",
+                     "--config", "group.consumer.min.session.timeout.ms=1000",
+                     "--config", "group.consumer.heartbeat.interval.ms=500",
+                     "--config", "group.consumer.min.heartbeat.interval.ms=100"]
+
+
 @pytest.fixture
-def dashboard(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`grouplab ui` with 3 consumers and a 6 s session, as a user starts it; its URL."""
+def dashboard(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`grouplab ui` with 3 consumers and a 6 s session, as a user starts it; its URL. Indirectly
+    parametrized with "consumer" it runs a KIP-848 group."""
     cmd = [sys.executable, "-m", "grouplab.cli", "ui", "--ui-port", "0", "--consumers", "3", "--topics", "t0:3,t1:3",
            "--run-dir", str(tmp_path / "run"),
-           "--config", "group.initial.rebalance.delay.ms=0", "--config", "group.min.session.timeout.ms=1000",
-           "--consumer-config", f"session.timeout.ms={SESSION_MS}", "--consumer-config", "heartbeat.interval.ms=500"]
+           "--config", "group.initial.rebalance.delay.ms=0", "--config", "group.min.session.timeout.ms=1000"]
+    if getattr(request, "param", "classic") == "consumer":
+        cmd += CONSUMER_PROTOCOL  # (a consumer-protocol client sets no session or heartbeat of its own)
+    else:
+        cmd += ["--consumer-config", f"session.timeout.ms={SESSION_MS}", "--consumer-config", "heartbeat.interval.ms=500"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "COLUMNS": "200"})
     try:
@@ -155,6 +168,42 @@ def test_kill_shows_partitions_not_consumed_then_the_rebalance(browser: Any, das
     assert requested and all(u.startswith(url) for u in requested), [u for u in requested if not u.startswith(url)]
     page.close()
 
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("dashboard", ["consumer"], indirect=True)
+def test_a_consumer_protocol_group_shows_its_epoch_and_moves_a_killed_members_partitions(
+        browser: Any, dashboard: tuple[str, subprocess.Popen]) -> None:
+    """KIP-848 on the dashboard: the group epoch where a classic group shows its generation, every
+    partition consumed by three members, and a killed member's partitions consumed by the others
+    once the broker's session timeout removes it."""
+    url, proc = dashboard
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    timeout_ms = SETTLE_S * 1000
+    page.goto(url)
+    page.wait_for_function(
+        """() => document.querySelector('#generation-label').textContent === 'group epoch'
+                 && document.querySelector('#group-state').textContent === 'Stable'
+                 && document.querySelectorAll('#members tbody tr[data-member]:not(.outside)').length === 3
+                 && document.querySelectorAll('#grid tbody tr[data-state="consumed"]').length === 6""",
+        timeout=timeout_ms)
+    epoch = int(page.inner_text("#generation"))
+    victim = "consumer-2"
+    owned = _cells(page, victim, "consumed")
+    assert owned, "the victim owns partitions before it is killed"
+    page.click(f'tr[data-member="{victim}"] button[data-action="kill"]')
+    page.wait_for_function("() => document.querySelector('#action-result').className === 'ok'", timeout=timeout_ms)
+    page.wait_for_function(
+        f"""() => Number(document.querySelector('#generation').textContent) > {epoch}
+                  && !document.querySelector('#members tbody tr[data-member="{victim}"]')
+                  && document.querySelectorAll('#grid tbody tr[data-state="consumed"]').length === 6""",
+        timeout=(SESSION_MS / 1000 + SETTLE_S) * 1000)
+    survivors = [m for m in ("consumer-1", "consumer-3")]
+    assert sorted(p for s in survivors for p in _cells(page, s, "consumed") if p in owned) == sorted(owned)
+    page.close()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
