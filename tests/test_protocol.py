@@ -266,6 +266,7 @@ def test_unknown_extra_keys_are_ignored():
 MINIMAL_BODIES = {
     "ApiVersions": messages.ApiVersionsRequest(),
     "Metadata": messages.MetadataRequest(),
+    "FindCoordinator": messages.FindCoordinatorRequest(key="g"),
     "CreateTopics": messages.CreateTopicsRequest(topics=[messages.CreatableTopic(name="t")]),
     "CreatePartitions": messages.CreatePartitionsRequest(topics=[messages.CreatePartitionsTopic(name="t", count=2)]),
     "JoinGroup": messages.JoinGroupRequest(

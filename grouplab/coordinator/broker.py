@@ -33,6 +33,8 @@ from grouplab.coordinator.partition_log import LogStore, MemoryLogStore
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply, TimerKey
 from grouplab.coordinator.topics import CLUSTER_ID, TopicStore
+from grouplab.coordinator.brokers import ELECTION_TIMER, LOAD_TIMER, BrokerSet
+from grouplab.coordinator.nodes import NodeError
 from grouplab.protocol.errors import AnswerTooLarge, ErrorCode
 from grouplab.protocol.types import TopicPartition
 from grouplab.protocol.messages import (
@@ -60,6 +62,9 @@ from grouplab.protocol.messages import (
     DescribeGroupsResponse,
     DescribedGroupMember,
     ErrorResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    FoundCoordinator,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -100,6 +105,7 @@ class RequestContext:
     reply_to: Any
     client_id: str = ""
     client_host: str = ""
+    node_id: int = 0  # the broker of a cluster the request reached (brokers.py); 0 with one broker
 
 
 def uuid_member_ids(client_id: str) -> str:
@@ -131,6 +137,7 @@ class Broker:
         host: str = "127.0.0.1",
         port: int = 0,
         logs: LogStore | None = None,
+        brokers: int = 1,
     ) -> None:
         self.config = config or BrokerConfig()
         self.new_member_id = new_member_id
@@ -163,6 +170,8 @@ class Broker:
         )
         self._handlers: dict[str, Callable[[Any, RequestContext, int], list[Output]]] = {
             api: getattr(self, f"_on_{api}") for api in API}
+        # More than one broker (brokers.py): which may answer what, leadership, coordinator moves.
+        self.cluster: BrokerSet | None = BrokerSet(self, brokers) if brokers > 1 else None
 
     @staticmethod
     def group_key(api: str, body: Any) -> str | None:
@@ -172,8 +181,8 @@ class Broker:
     @staticmethod
     def timer_key_queue(key: TimerKey) -> str | None:
         """The queue a fired timer goes through (its group's, or its transactional id's), or None
-        for the broker's own (the retention check), which runs at once."""
-        return key[1] if len(key) > 1 else None  # type: ignore[return-value]
+        for the broker's own (the retention check, a cluster's loads and elections), which run at once."""
+        return key[1] if len(key) > 1 and key[0] != LOAD_TIMER else None  # type: ignore[return-value]
 
     def group(self, group_id: str) -> Group:
         g = self.groups.get(group_id)
@@ -182,6 +191,12 @@ class Broker:
         return g
 
     def handle(self, api: str, body: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        if self.cluster is not None:
+            return self.cluster.handle(api, body, ctx, now_ms)
+        return self.handle_here(api, body, ctx, now_ms)
+
+    def handle_here(self, api: str, body: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """The request, served by this store (a cluster's routing has let it through)."""
         if api in GROUP_APIS and not body.group_id:
             response = API[api].response(error_code=ErrorCode.INVALID_GROUP_ID, error_message="group_id must not be empty")
             return [Reply(ctx.reply_to, response)]
@@ -195,42 +210,101 @@ class Broker:
         Call it on a new Broker before it handles anything; the outputs arm the restored members'
         session timers and log `group_loaded` per group."""
         out: list[Output] = []
-        offsets: dict[str, list[OffsetCommitRecord]] = {}  # by group, in log order
-        consumer_groups: dict[str, tuple[ConsumerGroupRecord, list[ConsumerMemberRecord]]] = {}
         kept = live(records)
-        for record in kept:  # a consumer group's record first, its members' after it (whatever the log's order)
-            if isinstance(record, ConsumerGroupRecord):
-                consumer_groups[record.group_id] = (record, [])
         for record in kept:
             if isinstance(record, TopicRecord):
                 self.topics.partitions[record.name] = record.partition_count
                 if record.topic_id is not None:
                     self.topics.set_id(record.name, record.topic_id)
-            elif isinstance(record, GroupMetadataRecord):
-                group = self.groups[record.group_id] = Group(record.group_id, self.config, self.new_member_id)
-                out += group.restore(record, now_ms)
-            elif isinstance(record, OffsetCommitRecord):
-                offsets.setdefault(record.group_id, []).append(record)
-            elif isinstance(record, ConsumerMemberRecord):
-                consumer_groups[record.group_id][1].append(record)  # (`live` keeps only a consumer group's)
             elif isinstance(record, TxnRecord):
                 out += self.txn.restore(record, now_ms)
-        for group_id, (group_record, members) in consumer_groups.items():  # after the topics: regexes resolve
-            consumer_group = self._new_consumer_group(group_id)
-            self.consumer_groups[group_id] = consumer_group
-            self.consumer_offsets[group_id] = Group(group_id, self.config, self.new_member_id)
-            out += consumer_group.restore(group_record, members, now_ms, self.topics.partitions)
-        for group_id, group_offsets in offsets.items():  # after the groups, into them (or a simple consumer's, Empty)
-            holder = self.consumer_offsets.get(group_id) or self.group(group_id)
-            out += holder.restore_offsets(group_offsets, now_ms)
-        for group_id in (*self.groups, *self.consumer_groups):
-            self._watch(group_id, out, now_ms)
+        if self.cluster is not None:
+            self.cluster.replicate_records(kept)
+        out += self.load_groups(kept, now_ms)
         out += self.txn.end_dangling(
             ((TopicPartition(t, p), pid) for (t, p), log in sorted(self.logs.logs().items()) for pid in log.open_txns),
             now_ms)
         return out
 
+    def load_groups(self, kept: list[Record], now_ms: int) -> list[Output]:
+        """The groups in `kept` (records as `live` keeps them; others are skipped), loaded into
+        memory after the topics: at start (restore), or by a cluster's new coordinator (brokers.py)."""
+        out: list[Output] = []
+        offsets: dict[str, list[OffsetCommitRecord]] = {}  # by group, in log order
+        consumer_groups: dict[str, tuple[ConsumerGroupRecord, list[ConsumerMemberRecord]]] = {}
+        loaded: list[str] = []
+        for record in kept:  # a consumer group's record first, its members' after it (whatever the log's order)
+            if isinstance(record, ConsumerGroupRecord):
+                consumer_groups[record.group_id] = (record, [])
+        for record in kept:
+            if isinstance(record, GroupMetadataRecord):
+                group = self.groups[record.group_id] = Group(record.group_id, self.config, self.new_member_id)
+                out += group.restore(record, now_ms)
+                loaded.append(record.group_id)
+            elif isinstance(record, OffsetCommitRecord):
+                offsets.setdefault(record.group_id, []).append(record)
+            elif isinstance(record, ConsumerMemberRecord):
+                consumer_groups[record.group_id][1].append(record)  # (`live` keeps only a consumer group's)
+        for group_id, (group_record, members) in consumer_groups.items():  # after the topics: regexes resolve
+            consumer_group = self._new_consumer_group(group_id)
+            self.consumer_groups[group_id] = consumer_group
+            self.consumer_offsets[group_id] = Group(group_id, self.config, self.new_member_id)
+            out += consumer_group.restore(group_record, members, now_ms, self.topics.partitions)
+            loaded.append(group_id)
+        for group_id, group_offsets in offsets.items():  # after the groups, into them (or a simple consumer's, Empty)
+            holder = self.consumer_offsets.get(group_id) or self.group(group_id)
+            out += holder.restore_offsets(group_offsets, now_ms)
+            loaded.append(group_id)
+        for group_id in dict.fromkeys(loaded):
+            self._watch(group_id, out, now_ms)
+        return out
+
+    # ------------------------------------------------------------------ what a cluster (brokers.py) asks of the store
+
+    def topic_partitions(self) -> dict[str, int]:
+        return self.topics.partitions
+
+    def group_ids(self) -> list[str]:
+        return [*self.groups, *self.consumer_groups]
+
+    def unload_groups(self, group_ids: list[str]) -> None:
+        """Forget these groups, as a coordinator that is no longer theirs does (they live on in the
+        group log); their timers still armed find no group and do nothing."""
+        for group_id in group_ids:
+            self.groups.pop(group_id, None)
+            self.consumer_groups.pop(group_id, None)
+            self.consumer_offsets.pop(group_id, None)
+            self._watched.pop(group_id, None)
+
+    def broker_down(self, node: int, now_ms: int, how: str = "killed") -> list[Output]:
+        """Broker `node` of a cluster stops (brokers.py); NodeError if there is none such or it is down."""
+        return self._cluster().stop(node, now_ms, how)
+
+    def broker_up(self, node: int, now_ms: int) -> list[Output]:
+        return self._cluster().start(node, now_ms)
+
+    def elect_preferred_leaders(self, now_ms: int) -> list[Output]:
+        return self._cluster().elect_preferred_leaders(now_ms)
+
+    def coordinator_node(self, key: str, key_type: int = 0) -> int:
+        """The broker coordinating group (key_type 0) or transactional id (1) `key` (-1: none)."""
+        return self.config.broker_id if self.cluster is None else self.cluster.coordinator_of(key, key_type)
+
+    def _cluster(self) -> BrokerSet:
+        if self.cluster is None:
+            raise NodeError("this coordinator is one broker (start it with --brokers N for a cluster)")
+        return self.cluster
+
     def on_timer(self, key: tuple, now_ms: int) -> list[Output]:
+        if self.cluster is not None:
+            if key[0] in (LOAD_TIMER, ELECTION_TIMER[0]):
+                return self.cluster.on_timer(key, now_ms)
+            out = self._on_timer(key, now_ms)
+            self.cluster.replicate(out)
+            return out
+        return self._on_timer(key, now_ms)
+
+    def _on_timer(self, key: tuple, now_ms: int) -> list[Output]:
         if key == EXPIRY_TIMER:
             return self._check_expiry(now_ms)
         if key[0] == "txn":
@@ -698,6 +772,12 @@ class Broker:
     def _on_ApiVersions(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         keys = [ApiVersionsResponseKey(name, spec.min_version, spec.max_version) for name, spec in API.items()]
         return [Reply(ctx.reply_to, ApiVersionsResponse(api_keys=keys))]
+
+    def _on_FindCoordinator(self, req: FindCoordinatorRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
+        """One broker coordinates everything (a cluster answers in brokers.py)."""
+        node, host, port = self.config.broker_id, self.topics.host, self.topics.port
+        found = [FoundCoordinator(key, node, host, port) for key in req.coordinator_keys or [req.key]]
+        return [Reply(ctx.reply_to, FindCoordinatorResponse(0, node, host, port, found))]
 
     def _on_Metadata(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         try:

@@ -43,8 +43,18 @@ _KEYS: dict[str, tuple[str, object]] = {
     # sent, the request is answered INVALID_REQUEST saying so (docs/protocol.md §1). Encoding one
     # this size takes well under the 1 s a heartbeat may wait (docs/benchmarks.md).
     "grouplab.response.max.bytes": ("response_max_bytes", 4 * 1024 * 1024),
-    # Kafka's default -1 means "generate one"; grouplab runs one broker, node 0.
+    # Kafka's default -1 means "generate one"; grouplab runs one broker, node 0 (with --brokers N,
+    # nodes 0..N-1 and this is not used).
     "broker.id": ("broker_id", 0),
+    # A cluster of brokers (coordinator/nodes.py, placement.py): the partitions of the internal
+    # topics that place groups and transactional ids, and Kafka's preferred-leader election.
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", 50),
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", 50),
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", True),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", 300),
+    # grouplab's own: how long a new coordinator takes to load a moved partition's groups, answering
+    # COORDINATOR_LOAD_IN_PROGRESS meanwhile (Kafka's is the time to read the partition).
+    "grouplab.coordinator.load.time.ms": ("coordinator_load_time_ms", 1000),
     # Longest committed_metadata an OffsetCommit may store (OFFSET_METADATA_TOO_LARGE beyond it).
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 4096),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", 900_000),
@@ -101,6 +111,11 @@ class BrokerConfig:
     socket_request_max_bytes: int = 1024 * 1024
     response_max_bytes: int = 4 * 1024 * 1024
     broker_id: int = 0
+    offsets_topic_num_partitions: int = 50
+    transaction_state_log_num_partitions: int = 50
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    coordinator_load_time_ms: int = 1000
     log_fsync: str = "always"
     log_segment_bytes: int = 1024 * 1024 * 1024
     log_index_interval_bytes: int = 4096
@@ -191,9 +206,14 @@ class BrokerConfig:
                             ("offsets.retention.check.interval.ms", self.offsets_retention_check_interval_ms),
                             ("grouplab.max.groups", self.max_groups),
                             ("grouplab.max.protocols.per.member", self.max_protocols_per_member),
-                            ("grouplab.max.id.length", self.max_id_length)):
+                            ("grouplab.max.id.length", self.max_id_length),
+                            ("offsets.topic.num.partitions", self.offsets_topic_num_partitions),
+                            ("transaction.state.log.num.partitions", self.transaction_state_log_num_partitions),
+                            ("leader.imbalance.check.interval.seconds", self.leader_imbalance_check_interval_seconds)):
             if value < 1:
                 raise ConfigError(f"{name} must be >= 1")
+        if self.coordinator_load_time_ms < 0:
+            raise ConfigError("grouplab.coordinator.load.time.ms must be >= 0")
         self._validate_consumer_groups()
         if self.log_fsync not in LOG_FSYNC_POLICIES:
             raise ConfigError(f"grouplab.log.fsync must be one of {', '.join(LOG_FSYNC_POLICIES)}, got {self.log_fsync!r}")

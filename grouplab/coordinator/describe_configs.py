@@ -88,6 +88,16 @@ BROKER_CONFIGS: dict[str, BrokerEntry] = {
     "grouplab.response.max.bytes": BrokerEntry(
         ConfigType.INT, "grouplab's own: the largest answer sent; a larger one is refused with INVALID_REQUEST."),
     "broker.id": BrokerEntry(ConfigType.INT, "The id of the one broker: every partition's leader and the controller."),
+    "offsets.topic.num.partitions": BrokerEntry(
+        ConfigType.INT, "The partitions of __consumer_offsets: a group's coordinator leads the one its id hashes to."),
+    "transaction.state.log.num.partitions": BrokerEntry(
+        ConfigType.INT, "The partitions of __transaction_state: a transactional id's coordinator leads its one."),
+    "auto.leader.rebalance.enable": BrokerEntry(
+        ConfigType.BOOLEAN, "Move leadership back to preferred leaders on a timer once a broker is back."),
+    "leader.imbalance.check.interval.seconds": BrokerEntry(
+        ConfigType.LONG, "How often the preferred-leader election runs while leadership is off balance."),
+    "grouplab.coordinator.load.time.ms": BrokerEntry(
+        ConfigType.INT, "grouplab's own: how long a new coordinator takes to load a moved partition's groups."),
     "offset.metadata.max.bytes": BrokerEntry(ConfigType.INT, "The longest metadata string a committed offset may carry."),
     "transaction.max.timeout.ms": BrokerEntry(ConfigType.INT, "The largest transaction timeout a producer may ask for."),
     "offsets.retention.minutes": BrokerEntry(

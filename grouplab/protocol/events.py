@@ -554,6 +554,60 @@ class CoordinatorStopped(Event):
     NAME = "coordinator_stopped"
 
 
+# ----------------------------------------------------------------------------- coordinator: a cluster of brokers (§4.3a)
+
+
+@dataclass(slots=True)
+class BrokerStopped(Event):
+    """A broker of a cluster stopped (killed or shut down): its partitions' leadership moved."""
+
+    NAME = "broker_stopped"
+    node_id: int
+    live: list[int]
+    how: str
+
+
+@dataclass(slots=True)
+class BrokerStarted(Event):
+    NAME = "broker_started"
+    node_id: int
+    live: list[int]
+
+
+@dataclass(slots=True)
+class LeadersMoved(Event):
+    """Partitions of users' topics (and `__transaction_state`) with a new leader: `[topic,
+    partition, old, new, leader_epoch]` each, old or new -1 for none."""
+
+    NAME = "leaders_moved"
+    cause: str
+    partitions: list[list[Any]]
+
+
+@dataclass(slots=True)
+class CoordinatorMoved(Event):
+    """A `__consumer_offsets` partition has a new leader: its groups' coordinator moved from
+    `from_node` to `to_node` (-1: none), which loads them for `load_ms`."""
+
+    NAME = "coordinator_moved"
+    partition: int
+    from_node: int
+    to_node: int
+    groups: list[str]
+    load_ms: int
+    cause: str
+
+
+@dataclass(slots=True)
+class CoordinatorLoaded(Event):
+    """The new coordinator loaded a `__consumer_offsets` partition's groups from the group log."""
+
+    NAME = "coordinator_loaded"
+    partition: int
+    node_id: int
+    groups: list[str]
+
+
 @dataclass(slots=True)
 class LogRecovered(Event):
     NAME = "log_recovered"

@@ -213,6 +213,39 @@ class ListGroupsResponse:
     error_message: str | None = None
 
 
+# ----------------------------------------------------------------------------- FindCoordinator
+
+
+@dataclass
+class FindCoordinatorRequest:
+    """Kafka's FindCoordinator: the broker that coordinates a group (key_type 0) or a transactional
+    id (1); several keys at once in `coordinator_keys` (Kafka's v4), else `key`."""
+
+    key: str = ""
+    key_type: int = 0
+    coordinator_keys: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FoundCoordinator:
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass
+class FindCoordinatorResponse:
+    error_code: int = 0
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
+    coordinators: list[FoundCoordinator] = field(default_factory=list)
+    error_message: str | None = None
+
+
 # ----------------------------------------------------------------------------- Metadata
 
 
@@ -1017,6 +1050,7 @@ class ApiSpec(NamedTuple):
 API: dict[str, ApiSpec] = {
     "ApiVersions": ApiSpec(ApiVersionsRequest, ApiVersionsResponse, 0, 0),
     "Metadata": ApiSpec(MetadataRequest, MetadataResponse, 0, 0),
+    "FindCoordinator": ApiSpec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 0),
     "CreateTopics": ApiSpec(CreateTopicsRequest, CreateTopicsResponse, 0, 0),
     "CreatePartitions": ApiSpec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 0),
     "DeleteTopics": ApiSpec(DeleteTopicsRequest, DeleteTopicsResponse, 0, 0),
