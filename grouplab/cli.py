@@ -600,7 +600,7 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
 
     server = CoordinatorServer(broker_config(args), args.host, args.port, events=events, data_dir=args.data_dir,
                                trace=trace, kafka_port=args.kafka_port,
-                               client_logs=client_log if args.run_dir else None)
+                               client_logs=client_log if args.run_dir else None, brokers=args.brokers)
 
     def close_logs() -> None:
         events.close()
@@ -628,14 +628,29 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
     restored = (f" · restored {groups} group{'s' * (groups != 1)} and {topics} topic{'s' * (topics != 1)} "
                 f"from {args.data_dir} ({logs} partition log{'s' * (logs != 1)})") if args.data_dir else ""
     kafka = f" · Kafka clients on {args.host}:{server.kafka_port}" if server.kafka_port is not None else ""
-    err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{kafka}{restored} (Ctrl-C to stop)")
+    if args.brokers > 1:
+        err.print(f"[bold]grouplab coordinator[/]: a cluster of {args.brokers} brokers{restored} (Ctrl-C to stop)")
+        for node in range(args.brokers):
+            kafka_at = f" · Kafka clients on {args.host}:{server.kafka_ports[node]}" if server.kafka_ports else ""
+            err.print(f"  broker {node} listening on {args.host}:{server.ports[node]}{kafka_at}")
+        bootstrap = ",".join(f"{args.host}:{p}" for p in (server.kafka_ports or server.ports).values())
+        err.print(f"  bootstrap servers: {bootstrap}")
+    else:
+        err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{kafka}{restored} (Ctrl-C to stop)")
     gc.freeze()  # what start made (modules, recovered state) lives on: full collections need not walk it again
+    from grouplab.broker_console import BrokerConsole
+
+    console = BrokerConsole(server, err) if args.brokers > 1 else None
     try:
+        if console is not None:
+            console.start()
         await server.serve_forever()
     except asyncio.CancelledError:
         err.print("[yellow]interrupted: coordinator stopped[/]")
         return 130
     finally:
+        if console is not None:
+            console.stop()
         await server.stop()
         close_logs()
     return 0
@@ -1784,6 +1799,15 @@ def port_number(text: str) -> int:
     return int(text)
 
 
+MAX_BROKERS = 16  # a cluster in one process: more brokers teach nothing more, and each takes two ports
+
+
+def broker_count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_BROKERS:
+        raise argparse.ArgumentTypeError(f"--brokers takes a number of brokers from 1 to {MAX_BROKERS}, not {text!r}")
+    return int(text)
+
+
 def at_least(low: int) -> Any:
     def check(text: str) -> int:
         try:
@@ -1916,6 +1940,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log and the "
                                       "partition logs in DIR/logs/: a restarted coordinator recovers its groups, topics "
                                       "and records (without it nothing is kept)")
+    c.add_argument("--brokers", type=broker_count, default=1, metavar="N",
+                   help="run a cluster of N brokers (node ids 0..N-1) in this process, each with its own ports "
+                        "(PORT+n and KAFKA_PORT+n; any free ones with 0), sharing one store: a group's coordinator is "
+                        "the broker Kafka would place it on; type `kill N`, `restart N`, `elect` or `status` on the "
+                        "terminal (docs/protocol.md §12)")
     add_broker_config(c)
 
     k = sub.add_parser("consumer", help="run one simulated consumer against a coordinator")

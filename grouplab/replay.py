@@ -149,8 +149,10 @@ class Replay:
 
         def new_driver(logs: MemoryLogStore | None) -> CoordinatorDriver:
             broker = Broker(self.config, ids, host=str(start.get("host", "127.0.0.1")), port=int(start.get("port", 0)),
-                            logs=logs)
+                            logs=logs, brokers=int(start.get("brokers", 1)))
             broker.topics.partitions.update(topics)
+            if broker.cluster is not None:  # each broker's address, as its Metadata answers named it
+                broker.cluster.addresses.update({int(n): (str(a[0]), int(a[1])) for n, a in start["addresses"].items()})
             return CoordinatorDriver(broker, lambda: now[0], _NoTimers(), _ignore_reply, durable.extend,
                                      step_events.append, recorder)
 
@@ -176,7 +178,12 @@ class Replay:
                     if driver is None:
                         raise ReplayRefused(f"{path}:{n}: a request while the coordinator was down")
                     token = None if line["conn"] == "internal" else (line["conn"], line["correlation_id"])
-                    driver.handle(api, body, RequestContext(token, line.get("client_id", ""), line.get("client_host", "")))
+                    driver.handle(api, body, RequestContext(token, line.get("client_id", ""), line.get("client_host", ""),
+                                                            int(line.get("node", 0))))
+                elif kind == "broker":
+                    if driver is None:
+                        raise ReplayRefused(f"{path}:{n}: a broker change while the coordinator was down")
+                    driver.broker_change(str(line["op"]), int(line["node"]), str(line.get("how", "killed")))
                 elif kind == "timer":
                     if driver is None:
                         raise ReplayRefused(f"{path}:{n}: a timer while the coordinator was down")
@@ -198,7 +205,7 @@ class Replay:
             yield Step(n, line, written[first:], list(step_events), driver.broker if driver is not None else None)
 
 
-_INPUTS = frozenset({"request", "timer", "crash", "restart"})
+_INPUTS = frozenset({"request", "timer", "crash", "restart", "broker"})
 
 
 def replay(run_dir: str | Path) -> ReplayResult:

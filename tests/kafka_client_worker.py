@@ -115,7 +115,7 @@ def run_aiokafka(o: dict[str, Any]) -> None:
 
 
 def run_confluent(o: dict[str, Any]) -> None:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
 
     conf = {"bootstrap.servers": o["bootstrap"], "group.id": o["group"], "client.id": o["client_id"],
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -136,7 +136,10 @@ def run_confluent(o: dict[str, Any]) -> None:
         t.update([(tp.topic, tp.partition) for tp in c.assignment()])
         recs = [[m.topic(), m.partition(), m.offset(), m.value().decode()] for m in msgs if m.error() is None]
         if recs:
-            c.commit(asynchronous=False)
+            try:
+                c.commit(asynchronous=False)
+            except KafkaException as exc:  # e.g. its coordinator moving: the records stay consumed (at least once)
+                emit(error=repr(exc))
             emit(records=recs)
     c.close()
 

@@ -33,6 +33,9 @@ from grouplab.protocol.messages import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
     OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
 )
 
 T0 = 1_700_000_000_000
@@ -236,3 +239,22 @@ def test_stopping_a_stopped_broker_or_one_that_is_not_there_is_refused() -> None
     single = Broker()
     with pytest.raises(NodeError, match="--brokers"):
         single.broker_down(0, T0)
+
+
+def test_offset_for_leader_epoch_checks_the_current_epoch_and_answers_the_log_end() -> None:
+    """KIP-320 after a leader move: the current epoch fenced or unknown as Kafka says, and for an
+    epoch the partition had, the log end (one shared store: nothing is ever truncated)."""
+    b = cluster()
+    b.logs.log("t", 0)  # an empty log: end offset 0
+    b.broker_down(0, T0)  # t-0: broker 0 -> 1, leader epoch 1
+
+    def ask(node: int, current: int, epoch: int) -> tuple[int, int, int]:
+        req = OffsetForLeaderEpochRequest([OffsetForLeaderTopic("t", [OffsetForLeaderPartition(0, current, epoch)])])
+        p = send(b, node, "OffsetForLeaderEpoch", req)[0].topics[0].partitions[0]
+        return p.error_code, p.leader_epoch, p.end_offset
+
+    assert ask(1, 1, 0) == (0, 0, 0)
+    assert ask(1, 0, 0)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert ask(1, 2, 0)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert ask(1, -1, 5) == (0, -1, -1)
+    assert ask(2, 1, 0)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER

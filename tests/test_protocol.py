@@ -267,6 +267,8 @@ MINIMAL_BODIES = {
     "ApiVersions": messages.ApiVersionsRequest(),
     "Metadata": messages.MetadataRequest(),
     "FindCoordinator": messages.FindCoordinatorRequest(key="g"),
+    "OffsetForLeaderEpoch": messages.OffsetForLeaderEpochRequest(
+        topics=[messages.OffsetForLeaderTopic("t", [messages.OffsetForLeaderPartition(0, -1, 0)])]),
     "CreateTopics": messages.CreateTopicsRequest(topics=[messages.CreatableTopic(name="t")]),
     "CreatePartitions": messages.CreatePartitionsRequest(topics=[messages.CreatePartitionsTopic(name="t", count=2)]),
     "JoinGroup": messages.JoinGroupRequest(

@@ -26,6 +26,7 @@ from grouplab.coordinator.data_plane import (
     handle_fetch,
     handle_init_producer_id,
     handle_list_offsets,
+    handle_offset_for_leader_epoch,
     handle_produce,
 )
 from grouplab.coordinator.describe_configs import describe_configs
@@ -172,6 +173,9 @@ class Broker:
             api: getattr(self, f"_on_{api}") for api in API}
         # More than one broker (brokers.py): which may answer what, leadership, coordinator moves.
         self.cluster: BrokerSet | None = BrokerSet(self, brokers) if brokers > 1 else None
+        if self.cluster is not None:
+            live = self.cluster.nodes.live
+            self.topics.live_brokers = lambda: len(live)
 
     @staticmethod
     def group_key(api: str, body: Any) -> str | None:
@@ -635,6 +639,11 @@ class Broker:
 
     def _on_ListOffsets(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         return handle_list_offsets(self, req, ctx.reply_to, now_ms)
+
+    def _on_OffsetForLeaderEpoch(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
+        cluster = self.cluster
+        epoch = (lambda t, p: 0) if cluster is None else cluster.nodes.leader_epoch
+        return handle_offset_for_leader_epoch(self, req, ctx.reply_to, epoch)
 
     def _on_InitProducerId(self, req: Any, ctx: RequestContext, now_ms: int) -> list[Output]:
         if req.transactional_id is not None:

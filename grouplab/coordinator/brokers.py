@@ -42,7 +42,7 @@ from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply, TimerKey
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import (API, DescribeClusterBroker, DescribeClusterResponse, FindCoordinatorRequest,
-                                        FindCoordinatorResponse, FoundCoordinator, ListGroupsResponse,
+                                        FindCoordinatorResponse, FoundCoordinator, HeartbeatResponse, ListGroupsResponse,
                                         MetadataResponse, MetadataResponseBroker)
 
 LOAD_TIMER = "coordinator_load"  # ("coordinator_load", partition): the partition's groups are loaded
@@ -129,6 +129,10 @@ class BrokerSet:
     def _route(self, api: str, body: Any, ctx: Any, node: int, now_ms: int) -> list[Output]:
         if api in routing.GROUP_APIS:
             why = self.group_refusal(body.group_id, node)
+            if why is not None and api == "Heartbeat" and why[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                # Kafka's coordinator answers a classic heartbeat NONE while the group loads ("the
+                # group is still loading, so respond just blindly"): the session starts at the load.
+                return [Reply(ctx.reply_to, HeartbeatResponse())]
             if why is not None:
                 return [Reply(ctx.reply_to, routing.refusal(api, body, *why))]
             return self.store.handle_here(api, body, ctx, now_ms)

@@ -31,6 +31,10 @@ from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.types import TopicPartition
 from grouplab.protocol.messages import (
     AbortedTransaction,
+    EpochEndOffset,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
     FetchedBatch,
     FetchPartition,
     FetchedRecord,
@@ -347,6 +351,36 @@ def _within(items: list[_Item], size_of: Callable[[_Item], int], wire_left: int,
 
 
 # ----------------------------------------------------------------------------- ListOffsets
+
+
+def handle_offset_for_leader_epoch(broker: DataPlaneHost, req: OffsetForLeaderEpochRequest, reply_to: Any,
+                                   leader_epoch: Callable[[str, int], int]) -> list[Output]:
+    """KIP-320's OffsetForLeaderEpoch, as a consumer sends it after its partition changed leader.
+    `current_leader_epoch` is checked as Kafka does (older: FENCED_LEADER_EPOCH, newer:
+    UNKNOWN_LEADER_EPOCH). The answer for an epoch at or below the partition's is that epoch and
+    the log end offset: grouplab's brokers share one store, so no leader change ever truncates a
+    log, and no consumer position is ever past the end of the epoch it was read in (Kafka's answer
+    would name where the next epoch began; a client concludes the same either way: no divergence).
+    An epoch above the partition's: Kafka's undefined answer, -1 and -1."""
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            if not _exists(broker, t.topic, p.partition):
+                parts.append(EpochEndOffset(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            epoch = leader_epoch(t.topic, p.partition)
+            if 0 <= p.current_leader_epoch < epoch:
+                parts.append(EpochEndOffset(p.partition, ErrorCode.FENCED_LEADER_EPOCH))
+            elif p.current_leader_epoch > epoch:
+                parts.append(EpochEndOffset(p.partition, ErrorCode.UNKNOWN_LEADER_EPOCH))
+            elif p.leader_epoch > epoch:
+                parts.append(EpochEndOffset(p.partition, 0, -1, -1))
+            else:
+                end = broker.logs.log(t.topic, p.partition).log_end_offset
+                parts.append(EpochEndOffset(p.partition, 0, max(p.leader_epoch, 0), end))
+        topics.append(OffsetForLeaderTopicResult(t.topic, parts))
+    return [Reply(reply_to, OffsetForLeaderEpochResponse(topics=topics))]
 
 
 def handle_list_offsets(broker: DataPlaneHost, req: ListOffsetsRequest, reply_to: Any, now_ms: int) -> list[Output]:

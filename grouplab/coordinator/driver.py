@@ -78,6 +78,18 @@ class CoordinatorDriver:
             self.trace.timer(now, key)
         self.apply(self.broker.on_timer(key, now))
 
+    def broker_change(self, op: str, node: int = -1, how: str = "killed") -> None:
+        """A cluster's broker stops (`down`, `how` killed or shutdown), comes back (`up`), or
+        leadership goes back to the preferred leaders (`elect`): brokers.py's inputs, traced as
+        one line so a replay makes the same change at the same time. NodeError if it cannot be."""
+        now = self.clock()
+        broker = self.broker
+        outputs = (broker.broker_down(node, now, how) if op == "down" else broker.broker_up(node, now) if op == "up"
+                   else broker.elect_preferred_leaders(now))
+        if self.trace is not None:
+            self.trace.broker(now, op, node, how)
+        self.apply(outputs)
+
     def apply(self, outputs: list[Output]) -> None:
         batch: list[Record] = []
         handlers = self._handlers

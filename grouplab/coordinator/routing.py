@@ -6,12 +6,12 @@ RequestContext. Kafka's brokers refuse what is not theirs, and clients find the 
 - a group's requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
   OffsetDelete, TxnOffsetCommit, ConsumerGroupHeartbeat) at another broker than the group's
   coordinator: NOT_COORDINATOR; at the coordinator while it loads the group:
-  COORDINATOR_LOAD_IN_PROGRESS. DescribeGroups, DeleteGroups and ConsumerGroupDescribe name several
+  COORDINATOR_LOAD_IN_PROGRESS (a classic Heartbeat is answered NONE then, as Kafka does, brokers.py). DescribeGroups, DeleteGroups and ConsumerGroupDescribe name several
   groups and answer each: the coordinator's own groups are served, the others refused in place.
   ListGroups lists the groups this broker coordinates (admin clients ask every broker).
 - a transaction's requests (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, a transactional
   InitProducerId) at another broker than its transaction coordinator: NOT_COORDINATOR.
-- Produce, Fetch and ListOffsets name partitions: those this broker does not lead are answered
+- Produce, Fetch, ListOffsets and OffsetForLeaderEpoch name partitions: those this broker does not lead are answered
   NOT_LEADER_OR_FOLLOWER in place, the rest served (a request naming none it leads is answered
   without a step of the store).
 - the rest (Metadata, ApiVersions, topics, configs, FindCoordinator) any broker answers.
@@ -39,7 +39,7 @@ BATCHED_GROUP_APIS: dict[str, tuple[str, str, Callable[[str, int, str], Any]]] =
         group_id=g, error_code=code, error_message=msg)),
 }
 TXN_APIS = frozenset({"AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn"})
-PARTITION_APIS = frozenset({"Produce", "Fetch", "ListOffsets"})
+PARTITION_APIS = frozenset({"Produce", "Fetch", "ListOffsets", "OffsetForLeaderEpoch"})
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
@@ -95,6 +95,11 @@ def split_partitions(api: str, body: Any, leads: Callable[[str, int], bool]) -> 
                                  lambda t, ps: m.FetchTopicResponse(t, [m.FetchPartitionResponse(p.partition, NOT_LEADER)
                                                                         for p in ps]))
         return Split(replace(body, topics=topics) if topics else None, refused)
+    if api == "OffsetForLeaderEpoch":
+        topics, refused = _split(body.topics, "topic", "partitions", lambda p: p.partition, leads,
+                                 lambda t, ps: m.OffsetForLeaderTopicResult(t, [m.EpochEndOffset(p.partition, NOT_LEADER)
+                                                                                for p in ps]))
+        return Split(replace(body, topics=topics) if topics else None, refused)
     topics, refused = _split(body.topics, "name", "partitions", lambda p: p.partition_index, leads,
                              lambda t, ps: m.ListOffsetsTopicResponse(
                                  t, [m.ListOffsetsPartitionResponse(p.partition_index, NOT_LEADER) for p in ps]))
@@ -127,6 +132,7 @@ def merge(api: str, answer: Any, refused: list[Any]) -> Any:
         "Produce": ("responses", "name", "partition_responses", lambda p: p.index),
         "Fetch": ("responses", "topic", "partitions", lambda p: p.partition_index),
         "ListOffsets": ("topics", "name", "partitions", lambda p: p.partition_index),
+        "OffsetForLeaderEpoch": ("topics", "topic", "partitions", lambda p: p.partition),
     }[api]
     topics = {getattr(t, name): t for t in getattr(answer, field)}
     for topic in refused:

@@ -38,6 +38,8 @@ from grouplab.coordinator.group_log import GroupLog, Record
 from grouplab.coordinator.kafka_wire.codec import looks_like_kafka
 from grouplab.coordinator.kafka_wire.holdings import client_node
 from grouplab.coordinator.kafka_wire.listener import KafkaListener
+from grouplab.coordinator.kafka_wire.translate import ClusterView
+from grouplab.coordinator.nodes import NodeError
 from grouplab.coordinator.partition_log import INT64_MAX, FileLogStore
 from grouplab.coordinator.trace import TraceRecorder, TraceSink
 from grouplab.protocol import events
@@ -111,8 +113,9 @@ class _Connection(asyncio.Protocol):
     over its high-water mark) none of its frames are handled: a client that does not read its
     answers holds only its own requests."""
 
-    def __init__(self, server: "CoordinatorServer") -> None:
+    def __init__(self, server: "CoordinatorServer", node: int = 0) -> None:
         self.server = server
+        self.node = node  # the broker of a cluster whose listener accepted it
         self.reader = FrameReader(server.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = ""
@@ -245,6 +248,7 @@ class CoordinatorServer:
         trace: TraceSink | None = None,
         kafka_port: int | None = None,
         client_logs: Callable[[str], Any] | None = None,
+        brokers: int = 1,
     ) -> None:
         self.config = config or BrokerConfig()
         self.host = host
@@ -253,7 +257,17 @@ class CoordinatorServer:
         # The message trace (coordinator/trace.py): every request, timer and answer, for replay/explain.
         self.trace = TraceRecorder(trace, _conn_of) if trace is not None else None
         self.clock = clock
-        self.broker = Broker(self.config, new_member_id, host, port)
+        self.broker = Broker(self.config, new_member_id, host, port, brokers=brokers)
+        # A cluster (--brokers N): one msgpack and one Kafka listener per broker, node ids 0..N-1;
+        # `port` and `kafka_port` are broker 0's, `ports` and `kafka_ports` every broker's (kept
+        # while a broker is down, so it comes back where it was).
+        self.brokers = brokers
+        self.ports: dict[int, int] = {}
+        self.kafka_ports: dict[int, int] = {}
+        self._servers: dict[int, asyncio.base_events.Server] = {}
+        self._kafka_servers: dict[int, asyncio.base_events.Server] = {}
+        self.kafkas: dict[int, KafkaListener] = {}
+        self.kafka_cluster: ClusterView | None = None  # what every Kafka listener of a cluster shares
         self.connections: set[_Connection] = set()
         self._queues: dict[str, _GroupQueue] = {}
         self.driver: CoordinatorDriver | None = None  # built by start(): its timers need the loop
@@ -286,37 +300,126 @@ class CoordinatorServer:
             driver.timers.cancel_all()
             raise DataDirError(f"cannot use the data directory {self.data_dir}: {exc.strerror or exc}") from exc
         try:
-            self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port, backlog=4096)
+            for node in range(self.brokers):
+                await self._listen(node, self.port + node if self.port else 0)
         except BaseException:
+            self._close_listeners()
             driver.timers.cancel_all()
             self._close_log()
             raise
-        self.port = self._server.sockets[0].getsockname()[1]
+        self.port = self.ports[0]
+        self._server = self._servers[0]
         self.broker.topics.port = self.port
+        if self.broker.cluster is not None:
+            self.broker.cluster.addresses.update({n: (self.host, p) for n, p in self.ports.items()})
         if self.kafka_port is not None:
-            self.kafka = KafkaListener(self, self.config.socket_request_max_bytes, self.config.broker_id,
-                                       self.config.message_max_bytes)
             try:
-                self._kafka_server = await self._loop.create_server(self.kafka.protocol, self.host, self.kafka_port,
-                                                                    backlog=4096)
+                for node in range(self.brokers):
+                    await self._listen_kafka(node, self.kafka_port + node if self.kafka_port else 0)
             except BaseException as exc:
-                self._server.close()
+                self._close_listeners()
                 driver.timers.cancel_all()
                 self._close_log()
                 if isinstance(exc, OSError):
                     raise KafkaPortError(exc.errno, exc.strerror) from exc
                 raise
-            self.kafka_port = self._kafka_server.sockets[0].getsockname()[1]
+            self.kafka = self.kafkas[0]
+            self._kafka_server = self._kafka_servers[0]
+            self.kafka_port = self.kafka_ports[0]
         if self.trace is not None:
+            cluster = {} if self.broker.cluster is None else {
+                "brokers": self.brokers, "addresses": {str(n): [h, p] for n, (h, p) in self.broker.cluster.addresses.items()}}
             self.trace.start(self.clock(), host=self.host, port=self.port, config=self.config.as_kafka_names(),
                              config_given=sorted(self.config.overridden),
-                             topics=dict(self.broker.topics.partitions), recovered=self._recovered_state())
+                             topics=dict(self.broker.topics.partitions), recovered=self._recovered_state(), **cluster)
         self._emit(LogEvent(self.clock(), events.CoordinatorStarted(
             self.host, self.port, config=self.config.as_kafka_names(),
             data_dir=str(self.data_dir) if self.data_dir else None, kafka_port=self.kafka_port)))
         driver.apply(restored)
         self._schedule_flush()
         return self
+
+    async def _listen(self, node: int, port: int) -> None:
+        assert self._loop is not None
+        server = await self._loop.create_server(lambda: _Connection(self, node), self.host, port, backlog=4096)
+        self._servers[node] = server
+        self.ports[node] = server.sockets[0].getsockname()[1]
+
+    async def _listen_kafka(self, node: int, port: int) -> None:
+        assert self._loop is not None
+        cluster = self.broker.cluster
+        if cluster is not None and self.kafka_cluster is None:
+            self.kafka_cluster = ClusterView({}, cluster.nodes, self.broker.coordinator_node)
+        listener = self.kafkas.get(node) or KafkaListener(
+            self, self.config.socket_request_max_bytes, node if cluster is not None else self.config.broker_id,
+            self.config.message_max_bytes, self.kafka_cluster)
+        server = await self._loop.create_server(listener.protocol, self.host, port, backlog=4096)
+        self.kafkas[node] = listener
+        self._kafka_servers[node] = server
+        self.kafka_ports[node] = server.sockets[0].getsockname()[1]
+        if self.kafka_cluster is not None:
+            self.kafka_cluster.addresses[node] = (self.host, self.kafka_ports[node])
+
+    def _close_listeners(self, node: int | None = None) -> list[asyncio.base_events.Server]:
+        """Stop listening (on `node`'s ports, or every broker's) and cut those connections; the
+        servers, to await their closing."""
+        closed = []
+        for servers in (self._servers, self._kafka_servers):
+            for n in [n for n in servers if node is None or n == node]:
+                server = servers.pop(n)
+                server.close()
+                closed.append(server)
+        for n, listener in self.kafkas.items():
+            if node is None or n == node:
+                listener.close_all()
+        for conn in [c for c in self.connections if node is None or c.node == node]:
+            conn.close()
+        return closed
+
+    # ------------------------------------------------------------------ a cluster's brokers
+
+    def _cluster_node(self, node: int) -> None:
+        """NodeError unless `node` is a broker of this cluster."""
+        cluster = self.broker.cluster
+        if cluster is None:
+            raise NodeError("this coordinator is one broker (start it with --brokers N for a cluster)")
+        cluster.nodes.check(node)
+
+    async def kill_broker(self, node: int, how: str = "killed") -> None:
+        """Broker `node` stops: its listeners close and its connections are cut, then its
+        partitions and groups move (coordinator/brokers.py). NodeError if it is not running."""
+        self._cluster_node(node)
+        assert self.broker.cluster is not None
+        if node not in self.broker.cluster.nodes.live:
+            raise NodeError(f"broker {node} is already down")
+        closed = self._close_listeners(node)
+        self._driver().broker_change("down", node, how)
+        for server in closed:
+            await server.wait_closed()
+
+    async def restart_broker(self, node: int) -> None:
+        """Broker `node` listens again on its ports; leadership comes back at the next
+        preferred-leader election. NodeError if it is running."""
+        self._cluster_node(node)
+        assert self.broker.cluster is not None
+        if node in self.broker.cluster.nodes.live:
+            raise NodeError(f"broker {node} is already running")
+        await self._listen(node, self.ports[node])
+        if self.kafka_ports:
+            await self._listen_kafka(node, self.kafka_ports[node])
+        self._driver().broker_change("up", node)
+
+    def elect_leaders(self) -> None:
+        """A preferred-leader election now (kafka-leader-election.sh --election-type PREFERRED)."""
+        self._cluster_node(0)
+        self._driver().broker_change("elect")
+
+    def coordinator_of(self, group_id: str) -> int:
+        """The broker coordinating `group_id` now (-1: none is live)."""
+        return self.broker.coordinator_node(group_id)
+
+    def live_brokers(self) -> list[int]:
+        return sorted(self.broker.cluster.nodes.live) if self.broker.cluster is not None else [self.config.broker_id]
 
     def _schedule_flush(self) -> None:
         """log.flush.interval.ms: a periodic check that syncs partition logs whose oldest unsynced
@@ -399,17 +502,10 @@ class CoordinatorServer:
         self.stopping = True  # frames still waiting on connections are dropped, not handled
         if self.driver is not None:
             self.driver.timers.cancel_all()
-        if self._kafka_server is not None and self.kafka is not None:
-            self._kafka_server.close()
-            self.kafka.close_all()
-            await self._kafka_server.wait_closed()
-            self._kafka_server = None
         if self._server is not None:
-            self._server.close()
-            for conn in list(self.connections):
-                conn.close()
-            await self._server.wait_closed()
-            self._server = None
+            for server in self._close_listeners():
+                await server.wait_closed()
+            self._server = self._kafka_server = None
             self._close_log()
             self._emit(LogEvent(self.clock(), events.CoordinatorStopped()))
         self._close_log()
@@ -421,8 +517,9 @@ class CoordinatorServer:
         await self.stop()
 
     async def serve_forever(self) -> None:
+        """Until cancelled (a cluster's brokers come and go; the process serves on)."""
         assert self._server is not None
-        await self._server.serve_forever()
+        await asyncio.Event().wait()
 
     # ------------------------------------------------------------------ requests
 
@@ -441,7 +538,7 @@ class CoordinatorServer:
             return
         header = request.header
         ctx = RequestContext(_ReplyTo(conn, header.correlation_id, header.api, header.client_id), header.client_id,
-                             conn.peer.rsplit(":", 1)[0])
+                             conn.peer.rsplit(":", 1)[0], conn.node)
         self.submit(header.api, request.body, ctx)
 
     def submit(self, api: str, body: Any, ctx: RequestContext) -> None:
@@ -525,8 +622,9 @@ class CoordinatorServer:
                 to.conn.send(to.correlation_id, ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
                                                               error_message=repr(exc)), to.api, to.client_id)
         changes = self.broker.logs.take_changes()
-        if changes and self.kafka is not None:
-            self.kafka.wake(changes)
+        if changes:
+            for listener in self.kafkas.values():
+                listener.wake(changes)
 
     def _reply(self, out: Reply) -> None:
         to = out.to

@@ -7,6 +7,7 @@ import base64
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 from itertools import repeat
 
 from grouplab.coordinator.config import BrokerConfig
@@ -91,6 +92,8 @@ class TopicStore:
     # Each topic's id (Kafka's text form), given when it is made and kept in its TopicRecord.
     ids: dict[str, str] = field(default_factory=dict)
     _names: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # id -> name, ids' mirror
+    # How many brokers are live (a cluster's Broker sets it): the most replicas a topic may ask for.
+    live_brokers: Callable[[], int] = field(default=lambda: 1, repr=False, compare=False)
 
     def topic_id(self, name: str) -> str:
         """The topic's id. A topic put in `partitions` without being made (a test's, a log of an
@@ -195,8 +198,11 @@ class TopicStore:
                 code, message = ErrorCode.INVALID_PARTITIONS, (
                     f"number of partitions must be 1..{max_partitions_per_topic(self.config)} "
                     f"(what grouplab.response.max.bytes can describe), got {count}")
-            elif t.replication_factor not in (-1, 1):
-                code, message = ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be 1 (grouplab runs one broker)"
+            elif t.replication_factor != -1 and not 1 <= t.replication_factor <= self.live_brokers():
+                live = self.live_brokers()
+                code, message = ErrorCode.INVALID_REPLICATION_FACTOR, (
+                    "replication factor must be 1 (grouplab runs one broker)" if live == 1 else
+                    f"replication factor must be between 1 and {live}, the live brokers (each holds every partition)")
             if code is ErrorCode.NONE and not req.validate_only:
                 self._make(t.name, count, now_ms)
             results.append(CreatableTopicResult(name=t.name, error_code=code, error_message=message,

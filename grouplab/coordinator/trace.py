@@ -101,8 +101,17 @@ class TraceRecorder:
         conn, correlation_id = self.conn_of(ctx.reply_to) if ctx.reply_to is not None else ("internal", -1)
         if ctx.reply_to is not None:
             self._pending[ctx.reply_to] = api
-        self.sink({"ts_ms": now_ms, "kind": "request", "conn": conn, "correlation_id": correlation_id,
-                   "client_id": ctx.client_id, "client_host": ctx.client_host, "api": api, "body": body_json(body)})
+        line = {"ts_ms": now_ms, "kind": "request", "conn": conn, "correlation_id": correlation_id,
+                "client_id": ctx.client_id, "client_host": ctx.client_host, "api": api, "body": body_json(body)}
+        if ctx.node_id:
+            line["node"] = ctx.node_id  # the broker of a cluster it reached (absent: broker 0, or the only one)
+        self.sink(line)
+
+    def broker(self, now_ms: int, op: str, node: int, how: str) -> None:
+        """A cluster's broker stopped (`down`), came back (`up`), or an election (`elect`) ran:
+        an input of the Broker (coordinator/brokers.py), at `now_ms`."""
+        self.now_ms = now_ms
+        self.sink({"ts_ms": now_ms, "kind": "broker", "op": op, "node": node, "how": how})
 
     def timer(self, now_ms: int, key: TimerKey) -> None:
         self.now_ms = now_ms

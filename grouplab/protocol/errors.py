@@ -61,6 +61,8 @@ class ErrorCode(IntEnum):
     UNSTABLE_OFFSET_COMMIT = 88
     PRODUCER_FENCED = 90
     TOPIC_DELETION_DISABLED = 73  # DeleteTopics v3+ while delete.topic.enable is false
+    FENCED_LEADER_EPOCH = 74  # a leader epoch older than the partition's (OffsetForLeaderEpoch)
+    UNKNOWN_LEADER_EPOCH = 75  # a leader epoch newer than the partition's: the broker is behind
     UNKNOWN_TOPIC_ID = 100  # DeleteTopics v6 by topic id: grouplab's topics have none
     FENCED_MEMBER_EPOCH = 110  # KIP-848: a member epoch ahead of, or too far behind, the coordinator's
     UNRELEASED_INSTANCE_ID = 111  # KIP-848: a static member's instance id still held by a live member
@@ -87,6 +89,8 @@ _RETRIABLE = frozenset(
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.LEADER_NOT_AVAILABLE,
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.REQUEST_TIMED_OUT,
         ErrorCode.NETWORK_EXCEPTION,
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,

@@ -705,6 +705,51 @@ class ListOffsetsResponse:
     error_message: str | None = None
 
 
+# ----------------------------------------------------------------------------- OffsetForLeaderEpoch
+
+
+@dataclass
+class OffsetForLeaderPartition:
+    partition: int
+    current_leader_epoch: int = -1  # -1: not checked
+    leader_epoch: int = -1  # the epoch whose end offset is asked for
+
+
+@dataclass
+class OffsetForLeaderTopic:
+    topic: str
+    partitions: list[OffsetForLeaderPartition]
+
+
+@dataclass
+class OffsetForLeaderEpochRequest:
+    """KIP-320: where a leader epoch ends, so a consumer whose partition changed leader can check
+    its position was not truncated away (Kafka's clients send it after a leader move)."""
+
+    topics: list[OffsetForLeaderTopic]
+
+
+@dataclass
+class EpochEndOffset:
+    partition: int
+    error_code: int = 0
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+@dataclass
+class OffsetForLeaderTopicResult:
+    topic: str
+    partitions: list[EpochEndOffset] = field(default_factory=list)
+
+
+@dataclass
+class OffsetForLeaderEpochResponse:
+    error_code: int = 0
+    topics: list[OffsetForLeaderTopicResult] = field(default_factory=list)
+    error_message: str | None = None
+
+
 # ----------------------------------------------------------------------------- OffsetCommit / OffsetFetch
 
 
@@ -1066,6 +1111,7 @@ API: dict[str, ApiSpec] = {
     "Produce": ApiSpec(ProduceRequest, ProduceResponse, 0, 0),
     "Fetch": ApiSpec(FetchRequest, FetchResponse, 0, 0),
     "ListOffsets": ApiSpec(ListOffsetsRequest, ListOffsetsResponse, 0, 0),
+    "OffsetForLeaderEpoch": ApiSpec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 0),
     "InitProducerId": ApiSpec(InitProducerIdRequest, InitProducerIdResponse, 0, 0),
     "OffsetCommit": ApiSpec(OffsetCommitRequest, OffsetCommitResponse, 0, 0),
     "OffsetFetch": ApiSpec(OffsetFetchRequest, OffsetFetchResponse, 0, 0),

@@ -32,7 +32,9 @@ from kafka.protocol.consumer.group import (
     OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
     OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
 )
-from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer.offsets import (
+    ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+)
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
@@ -80,6 +82,7 @@ _TABLE = [
     KafkaApi(19, "CreateTopics", 2, 7, CreateTopicsRequest, CreateTopicsResponse),
     KafkaApi(20, "DeleteTopics", 1, 6, DeleteTopicsRequest, DeleteTopicsResponse),
     KafkaApi(22, "InitProducerId", 0, 5, InitProducerIdRequest, InitProducerIdResponse),
+    KafkaApi(23, "OffsetForLeaderEpoch", 2, 4, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     KafkaApi(24, "AddPartitionsToTxn", 0, 3, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
     KafkaApi(25, "AddOffsetsToTxn", 0, 3, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
     KafkaApi(26, "EndTxn", 0, 4, EndTxnRequest, EndTxnResponse),

@@ -54,7 +54,7 @@ from grouplab.coordinator.kafka_wire.holdings import WireHoldings
 from grouplab.coordinator.kafka_wire.purgatory import FetchPurgatory
 from grouplab.coordinator.kafka_wire.records import DEFAULT_MESSAGE_MAX_BYTES, is_heavy
 from grouplab.coordinator.kafka_wire.translate import (
-    GroupFetches, GroupsFetched, Refused, View, find_coordinator_response, reuse_key, to_grouplab, to_kafka,
+    ClusterView, GroupFetches, GroupsFetched, Refused, View, find_coordinator_response, reuse_key, to_grouplab, to_kafka,
 )
 from grouplab.protocol.errors import ErrorCode, FrameTooLarge
 from grouplab.protocol.framing import WRONG_PORT, FrameReader, grouplab_correlation_id
@@ -188,10 +188,11 @@ class KafkaListener:
     """The connections of one Kafka port and their parked Fetches."""
 
     def __init__(self, host: KafkaHost, max_frame_bytes: int, node_id: int,
-                 message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES) -> None:
+                 message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES, cluster: ClusterView | None = None) -> None:
         self.host = host
         self.max_frame_bytes = max_frame_bytes
         self.node_id = node_id
+        self.cluster = cluster  # a cluster of brokers (one listener each); None: the one broker
         self.message_max_bytes = message_max_bytes
         self.decoder: ThreadPoolExecutor | None = None  # made at the first heavy Produce
         # The most bytes any one connection held at once (frames read and not handled, answers not
@@ -296,6 +297,9 @@ class KafkaListener:
         """Park the Fetch unless it may be answered now; True when parked (then it is answered
         when the partitions it watches complete it, or at its max_wait_ms). What is kept is its
         frame, not `body`."""
+        if self.cluster is not None and not all(self.cluster.nodes.leader(t.topic, p.partition) == self.node_id
+                                                for t in body.topics for p in t.partitions):
+            return False  # a partition it does not lead: answered at once, NOT_LEADER_OR_FOLLOWER (Kafka's too)
         if not self.purgatory.try_park(conn, body, self.host.broker):
             return False
         loop = asyncio.get_running_loop()
@@ -465,7 +469,7 @@ class KafkaConnection(asyncio.Protocol):
             self._write(encode_response(api_versions_response(request.version), request.correlation_id))
             return
         view = View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id,
-                    message_max_bytes=self.listener.message_max_bytes)
+                    message_max_bytes=self.listener.message_max_bytes, cluster=self.listener.cluster)
         if name == "FindCoordinator":
             self._write(encode_response(find_coordinator_response(request.api, request.version, request.body, view),
                                         request.correlation_id))
@@ -511,7 +515,7 @@ class KafkaConnection(asyncio.Protocol):
         if exc is not None:  # a value the translation cannot take: refused as unreadable
             self._refuse(f"{name} v{request.version}: {exc!r}")
             return
-        ctx = RequestContext(token, request.client_id, self.peer.rsplit(":", 1)[0])
+        ctx = RequestContext(token, request.client_id, self.peer.rsplit(":", 1)[0], self.listener.node_id)
         frame, token.frame = token.frame, b""
         if isinstance(body, FetchRequest):  # a parked Fetch keeps its frame only (_ParkedFetch)
             token.request = dataclasses.replace(request, body=None)
@@ -550,7 +554,8 @@ class KafkaConnection(asyncio.Protocol):
         for index, sub in enumerate(body.requests):
             token = KafkaReplyTo(_GroupPart(batch, index), request, view)
             token.body = sub
-            self.listener.host.submit("OffsetFetch", sub, RequestContext(token, request.client_id, host))
+            self.listener.host.submit("OffsetFetch", sub, RequestContext(token, request.client_id, host,
+                                                                         self.listener.node_id))
 
     # ------------------------------------------------------------------ answers
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grouplab.coordinator.kafka_wire.apis import KafkaApi
+from grouplab.coordinator.nodes import Nodes
 from grouplab.coordinator.topics import CLUSTER_ID, topic_id_text, topic_id_value
 from grouplab.coordinator.kafka_wire.records import DEFAULT_MESSAGE_MAX_BYTES, BadRecords, decode_batch, encode_batches
 from grouplab.protocol import messages as m
@@ -36,6 +37,17 @@ class Refused(Exception):
 
 
 @dataclass
+class ClusterView:
+    """A cluster of brokers as Kafka clients reach it (coordinator/brokers.py): each broker's
+    Kafka-wire address, who leads what (leader epochs, replicas, in-sync replicas), and where each
+    group's and transactional id's coordinator is. The server keeps one; every View shares it."""
+
+    addresses: dict[int, tuple[str, int]]
+    nodes: Nodes
+    coordinator_of: Callable[[str, int], int]
+
+
+@dataclass
 class View:
     """What a response needs beyond the grouplab body: the advertised broker and cluster."""
 
@@ -43,6 +55,7 @@ class View:
     port: int
     node_id: int = 0
     cluster_id: str = CLUSTER_ID
+    cluster: ClusterView | None = None  # a cluster of brokers; None: this one broker is all of it
     # Produce partitions refused at the edge, merged into the Broker's answer: (topic, index) -> response
     refused_partitions: dict[tuple[str, int], m.ProducePartitionResponse] = field(default_factory=dict)
     # DeleteTopics v6 entries answered at the edge (by topic id, or malformed), after the Broker's:
@@ -194,6 +207,12 @@ def _list_offsets(v: int, r: Any) -> m.ListOffsetsRequest:
         topics=[m.ListOffsetsTopic(_s(t.name), [m.ListOffsetsPartition(p.partition_index, p.timestamp)
                                                 for p in t.partitions or []]) for t in r.topics or []],
         isolation_level=r.isolation_level if v >= 2 else 0)
+
+
+def _offset_for_leader_epoch(v: int, r: Any) -> m.OffsetForLeaderEpochRequest:
+    return m.OffsetForLeaderEpochRequest(topics=[m.OffsetForLeaderTopic(_s(t.topic), [
+        m.OffsetForLeaderPartition(p.partition, p.current_leader_epoch, p.leader_epoch) for p in t.partitions or []])
+        for t in r.topics or []])
 
 
 def _fetch(v: int, r: Any) -> m.FetchRequest:
@@ -353,7 +372,7 @@ _REQUESTS: dict[str, Callable[[int, Any], Any]] = {
     "ConsumerGroupHeartbeat": _consumer_heartbeat, "ConsumerGroupDescribe": _consumer_describe,
     "JoinGroup": _join, "SyncGroup": _sync, "Heartbeat": _heartbeat, "LeaveGroup": _leave,
     "OffsetCommit": _offset_commit, "OffsetFetch": _offset_fetch, "OffsetDelete": _offset_delete,
-    "Metadata": _metadata, "ListOffsets": _list_offsets, "Fetch": _fetch, "DescribeGroups": _describe_groups, "ListGroups": _list_groups,
+    "Metadata": _metadata, "ListOffsets": _list_offsets, "OffsetForLeaderEpoch": _offset_for_leader_epoch, "Fetch": _fetch, "DescribeGroups": _describe_groups, "ListGroups": _list_groups,
     "CreateTopics": _create_topics, "CreatePartitions": _create_partitions, "DeleteGroups": _delete_groups,
     "InitProducerId": _init_producer_id, "AddPartitionsToTxn": _add_partitions, "AddOffsetsToTxn": _add_offsets,
     "EndTxn": _end_txn, "TxnOffsetCommit": _txn_offset_commit, "DescribeConfigs": _describe_configs,
@@ -444,6 +463,8 @@ def _uuid(text: str | None) -> uuid.UUID:
 
 
 def _metadata_resp(v: int, b: m.MetadataResponse, c: Any, view: View) -> Any:
+    if view.cluster is not None:
+        return _cluster_metadata_resp(v, b, c, view, view.cluster)
     T = c.MetadataResponseTopic
     node = view.node_id
     # One replica list per leader and one empty list, shared by every partition (encoding only reads
@@ -463,11 +484,41 @@ def _metadata_resp(v: int, b: m.MetadataResponse, c: Any, view: View) -> Any:
                       for p in t.partitions]) for t in b.topics])
 
 
+def _cluster_metadata_resp(v: int, b: m.MetadataResponse, c: Any, view: View, cluster: ClusterView) -> Any:
+    """Metadata from a broker of a cluster: every live broker at its Kafka address, and each
+    partition's leader, leader epoch, replicas, in-sync and offline replicas (nodes.py)."""
+    T = c.MetadataResponseTopic
+    nodes = cluster.nodes
+    return c(
+        throttle_time_ms=0, cluster_id=view.cluster_id, controller_id=b.controller_id, error_code=b.error_code,
+        brokers=[c.MetadataResponseBroker(node_id=x.node_id, host=cluster.addresses[x.node_id][0],
+                                          port=cluster.addresses[x.node_id][1], rack=None) for x in b.brokers],
+        authorized_operations=_operations(view, "cluster"),
+        topics=[T(error_code=t.error_code, name=t.name or (None if v >= 12 else ""), is_internal=False,
+                  authorized_operations=_operations(view, "topic"), topic_id=_uuid(t.topic_id),
+                  partitions=[T.MetadataResponsePartition(
+                      error_code=p.error_code or (ErrorCode.LEADER_NOT_AVAILABLE if p.leader_id < 0 else 0),
+                      partition_index=p.partition_index, leader_id=p.leader_id,
+                      leader_epoch=nodes.leader_epoch(t.name, p.partition_index),
+                      replica_nodes=nodes.replicas(p.partition_index), isr_nodes=nodes.isr(p.partition_index),
+                      offline_replicas=nodes.offline(p.partition_index))
+                      for p in t.partitions]) for t in b.topics])
+
+
+def _offset_for_leader_epoch_resp(v: int, b: m.OffsetForLeaderEpochResponse, c: Any, view: View) -> Any:
+    T = c.OffsetForLeaderTopicResult
+    return c(throttle_time_ms=0, topics=[T(topic=t.topic, partitions=[
+        T.EpochEndOffset(error_code=p.error_code or b.error_code, partition=p.partition, leader_epoch=p.leader_epoch,
+                         end_offset=p.end_offset) for p in t.partitions]) for t in b.topics])
+
+
 def _list_offsets_resp(v: int, b: m.ListOffsetsResponse, c: Any, view: View) -> Any:
     T = c.ListOffsetsTopicResponse
     return c(throttle_time_ms=0, topics=[T(name=t.name, partitions=[
         T.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=p.error_code or b.error_code,
-                                       timestamp=p.timestamp, offset=p.offset, leader_epoch=0 if p.offset >= 0 else -1)
+                                       timestamp=p.timestamp, offset=p.offset,
+                                       leader_epoch=(-1 if p.offset < 0 else 0 if view.cluster is None
+                                                     else view.cluster.nodes.leader_epoch(t.name, p.partition_index)))
         for p in t.partitions]) for t in b.topics])
 
 
@@ -559,10 +610,15 @@ def _describe_configs_resp(v: int, b: m.DescribeConfigsResponse, c: Any, view: V
 
 def _describe_cluster_resp(v: int, b: m.DescribeClusterResponse, c: Any, view: View) -> Any:
     """The broker as the client reached it (as Metadata names it)."""
+    addresses = view.cluster.addresses if view.cluster is not None else {}
+
+    def where(node: int) -> tuple[str, int]:
+        return addresses.get(node, (view.host, view.port))
+
     return c(throttle_time_ms=0, error_code=b.error_code, error_message=b.error_message, endpoint_type=BROKER_ENDPOINT,
              cluster_id=b.cluster_id, controller_id=b.controller_id, authorized_operations=_operations(view, "cluster"),
-             brokers=[c.DescribeClusterBroker(broker_id=x.broker_id, host=view.host, port=view.port, rack=x.rack,
-                                              is_fenced=False) for x in b.brokers])
+             brokers=[c.DescribeClusterBroker(broker_id=x.broker_id, host=where(x.broker_id)[0], port=where(x.broker_id)[1],
+                                              rack=x.rack, is_fenced=False) for x in b.brokers])
 
 
 def _delete_groups_resp(v: int, b: Any, c: Any, view: View) -> Any:
@@ -626,7 +682,7 @@ _RESPONSES: dict[str, Callable[[int, Any, Any, View], Any]] = {
     "JoinGroup": _join_resp, "SyncGroup": _sync_resp, "Heartbeat": _error_only, "LeaveGroup": _leave_resp,
     "OffsetCommit": _commit_resp, "OffsetFetch": _offset_fetch_resp, "OffsetDelete": _offset_delete_resp,
     "Metadata": _metadata_resp,
-    "ListOffsets": _list_offsets_resp, "Fetch": _fetch_resp, "Produce": _produce_resp,
+    "ListOffsets": _list_offsets_resp, "OffsetForLeaderEpoch": _offset_for_leader_epoch_resp, "Fetch": _fetch_resp, "Produce": _produce_resp,
     "DescribeGroups": _describe_groups_resp, "ListGroups": _list_groups_resp, "CreateTopics": _create_topics_resp,
     "CreatePartitions": _create_partitions_resp, "DeleteTopics": _delete_topics_resp, "DeleteGroups": _delete_groups_resp,
     "InitProducerId": _init_producer_id_resp, "AddPartitionsToTxn": _add_partitions_resp,
@@ -636,15 +692,29 @@ _RESPONSES: dict[str, Callable[[int, Any, Any, View], Any]] = {
 
 
 def find_coordinator_response(api: KafkaApi, version: int, request: Any, view: View) -> Any:
-    """FindCoordinator, answered by the listener itself: this broker, for every key asked (one
-    broker coordinates every group and transaction)."""
+    """FindCoordinator, answered by the listener itself (it reads, never changes, the state): one
+    broker coordinates every group and transaction; in a cluster, each key's coordinator is the
+    leader of its partition of `__consumer_offsets` or `__transaction_state` (coordinator/brokers.py),
+    COORDINATOR_NOT_AVAILABLE while it has none."""
     cls = api.response[version]
+    key_type = getattr(request, "key_type", 0) or 0
+
+    def where(key: str) -> tuple[int, str, int, int, str | None]:
+        if view.cluster is None:
+            return view.node_id, view.host, view.port, 0, None
+        node = view.cluster.coordinator_of(key, key_type)
+        if node < 0:
+            return -1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker leads its partition"
+        host, port = view.cluster.addresses[node]
+        return node, host, port, 0, None
+
     if version >= 4:
+        found = [(k, where(k)) for k in request.coordinator_keys or []]
         return cls(throttle_time_ms=0, coordinators=[
-            cls.Coordinator(key=k, node_id=view.node_id, host=view.host, port=view.port, error_code=0,
-                            error_message=None) for k in request.coordinator_keys or []])
-    return cls(throttle_time_ms=0, error_code=0, error_message=None, node_id=view.node_id, host=view.host,
-               port=view.port)
+            cls.Coordinator(key=k, node_id=n, host=h, port=p, error_code=e, error_message=msg)
+            for k, (n, h, p, e, msg) in found])
+    node, host, port, code, message = where(_s(getattr(request, "key", "")))
+    return cls(throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=host, port=port)
 
 
 def reuse_key(name: str, version: int, body: Any) -> tuple | None:
