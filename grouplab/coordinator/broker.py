@@ -213,26 +213,24 @@ class Broker:
         """Rebuild topics and groups from a replayed log (only the latest record of each counts).
         Call it on a new Broker before it handles anything; the outputs arm the restored members'
         session timers and log `group_loaded` per group."""
-        out: list[Output] = []
         kept = live(records)
         for record in kept:
             if isinstance(record, TopicRecord):
                 self.topics.partitions[record.name] = record.partition_count
                 if record.topic_id is not None:
                     self.topics.set_id(record.name, record.topic_id)
-            elif isinstance(record, TxnRecord):
-                out += self.txn.restore(record, now_ms)
         if self.cluster is not None:
             self.cluster.replicate_records(kept)
-        out += self.load_groups(kept, now_ms)
+        out = self.load_groups(kept, now_ms, transactions=True)
         out += self.txn.end_dangling(
             ((TopicPartition(t, p), pid) for (t, p), log in sorted(self.logs.logs().items()) for pid in log.open_txns),
             now_ms)
         return out
 
-    def load_groups(self, kept: list[Record], now_ms: int) -> list[Output]:
+    def load_groups(self, kept: list[Record], now_ms: int, transactions: bool = False) -> list[Output]:
         """The groups in `kept` (records as `live` keeps them; others are skipped), loaded into
-        memory after the topics: at start (restore), or by a cluster's new coordinator (brokers.py)."""
+        memory after the topics: at start (restore, with the `transactions` too, in log order), or
+        by a cluster's new coordinator (brokers.py)."""
         out: list[Output] = []
         offsets: dict[str, list[OffsetCommitRecord]] = {}  # by group, in log order
         consumer_groups: dict[str, tuple[ConsumerGroupRecord, list[ConsumerMemberRecord]]] = {}
@@ -249,6 +247,8 @@ class Broker:
                 offsets.setdefault(record.group_id, []).append(record)
             elif isinstance(record, ConsumerMemberRecord):
                 consumer_groups[record.group_id][1].append(record)  # (`live` keeps only a consumer group's)
+            elif isinstance(record, TxnRecord) and transactions:
+                out += self.txn.restore(record, now_ms)
         for group_id, (group_record, members) in consumer_groups.items():  # after the topics: regexes resolve
             consumer_group = self._new_consumer_group(group_id)
             self.consumer_groups[group_id] = consumer_group

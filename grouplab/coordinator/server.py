@@ -249,6 +249,8 @@ class CoordinatorServer:
         kafka_port: int | None = None,
         client_logs: Callable[[str], Any] | None = None,
         brokers: int = 1,
+        node_ports: dict[int, int] | None = None,
+        node_kafka_ports: dict[int, int] | None = None,
     ) -> None:
         self.config = config or BrokerConfig()
         self.host = host
@@ -262,8 +264,8 @@ class CoordinatorServer:
         # `port` and `kafka_port` are broker 0's, `ports` and `kafka_ports` every broker's (kept
         # while a broker is down, so it comes back where it was).
         self.brokers = brokers
-        self.ports: dict[int, int] = {}
-        self.kafka_ports: dict[int, int] = {}
+        self.ports: dict[int, int] = dict(node_ports or {})  # (given: where each broker listens, as after a restart)
+        self.kafka_ports: dict[int, int] = dict(node_kafka_ports or {})
         self._servers: dict[int, asyncio.base_events.Server] = {}
         self._kafka_servers: dict[int, asyncio.base_events.Server] = {}
         self.kafkas: dict[int, KafkaListener] = {}
@@ -301,7 +303,7 @@ class CoordinatorServer:
             raise DataDirError(f"cannot use the data directory {self.data_dir}: {exc.strerror or exc}") from exc
         try:
             for node in range(self.brokers):
-                await self._listen(node, self.port + node if self.port else 0)
+                await self._listen(node, self.ports.get(node, self.port + node if self.port else 0))
         except BaseException:
             self._close_listeners()
             driver.timers.cancel_all()
@@ -315,7 +317,7 @@ class CoordinatorServer:
         if self.kafka_port is not None:
             try:
                 for node in range(self.brokers):
-                    await self._listen_kafka(node, self.kafka_port + node if self.kafka_port else 0)
+                    await self._listen_kafka(node, self.kafka_ports.get(node, self.kafka_port + node if self.kafka_port else 0))
             except BaseException as exc:
                 self._close_listeners()
                 driver.timers.cancel_all()

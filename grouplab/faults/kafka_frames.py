@@ -74,23 +74,33 @@ def error_frame(api: str, version: int, correlation_id: int, body: Any, host: st
         return None
 
 
-def rewrite_advertised(api: str, version: int, payload: bytes, host: str, port: int) -> bytes:
+def rewrite_advertised(api: str, version: int, payload: bytes, host: str, port: int,
+                       advertise: dict[int, tuple[str, int]] | None = None) -> bytes:
     """A Metadata, FindCoordinator or DescribeCluster answer naming the proxy instead of the
     coordinator (the payload, length prefix excluded); any other answer, or one that does not
-    decode, unchanged."""
+    decode, unchanged. With `advertise` (a cluster, a proxy per broker), each broker is named by
+    its own proxy's address."""
     if api not in ("Metadata", "FindCoordinator", "DescribeCluster"):
         return payload
     spec = _BY_NAME[api]
+
+    def where(node: int, was: tuple[str, int]) -> tuple[str, int]:
+        if advertise is None:
+            return host, port
+        return advertise.get(node, was)
+
     try:
         response = spec.response.decode(payload, version=version, header=True)
         if api in ("Metadata", "DescribeCluster"):
             for broker in response.brokers:
-                broker.host, broker.port = host, port
+                node = broker.node_id if api == "Metadata" else broker.broker_id
+                broker.host, broker.port = where(node, (broker.host, broker.port))
         elif version >= 4:
             for coordinator in response.coordinators:
-                coordinator.host, coordinator.port = host, port
-        else:
-            response.host, response.port = host, port
+                if coordinator.node_id >= 0:
+                    coordinator.host, coordinator.port = where(coordinator.node_id, (coordinator.host, coordinator.port))
+        elif response.node_id >= 0:
+            response.host, response.port = where(response.node_id, (response.host, response.port))
         cid = response.header.correlation_id
         framed = encode_response(spec.response[version](**_fields(response)), cid)
     except Exception:  # noqa: BLE001 - not ours to judge: passed on as it came

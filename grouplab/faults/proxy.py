@@ -158,7 +158,8 @@ class _Pipe:
             if api is not None and cid is not None:
                 version = self.link.versions.pop(cid, 0)
                 meta = (api, cid, version)  # the version an error rule's answer is encoded at
-                payload = rewrite_advertised(api, version, payload, self.proxy.host, self.proxy.port)
+                payload = rewrite_advertised(api, version, payload, self.proxy.host, self.proxy.port,
+                                             self.proxy.advertise)
         self._arrive(_LEN.pack(len(payload)) + payload, meta)
 
     def _arrive(self, data: bytes, meta: tuple | None) -> None:
@@ -474,11 +475,15 @@ class FaultProxy:
         events: Any = None,
         clock: Callable[[], int] = wall_clock_ms,
         wire: str = "msgpack",
+        advertise: dict[int, tuple[str, int]] | None = None,
     ) -> None:
         if wire not in ("msgpack", "kafka"):
             raise ValueError(f"wire must be 'msgpack' or 'kafka', not {wire!r}")
         # "kafka": in front of the Kafka-wire listener, reading Kafka's frames (grouplab/faults/kafka_frames.py)
         self.wire = wire
+        # A cluster's brokers, each behind its own proxy: node id -> the proxy clients must reach
+        # it through, named in the answers that advertise brokers (None: this proxy, for all).
+        self.advertise = advertise
         self.upstream_host = upstream_host
         self.upstream_port = upstream_port
         self.host = listen_host

@@ -55,10 +55,11 @@ from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import API
 
 ACTIONS = ("drop", "delay", "duplicate", "hold", "error", "reorder", "disconnect")
-# Kafka's APIs that only the Kafka-wire listener serves (it answers them itself, docs/kafka-wire.md
-# §1; its other one, ApiVersions, grouplab's protocol has too): a rule may name them, and only a
-# FaultProxy(wire="kafka") applies it. `error` is not offered on them: the fault proxy builds error
-# answers from grouplab's response bodies, which they lack.
+# Kafka's APIs the Kafka-wire listener answers itself, without a step of the Broker (docs/kafka-wire.md
+# §1; its other one, ApiVersions, is answered at every version before anything else): a rule may
+# name them, and only a FaultProxy(wire="kafka") applies it (grouplab's own clients find no
+# coordinator: they are given its address). `error` is not offered on them: the fault proxy builds
+# error answers from the translation of grouplab's response bodies, which the listener does not use.
 KAFKA_WIRE_APIS = ("FindCoordinator",)
 DIRECTIONS = ("request", "response", "both")
 DEFAULT_REORDER_WAIT_MS = 1000

@@ -34,7 +34,9 @@ from grouplab.coordinator.config import BrokerConfig
 from grouplab.coordinator.server import CoordinatorServer
 from grouplab.costs import CostTracker, PartitionTime
 from grouplab.eventlog import EventLog, run_dir_log
+from grouplab.coordinator.nodes import NodeError
 from grouplab.faults.proxy import FaultProxy
+from grouplab.faults.proxy_group import ProxyGroup
 from grouplab.faults.rules import Rule, parse_spec
 from grouplab.protocol.effects import LogEvent, wall_clock_ms
 from grouplab.protocol.events import FreeFormEvent
@@ -50,6 +52,7 @@ from grouplab.tracefile import TraceFile, trace_path
 # are clean stops: nothing written is lost without a sync; docs/durability.md).
 TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 PRIVATE_DATA_DIR_DEFAULTS = {"grouplab.log.fsync": "never"}
+MAX_BROKERS = 16  # as `grouplab coordinator --brokers`
 KEPT_EVENTS = 100_000  # event-log lines kept in memory (all of them are in the run directory)
 STORY_LINES = 400  # lines of the coordinator's narration kept for failure messages
 
@@ -78,7 +81,11 @@ class AsyncCluster:
         host: str = "127.0.0.1",
         fault_seed: int | None = None,
         faults: Iterable[str] = (),
+        brokers: int = 1,
     ) -> None:
+        if not isinstance(brokers, int) or not 1 <= brokers <= MAX_BROKERS:
+            raise ClusterError(f"brokers must be a number from 1 to {MAX_BROKERS}, not {brokers!r}")
+        self.brokers = brokers
         pairs = config_pairs(config)
         given = {p.partition("=")[0].strip() for p in pairs}
         defaults = dict(TEST_DEFAULTS, **(PRIVATE_DATA_DIR_DEFAULTS if data_dir is None else {}))
@@ -96,7 +103,7 @@ class AsyncCluster:
         self.data_dir: Path | None = None
         self.run_dir: Path | None = None
         self.server: CoordinatorServer | None = None
-        self.proxy: FaultProxy | None = None
+        self.proxy: FaultProxy | ProxyGroup | None = None  # one per broker of a cluster (a ProxyGroup)
         self.port = 0  # the Kafka-wire listener's own port (behind the proxy)
         self.grouplab_port = 0  # grouplab's msgpack port, for grouplab's own clients and AdminClient
         self.restarts = 0
@@ -134,8 +141,13 @@ class AsyncCluster:
             self.grouplab_port = self.server.port
             assert self.server.kafka_port is not None
             self.port = self.server.kafka_port
-            self.proxy = FaultProxy(self.host, self.port, self.host, 0, seed=self.fault_seed,
-                                    events=self._log("proxy"), wire="kafka")
+            if self.brokers == 1:
+                self.proxy = FaultProxy(self.host, self.port, self.host, 0, seed=self.fault_seed,
+                                        events=self._log("proxy"), wire="kafka")
+            else:
+                self.proxy = ProxyGroup({node: FaultProxy(self.host, port, self.host, 0, seed=self.fault_seed,
+                                                          events=self._log("proxy"), wire="kafka")
+                                         for node, port in self.server.kafka_ports.items()})
             await self.proxy.start()
             for rule in self._initial_rules:
                 self._rules.append(self.proxy.add(rule))
@@ -170,10 +182,13 @@ class AsyncCluster:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _new_server(self, kafka_port: int) -> CoordinatorServer:
+    def _new_server(self, kafka_port: int, old: CoordinatorServer | None = None) -> CoordinatorServer:
+        """A server on free ports, or on `old`'s (a restart: clients come back where they were)."""
         return CoordinatorServer(self.broker_config, self.host, self.grouplab_port, events=self._log("coordinator"),
                                  data_dir=self.data_dir, trace=self._trace_line, kafka_port=kafka_port,
-                                 client_logs=self._log)
+                                 client_logs=self._log, brokers=self.brokers,
+                                 node_ports=old.ports if old is not None else None,
+                                 node_kafka_ports=old.kafka_ports if old is not None else None)
 
     def _running(self) -> CoordinatorServer:
         if not self.started or self.server is None:
@@ -186,10 +201,55 @@ class AsyncCluster:
 
     @property
     def bootstrap(self) -> str:
-        """"host:port" for Kafka clients' bootstrap.servers (the fault proxy's address)."""
-        if self.proxy is None:
+        """"host:port" for Kafka clients' bootstrap.servers (the fault proxy's address); with
+        several brokers, every live broker's ("host:port,host:port,..."), each through its proxy."""
+        proxy = self.proxy
+        if proxy is None:
             raise ClusterError("the cluster is not started: use it as a context manager, or call start()")
-        return f"{self.host}:{self.proxy.port}"
+        if isinstance(proxy, FaultProxy):
+            return f"{self.host}:{proxy.port}"
+        live = self._running().live_brokers()
+        return ",".join(f"{self.host}:{proxy.proxies[n].port}" for n in live)
+
+    # ------------------------------------------------------------------ a cluster's brokers (brokers=N)
+
+    def coordinator_of(self, group_id: str) -> int:
+        """The node id of the broker that coordinates `group_id` now, as FindCoordinator would
+        answer (Kafka's placement: the leader of its `__consumer_offsets` partition); -1 if none
+        is live. With one broker, its id (0)."""
+        return self._running().coordinator_of(group_id)
+
+    @property
+    def live_brokers(self) -> list[int]:
+        return self._running().live_brokers()
+
+    async def kill_broker(self, node_id: int) -> None:
+        """Broker `node_id` dies: its listeners close and its connections are cut; the partitions
+        it led get new leaders and the groups it coordinated are loaded by their new coordinator
+        (COORDINATOR_LOAD_IN_PROGRESS meanwhile). ClusterError if there is no such live broker."""
+        await self._broker_change(lambda server: server.kill_broker(node_id))
+
+    async def stop_broker(self, node_id: int) -> None:
+        """Broker `node_id` shuts down (a controlled shutdown: the same moves, logged as one)."""
+        await self._broker_change(lambda server: server.kill_broker(node_id, "shutdown"))
+
+    async def restart_broker(self, node_id: int) -> None:
+        """A stopped broker listens again on its ports; leadership comes back to it at the next
+        preferred-leader election (auto.leader.rebalance.enable's timer, or `elect_leaders`)."""
+        await self._broker_change(lambda server: server.restart_broker(node_id))
+
+    def elect_leaders(self) -> None:
+        """A preferred-leader election now: partitions (and groups) go back to their preferred broker."""
+        try:
+            self._running().elect_leaders()
+        except NodeError as exc:
+            raise ClusterError(str(exc)) from None
+
+    async def _broker_change(self, change: Callable[[CoordinatorServer], Awaitable[None]]) -> None:
+        try:
+            await change(self._running())
+        except NodeError as exc:
+            raise ClusterError(str(exc)) from None
 
     # ------------------------------------------------------------------ topics and records
 
@@ -228,16 +288,27 @@ class AsyncCluster:
     async def produce(self, topic: str, values: Iterable[bytes | str], partition: int = 0) -> int:
         """Append records (values only) to one partition; returns the first one's offset."""
         records = [v.encode() if isinstance(v, str) else v for v in values]
-        resp = await self._admin("Produce", lambda admin: admin.produce(topic, partition, records))
+        resp = await self._admin("Produce", lambda admin: admin.produce(topic, partition, records),
+                                 self._leader(topic, partition))
         if resp is None or resp.error_code:
             why = AdminError(resp.error_code, resp.error_message) if resp is not None else "no answer"
             raise ClusterError(f"Produce to {topic}-{partition} refused: {why}")
         return int(resp.base_offset)
 
-    async def _admin(self, what: str, call: Callable[[AdminClient], Any]) -> Any:
-        self._running()
+    def _leader(self, topic: str, partition: int) -> int | None:
+        """The broker leading a partition now (None with one broker, or none leading it)."""
+        cluster = self._running().broker.cluster
+        return None if cluster is None else cluster.nodes.leader(topic, partition)
+
+    async def _admin(self, what: str, call: Callable[[AdminClient], Any], node: int | None = None) -> Any:
+        """`call` with an AdminClient on grouplab's protocol, at broker `node` (a partition's
+        leader, a group's coordinator), or at the first live broker."""
+        server = self._running()
+        live = server.live_brokers()
+        port = server.ports.get(node if node is not None and node in live else live[0], self.grouplab_port) \
+            if live and server.ports else self.grouplab_port
         try:
-            async with AdminClient(self.host, self.grouplab_port, client_id="grouplab-testing") as admin:
+            async with AdminClient(self.host, port, client_id="grouplab-testing") as admin:
                 return await call(admin)
         except AdminError as exc:
             raise ClusterError(f"{what} refused: {exc}") from None
@@ -254,7 +325,8 @@ class AsyncCluster:
 
     async def committed(self, group_id: str) -> dict[TopicPartition, int]:
         """The group's committed offsets (OffsetFetch), partition -> offset."""
-        offsets = await self._admin("OffsetFetch", lambda admin: admin.fetch_offsets(group_id))
+        offsets = await self._admin("OffsetFetch", lambda admin: admin.fetch_offsets(group_id),
+                                    self._running().coordinator_of(group_id))
         return {tp: offset for tp, offset in offsets.items() if offset >= 0}
 
     async def log_end_offsets(self, topic: str) -> dict[TopicPartition, int]:
@@ -262,9 +334,14 @@ class AsyncCluster:
         n = self.topics().get(topic)
         if n is None:
             raise ClusterError(f"unknown topic {topic!r} (topics: {', '.join(sorted(self.topics())) or 'none'})")
-        tps = [TopicPartition(topic, p) for p in range(n)]
-        ends = await self._admin("ListOffsets", lambda admin: admin.log_end_offsets(tps))
-        return {tp: int(end or 0) for tp, end in ends.items()}
+        by_leader: dict[int | None, list[TopicPartition]] = {}
+        for p in range(n):
+            by_leader.setdefault(self._leader(topic, p), []).append(TopicPartition(topic, p))
+        out: dict[TopicPartition, int] = {}
+        for leader, tps in by_leader.items():
+            ends = await self._admin("ListOffsets", lambda admin: admin.log_end_offsets(tps), leader)
+            out.update({tp: int(end or 0) for tp, end in ends.items()})
+        return dict(sorted(out.items()))
 
     async def lag(self, group_id: str, topic: str | None = None) -> dict[TopicPartition, int]:
         """Log end offset minus committed offset, per partition of the group's topics (or of
@@ -394,7 +471,7 @@ class AsyncCluster:
 
     # ------------------------------------------------------------------ faults
 
-    def _faults(self) -> FaultProxy:
+    def _faults(self) -> FaultProxy | ProxyGroup:
         self._running()
         assert self.proxy is not None
         return self.proxy
@@ -497,7 +574,7 @@ class AsyncCluster:
         await server.stop()
         if downtime > 0:
             await asyncio.sleep(downtime)
-        self.server = self._new_server(kafka_port=self.port)
+        self.server = self._new_server(kafka_port=self.port, old=server)
         await self.server.start()
 
     # ------------------------------------------------------------------ the logs

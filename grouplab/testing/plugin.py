@@ -39,7 +39,7 @@ try:
 except ImportError:  # pragma: no cover - grouplab_async_cluster then says what to install
     pytest_asyncio = None  # type: ignore[assignment]
 
-_MARKER_ARGS = ("config", "topics", "data_dir", "faults", "fault_seed")
+_MARKER_ARGS = ("config", "topics", "data_dir", "faults", "fault_seed", "brokers")
 _CLUSTERS = pytest.StashKey[list[Any]]()
 
 
@@ -54,7 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "grouplab(config=None, topics=None, data_dir=None, faults=(), fault_seed=None): "
+        "markers", "grouplab(config=None, topics=None, data_dir=None, faults=(), fault_seed=None, brokers=1): "
                    "settings of the grouplab_cluster fixture's coordinator (docs/testing.md)")
 
 

@@ -41,9 +41,10 @@ class Cluster:
         host: str = "127.0.0.1",
         fault_seed: int | None = None,
         faults: Iterable[str] = (),
+        brokers: int = 1,
     ) -> None:
         # Built here, in the caller's thread: a bad setting fails at once (ConfigError, FaultSpecError).
-        self.cluster = AsyncCluster(config, topics, data_dir, run_dir, keep_run_dir, host, fault_seed, faults)
+        self.cluster = AsyncCluster(config, topics, data_dir, run_dir, keep_run_dir, host, fault_seed, faults, brokers)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -124,7 +125,9 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        """"host:port" for Kafka clients' bootstrap.servers."""
+        """"host:port" for Kafka clients' bootstrap.servers (every live broker's, with several)."""
+        if self.cluster.brokers > 1 and self._thread is not None:
+            return self._sync(lambda: self.cluster.bootstrap)
         return self.cluster.bootstrap
 
     @property
@@ -272,6 +275,25 @@ class Cluster:
 
     def resume(self) -> None:
         self._sync(self.cluster.resume)
+
+    def coordinator_of(self, group_id: str) -> int:
+        return self._sync(self.cluster.coordinator_of, group_id)
+
+    @property
+    def live_brokers(self) -> list[int]:
+        return self._sync(lambda: self.cluster.live_brokers)
+
+    def kill_broker(self, node_id: int) -> None:
+        self._call(self.cluster.kill_broker, node_id)
+
+    def stop_broker(self, node_id: int) -> None:
+        self._call(self.cluster.stop_broker, node_id)
+
+    def restart_broker(self, node_id: int) -> None:
+        self._call(self.cluster.restart_broker, node_id)
+
+    def elect_leaders(self) -> None:
+        self._sync(self.cluster.elect_leaders)
 
     def restart_coordinator(self, downtime: float = 0.0) -> None:
         self._call(self.cluster.restart_coordinator, downtime, timeout=60.0 + downtime)
