@@ -171,6 +171,9 @@ def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assi
                   + (f" · Kafka clients on {cluster.host}:{cluster.kafka_client_port}"
                      + (" (through a Kafka-wire fault proxy)" if cluster.kafka_proxy is not None else "")
                      if cluster.kafka_port is not None else ""))
+    # The command that reaches this run's coordinator from another terminal (its port is a free one).
+    console.print(f"[dim]from another terminal: grouplab describe --bootstrap-server {cluster.host}:{cluster.port} "
+                  f"--group {args.group}[/]")
     if cluster.proxy is not None:
         rules = ", ".join(rule.spec() for rule in cluster.proxy.rules) or "none yet"
         console.print(f"[bold]fault proxy[/] on {cluster.host}:{cluster.proxy.port} (consumers connect through it) · "
@@ -2184,11 +2187,27 @@ def check_run_dir(path: str) -> None:
         raise CliError(f"cannot use --run-dir {path}: {exc.strerror or exc}") from None
 
 
+def _spelling_hint(command: argparse.ArgumentParser, extra: list[str]) -> str:
+    """One port vocabulary, as Kafka's tools have it: a server listens on --port, a client reaches
+    one with --bootstrap-server HOST:PORT. The other spelling gets a hint naming the right one."""
+    options = {o for action in command._actions for o in action.option_strings}  # noqa: SLF001
+    given = [e.split("=", 1)[0] for e in extra]
+    values = dict(zip(extra, [*extra[1:], ""]))
+    if "--port" in given and "--bootstrap-server" in options:
+        port = next((e.split("=", 1)[1] for e in extra if e.startswith("--port=")), values.get("--port", "PORT"))
+        return (f"; a command that reaches a coordinator takes --bootstrap-server HOST:PORT "
+                f"(servers listen on --port): --bootstrap-server 127.0.0.1:{port or 'PORT'}")
+    if "--bootstrap-server" in given and "--port" in options:
+        return "; this command starts the coordinator: it listens on --port PORT (clients take --bootstrap-server)"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
-        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+        command = _command_parser(parser, args)
+        command.error(f"unrecognized arguments: {' '.join(extra)}{_spelling_hint(command, extra)}")
     try:
         if args.command in _WRITES_RUN_DIR and args.run_dir:
             check_run_dir(args.run_dir)

@@ -241,6 +241,17 @@ def test_unrecognized_arguments_name_the_command(argv: list[str], prog: str) -> 
     one_line_error(grouplab(*argv), 2, f"{prog}: unrecognized arguments", f"see {prog} --help")
 
 
+@pytest.mark.parametrize("argv, hint", [
+    (["describe", "--group", "g", "--port", "9999"], "takes --bootstrap-server HOST:PORT (servers listen on --port): "
+                                                     "--bootstrap-server 127.0.0.1:9999"),
+    (["topics", "list", "--port=9193"], "--bootstrap-server 127.0.0.1:9193"),
+    (["coordinator", "--bootstrap-server", "127.0.0.1:9192"], "it listens on --port PORT (clients take --bootstrap-server)"),
+])
+def test_the_other_port_spelling_gets_a_hint(argv: list[str], hint: str) -> None:
+    """Servers listen on --port, clients reach them with --bootstrap-server (issue 25, item 6)."""
+    one_line_error(grouplab(*argv), 2, "unrecognized arguments", hint)
+
+
 @pytest.mark.parametrize("command", ["coordinator", "run", "consumer", "simulate"])
 def test_a_run_dir_that_cannot_be_written_is_named(command: str, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")

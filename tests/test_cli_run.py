@@ -60,6 +60,11 @@ def test_ctrl_c_exits_cleanly_with_a_summary() -> None:
                 break
         else:
             raise AssertionError("never reached the steady state: " + "".join(seen))
+        # The command it printed reaches it from another terminal (issue 25: a random port, said).
+        said = next(line for line in seen if "from another terminal: grouplab describe" in line)
+        describe = subprocess.run(grouplab(*said.split("grouplab ", 1)[1].split()), capture_output=True, text=True,
+                                  timeout=60, env={**os.environ, "COLUMNS": "200"})
+        assert describe.returncode == 0 and "consumer-1" in describe.stdout, describe.stdout + describe.stderr
         proc.send_signal(signal.SIGINT)
         rest, err = proc.communicate(timeout=30)
     finally:
