@@ -1,5 +1,11 @@
 """A small request/response client for the admin commands (describe, delete, topics) and for tests that
-speak the wire protocol directly: one connection, correlation ids matched, typed bodies back."""
+speak the wire protocol directly: one connection, correlation ids matched, typed bodies back.
+
+In a cluster of brokers (docs/protocol.md §12) it goes where Kafka's AdminClient goes: a group's
+requests are tried at the bootstrap broker, and on NOT_COORDINATOR sent again to the coordinator
+FindCoordinator names (COORDINATOR_LOAD_IN_PROGRESS: again after a back-off); a partition's, on
+NOT_LEADER_OR_FOLLOWER, to the leader Metadata names; ListGroups to every broker. With one broker
+none of that happens: the same requests as ever go out."""
 
 from __future__ import annotations
 
@@ -57,7 +63,27 @@ from grouplab.protocol.messages import (
     Record,
     RecordBatch,
 )
+from grouplab.protocol.messages import FindCoordinatorRequest, MetadataRequestTopic
 from grouplab.protocol.types import TopicPartition
+
+# A group's answer that says to ask another broker (its coordinator moved, or is loading it).
+_ELSEWHERE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
+
+
+def _first_partition_error(resp: Any) -> int:
+    """OffsetCommit's group error: its first partition's (Kafka's answer has no top-level one)."""
+    return resp.error_code or next((p.error_code for t in resp.topics for p in t.partitions), 0)
+
+
+async def _retry_loading(client: "AdminClient", api: str, body: Any, timeout_s: float = 30.0) -> Any:
+    """`body` at `client`, again after 100 ms while it answers COORDINATOR_LOAD_IN_PROGRESS."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        resp = await client.request(api, body)
+        if resp.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or asyncio.get_running_loop().time() >= deadline:
+            return resp
+        await asyncio.sleep(0.1)
 
 
 class AdminError(Exception):
@@ -86,12 +112,16 @@ class AdminClient:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._ids = itertools.count(1)
+        self._others: dict[tuple[str, int], AdminClient] = {}  # other brokers of a cluster, opened when needed
 
     async def __aenter__(self) -> "AdminClient":
         self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for other in self._others.values():
+            await other.__aexit__()
+        self._others.clear()
         if self._writer is not None:
             self._writer.close()
             try:
@@ -125,6 +155,61 @@ class AdminClient:
                 if refused is not None:
                     raise AdminError(*refused)
                 return schema.decode(API[api].response, raw, "body")
+
+    # ------------------------------------------------------------------ a cluster of brokers
+
+    async def at(self, host: str, port: int) -> "AdminClient":
+        """This client, or its connection to another broker (opened once, closed with this one)."""
+        if (host, port) == (self.host, self.port):
+            return self
+        other = self._others.get((host, port))
+        if other is None:
+            other = await AdminClient(host, port, self.client_id).__aenter__()
+            self._others[(host, port)] = other
+        return other
+
+    async def for_group(self, group_id: str, api: str, body: Any, code_of: Any = None,
+                        timeout_s: float = 30.0) -> Any:
+        """`body` answered where `group_id` is: here, or at the coordinator FindCoordinator names
+        when this broker answers NOT_COORDINATOR, again after 100 ms while the coordinator loads
+        the group. `code_of(answer)` reads the group's error (default: the top-level one)."""
+        code_of = code_of or (lambda resp: resp.error_code)
+        client: AdminClient = self
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            resp = await client.request(api, body)
+            code = code_of(resp)
+            if asyncio.get_running_loop().time() >= deadline:
+                return resp
+            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                found = await self.request("FindCoordinator", FindCoordinatorRequest(group_id))
+                if found.error_code:
+                    await asyncio.sleep(0.1)
+                    continue
+                client = await self.at(found.host, found.port)
+            elif code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                await asyncio.sleep(0.1)
+            else:
+                return resp
+
+    async def for_partition(self, topic: str, partition: int, api: str, body: Any, code_of: Any,
+                            timeout_s: float = 30.0) -> Any:
+        """`body` answered by the partition's leader: here, or where Metadata says it is when this
+        broker answers NOT_LEADER_OR_FOLLOWER."""
+        client: AdminClient = self
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            resp = await client.request(api, body)
+            if code_of(resp) != ErrorCode.NOT_LEADER_OR_FOLLOWER or asyncio.get_running_loop().time() >= deadline:
+                return resp
+            meta = await self.request("Metadata", MetadataRequest(topics=[MetadataRequestTopic(topic)],
+                                                                  allow_auto_topic_creation=False))
+            where = {b.node_id: (b.host, b.port) for b in meta.brokers}
+            leaders = [p.leader_id for t in meta.topics for p in t.partitions if p.partition_index == partition]
+            if leaders and leaders[0] in where:
+                client = await self.at(*where[leaders[0]])
+            else:
+                await asyncio.sleep(0.1)
 
     # ------------------------------------------------------------------ conveniences
 
@@ -169,7 +254,10 @@ class AdminClient:
         resp = await self.request("DescribeGroups", DescribeGroupsRequest(groups))
         if resp.error_code:
             raise AdminError(resp.error_code, resp.error_message)
-        return resp.groups
+        return [g if g.error_code not in _ELSEWHERE else
+                (await self.for_group(g.group_id, "DescribeGroups", DescribeGroupsRequest([g.group_id]),
+                                      lambda r: r.error_code or r.groups[0].error_code)).groups[0]
+                for g in resp.groups]
 
     async def describe_consumer_groups(self, groups: list[str]) -> list[ConsumerGroupDescribedGroup]:
         """ConsumerGroupDescribe (KIP-848): each group's answer in request order; a group that is not a
@@ -177,18 +265,34 @@ class AdminClient:
         resp = await self.request("ConsumerGroupDescribe", ConsumerGroupDescribeRequest(groups))
         if resp.error_code:
             raise AdminError(resp.error_code, resp.error_message)
-        return resp.groups
+        return [g if g.error_code not in _ELSEWHERE else
+                (await self.for_group(g.group_id, "ConsumerGroupDescribe", ConsumerGroupDescribeRequest([g.group_id]),
+                                      lambda r: r.error_code or r.groups[0].error_code)).groups[0]
+                for g in resp.groups]
 
     async def delete_groups(self, groups: list[str]) -> dict[str, int]:
         """DeleteGroups: each distinct group's error code (0: deleted), in request order."""
         resp = await self.request("DeleteGroups", DeleteGroupsRequest(groups))
         if resp.error_code:
             raise AdminError(resp.error_code, resp.error_message)
-        return {r.group_id: r.error_code for r in resp.results}
+        results = {r.group_id: r.error_code for r in resp.results}
+        for group_id, code in results.items():
+            if code in _ELSEWHERE:
+                again = await self.for_group(group_id, "DeleteGroups", DeleteGroupsRequest([group_id]),
+                                             lambda r: r.error_code or r.results[0].error_code)
+                results[group_id] = again.error_code or again.results[0].error_code
+        return results
 
     async def list_groups(self) -> list[str]:
-        resp = await self.request("ListGroups", ListGroupsRequest())
-        return [g.group_id for g in resp.groups]
+        """Every group of every live broker (each lists the groups it coordinates), sorted as found."""
+        meta = await self.request("Metadata", MetadataRequest(topics=[], allow_auto_topic_creation=False))
+        if len(meta.brokers) <= 1:
+            return [g.group_id for g in (await self.request("ListGroups", ListGroupsRequest())).groups]
+        found: list[str] = []
+        for broker in meta.brokers:
+            resp = await _retry_loading(await self.at(broker.host, broker.port), "ListGroups", ListGroupsRequest())
+            found += [g.group_id for g in resp.groups if g.group_id not in found]
+        return found
 
     # ------------------------------------------------------------------ offsets
 
@@ -200,9 +304,9 @@ class AdminClient:
         by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
         for tp, offset in offsets.items():
             by_topic.setdefault(tp.topic, []).append(OffsetCommitRequestPartition(tp.partition, offset, committed_metadata=metadata))
-        resp = await self.request("OffsetCommit", OffsetCommitRequest(
+        resp = await self.for_group(group_id, "OffsetCommit", OffsetCommitRequest(
             group_id, [OffsetCommitRequestTopic(t, ps) for t, ps in by_topic.items()], generation_id, member_id,
-            group_instance_id))
+            group_instance_id), _first_partition_error)
         return {TopicPartition(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
     async def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None = None,
@@ -215,7 +319,7 @@ class AdminClient:
             for tp in partitions:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
             topics = [OffsetFetchRequestTopic(t, ps) for t, ps in by_topic.items()]
-        resp = await self.request("OffsetFetch", OffsetFetchRequest(group_id, topics, require_stable))
+        resp = await self.for_group(group_id, "OffsetFetch", OffsetFetchRequest(group_id, topics, require_stable))
         if resp.error_code:
             raise AdminError(resp.error_code, resp.error_message)
         out = {}
@@ -233,7 +337,7 @@ class AdminClient:
         by_topic: dict[str, list[OffsetDeleteRequestPartition]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(OffsetDeleteRequestPartition(tp.partition))
-        resp = await self.request("OffsetDelete", OffsetDeleteRequest(
+        resp = await self.for_group(group_id, "OffsetDelete", OffsetDeleteRequest(
             group_id, [OffsetDeleteRequestTopic(t, ps) for t, ps in by_topic.items()]))
         if resp.error_code:
             raise AdminError(resp.error_code, resp.error_message)
@@ -253,6 +357,12 @@ class AdminClient:
         found = {} if resp.error_code else {
             TopicPartition(t.name, p.partition_index): p.offset
             for t in resp.topics for p in t.partitions if p.error_code == 0 and p.offset >= 0}
+        elsewhere = [] if resp.error_code else [TopicPartition(t.name, p.partition_index) for t in resp.topics
+                                                  for p in t.partitions if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER]
+        for tp in elsewhere:  # a cluster: at each one's leader
+            answer = await self.list_offsets(tp.topic, tp.partition)
+            if answer.error_code == 0 and answer.offset >= 0:
+                found[tp] = answer.offset
         return {tp: found.get(tp) for tp in partitions}
 
     # ------------------------------------------------------------------ partition logs (tests, benchmarks)
@@ -270,7 +380,8 @@ class AdminClient:
         if acks == 0:
             await self.send("Produce", req)
             return None
-        resp = await self.request("Produce", req)
+        resp = await self.for_partition(topic, partition, "Produce", req,
+                                        lambda r: r.responses[0].partition_responses[0].error_code if r.responses else 0)
         if resp.error_code and not resp.responses:
             raise AdminError(resp.error_code, resp.error_message)
         return resp.responses[0].partition_responses[0]
@@ -278,8 +389,9 @@ class AdminClient:
     async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1024 * 1024,
                     isolation_level: int = 0) -> "FetchPartitionResponse":
         """Fetch one partition from `offset` (the answer: error_code, high_watermark, records...)."""
-        resp = await self.request("Fetch", FetchRequest([FetchTopic(topic, [FetchPartition(partition, offset, max_bytes)])],
-                                                        max_bytes=max_bytes, isolation_level=isolation_level))
+        resp = await self.for_partition(topic, partition, "Fetch", FetchRequest(
+            [FetchTopic(topic, [FetchPartition(partition, offset, max_bytes)])], max_bytes=max_bytes,
+            isolation_level=isolation_level), lambda r: r.responses[0].partitions[0].error_code if r.responses else 0)
         if resp.error_code:
             raise AdminError(resp.error_code, resp.error_message)
         return resp.responses[0].partitions[0]
@@ -287,8 +399,9 @@ class AdminClient:
     async def list_offsets(self, topic: str, partition: int, timestamp: int = -1,
                            isolation_level: int = 0) -> "ListOffsetsPartitionResponse":
         """ListOffsets for one partition: -1 latest, -2 earliest, or the first offset at or after a timestamp."""
-        resp = await self.request("ListOffsets", ListOffsetsRequest(
-            [ListOffsetsTopic(topic, [ListOffsetsPartition(partition, timestamp)])], isolation_level))
+        resp = await self.for_partition(topic, partition, "ListOffsets", ListOffsetsRequest(
+            [ListOffsetsTopic(topic, [ListOffsetsPartition(partition, timestamp)])], isolation_level),
+            lambda r: r.topics[0].partitions[0].error_code if r.topics else 0)
         if resp.error_code:
             raise AdminError(resp.error_code, resp.error_message)
         return resp.topics[0].partitions[0]

@@ -2249,6 +2249,9 @@ def main(argv: list[str] | None = None) -> int:
         fail(args.command, exc if isinstance(exc, NotGrouplab) else
              f"cannot connect: {exc}; is `grouplab coordinator` running there? (--bootstrap-server)")
         return 1
+    except TimeoutError:  # (asyncio's too) an admin request nobody answered in time
+        fail(args.command, "no answer from the coordinator within 30 s: is it hung or overloaded? (--bootstrap-server)")
+        return 1
     except Exception as exc:
         from grouplab.admin import AdminError
 

@@ -220,7 +220,7 @@ def test_batched_group_requests_answer_each_group_where_it_is() -> None:
     b = cluster()
     heartbeat(b, 1)
     described, _ = send(b, 1, "DescribeGroups", DescribeGroupsRequest(["g", GROUP]))
-    assert [(g.group_id, g.error_code) for g in described.groups] == [(GROUP, 0), ("g", ErrorCode.NOT_COORDINATOR)]
+    assert [(g.group_id, g.error_code) for g in described.groups] == [("g", ErrorCode.NOT_COORDINATOR), (GROUP, 0)]
     listed = {n: [g.group_id for g in send(b, n, "ListGroups", ListGroupsRequest())[0].groups] for n in range(3)}
     assert listed == {0: [], 1: [GROUP], 2: []}
     b.broker_down(1, T0)

@@ -137,8 +137,11 @@ class BrokerSet:
                 return [Reply(ctx.reply_to, routing.refusal(api, body, *why))]
             return self.store.handle_here(api, body, ctx, now_ms)
         if api in routing.BATCHED_GROUP_APIS:
-            return self._served(api, body, routing.split_groups(api, body, lambda g: self.group_refusal(g, node)),
-                                ctx, now_ms)
+            out = self._served(api, body, routing.split_groups(api, body, lambda g: self.group_refusal(g, node)),
+                               ctx, now_ms)
+            return [replace(o, body=routing.in_request_order(api, body, o.body))
+                    if isinstance(o, Reply) and o.to == ctx.reply_to and type(o.body) is API[api].response else o
+                    for o in out]
         if api in routing.TXN_APIS or (api == "InitProducerId" and body.transactional_id is not None):
             leader = self.coordinator_of(body.transactional_id, TXN_KEY)
             if leader != node:

@@ -127,7 +127,7 @@ def merge(api: str, answer: Any, refused: list[Any]) -> Any:
         return answer
     if api in BATCHED_GROUP_APIS:
         results = BATCHED_GROUP_APIS[api][1]
-        return replace(answer, **{results: [*getattr(answer, results), *refused]})
+        return replace(answer, **{results: [*getattr(answer, results), *refused]})  # (in_request_order puts them back)
     field, name, parts, index = {
         "Produce": ("responses", "name", "partition_responses", lambda p: p.index),
         "Fetch": ("responses", "topic", "partitions", lambda p: p.partition_index),
@@ -143,6 +143,14 @@ def merge(api: str, answer: Any, refused: list[Any]) -> Any:
             topics[getattr(topic, name)] = replace(mine, **{parts: sorted([*getattr(mine, parts), *getattr(topic, parts)],
                                                                          key=index)})
     return replace(answer, **{field: list(topics.values())})
+
+
+def in_request_order(api: str, body: Any, answer: Any) -> Any:
+    """A batched group request's answer with its results in the order the request named the
+    groups, as Kafka answers (served and refused ones were gathered apart)."""
+    ids_field, results, _ = BATCHED_GROUP_APIS[api]
+    where = {g: i for i, g in reversed(list(enumerate(getattr(body, ids_field))))}
+    return replace(answer, **{results: sorted(getattr(answer, results), key=lambda r: where.get(r.group_id, len(where)))})
 
 
 def refused_answer(api: str, refused: list[Any]) -> Any:
