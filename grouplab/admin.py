@@ -163,10 +163,25 @@ class AdminClient:
         if (host, port) == (self.host, self.port):
             return self
         other = self._others.get((host, port))
+        if other is not None and other._gone():
+            await other.__aexit__()  # that broker went away since (its restart is a new connection)
+            other = None
         if other is None:
             other = await AdminClient(host, port, self.client_id).__aenter__()
             self._others[(host, port)] = other
         return other
+
+    def _gone(self) -> bool:
+        return self._reader is None or self._reader.at_eof() or self._writer is None or self._writer.is_closing()
+
+    async def _request_at(self, client: "AdminClient", api: str, body: Any) -> Any:
+        """`client.request`, or None when another broker's connection closed under it (it stopped)."""
+        try:
+            return await client.request(api, body)
+        except (ConnectionError, NotGrouplab):
+            if client is self:
+                raise
+            return None
 
     async def for_group(self, group_id: str, api: str, body: Any, code_of: Any = None,
                         timeout_s: float = 30.0) -> Any:
@@ -177,9 +192,9 @@ class AdminClient:
         client: AdminClient = self
         deadline = asyncio.get_running_loop().time() + timeout_s
         while True:
-            resp = await client.request(api, body)
-            code = code_of(resp)
-            if asyncio.get_running_loop().time() >= deadline:
+            resp = await self._request_at(client, api, body)
+            code = ErrorCode.NOT_COORDINATOR if resp is None else code_of(resp)
+            if resp is not None and asyncio.get_running_loop().time() >= deadline:
                 return resp
             if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
                 found = await self.request("FindCoordinator", FindCoordinatorRequest(group_id))
@@ -199,8 +214,9 @@ class AdminClient:
         client: AdminClient = self
         deadline = asyncio.get_running_loop().time() + timeout_s
         while True:
-            resp = await client.request(api, body)
-            if code_of(resp) != ErrorCode.NOT_LEADER_OR_FOLLOWER or asyncio.get_running_loop().time() >= deadline:
+            resp = await self._request_at(client, api, body)
+            if resp is not None and (code_of(resp) != ErrorCode.NOT_LEADER_OR_FOLLOWER
+                                     or asyncio.get_running_loop().time() >= deadline):
                 return resp
             meta = await self.request("Metadata", MetadataRequest(topics=[MetadataRequestTopic(topic)],
                                                                   allow_auto_topic_creation=False))

@@ -75,3 +75,36 @@ async def test_the_cli_describes_and_lists_groups_from_a_broker_that_is_not_thei
     every = await asyncio.to_thread(grouplab, "describe", "--all-groups", "--bootstrap-server",
                                     f"{HOST}:{server.ports[2]}")
     assert every.returncode == 0 and GROUP in every.stdout, every.stdout + every.stderr
+
+
+async def test_a_cluster_run_with_a_broker_killed_replays_identically(tmp_path) -> None:
+    """The trace of a 3-broker run (requests at every broker, a kill, the load, a restart and an
+    election) replays to the same answers and event-log lines (replay.py feeds the broker lines)."""
+    from grouplab.eventlog import run_dir_log
+    from grouplab.replay import replay
+    from grouplab.tracefile import TraceFile, trace_path
+
+    run_dir = tmp_path / "run"
+    events = run_dir_log(run_dir, "coordinator")
+    trace = TraceFile(trace_path(run_dir))
+    server = CoordinatorServer(BrokerConfig().with_overrides(["grouplab.coordinator.load.time.ms=100"]), HOST, 0,
+                               events=events, trace=trace, brokers=3)
+    await server.start()
+    try:
+        async with AdminClient(HOST, server.ports[2]) as admin:
+            await admin.create_topics({"t": 3})
+            await admin.commit_offsets(GROUP, {TopicPartition("t", 0): 7})
+            await admin.produce("t", 0, [b"x"])
+            await server.kill_broker(1)
+            assert await admin.fetch_offsets(GROUP) == {TopicPartition("t", 0): 7}
+            await server.restart_broker(1)
+            server.elect_leaders()
+            assert await admin.fetch_offsets(GROUP) == {TopicPartition("t", 0): 7}
+    finally:
+        await server.stop()
+        events.close()
+        trace.close()
+    lines = trace_path(run_dir).read_text().splitlines()
+    assert any('"kind":"broker"' in line for line in lines) and any('"node":1' in line for line in lines)
+    result = replay(run_dir)
+    assert result.difference is None and result.events_compared, (result.difference, result.notes)
