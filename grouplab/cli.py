@@ -1204,7 +1204,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from grouplab.progress import ProgressReport
 
     from grouplab.sim.runner import parse_seeds, result_row, run_seed, totals
     from grouplab.sim.scenario import load_scenario, resolve_scenario
@@ -1242,14 +1242,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         with sigint_flag() as stop:
             if not err.is_terminal:  # (a terminal gets the progress bar instead)
                 err.print(f"running {len(seeds):,} seeds of {scenario.name}…", soft_wrap=True)
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          console=err, transient=True, disable=not err.is_terminal) as progress:
-                task = progress.add_task(f"{scenario.name}: seeds", total=len(seeds))
+            with ProgressReport(err, f"{scenario.name}: seeds", total=len(seeds), unit="seeds") as progress:
                 for seed in seeds:
                     if stop.is_set():
                         break
                     results.append(run_seed(scenario, seed))
-                    progress.advance(task)
+                    progress.update(advance=1)
         if stop.is_set():
             interrupted = True
             err.print(f"[yellow]interrupted after {len(results):,} of {len(seeds):,} seeds; "
@@ -1588,7 +1586,7 @@ def output_dir(path: str) -> Path:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Arguments and display only; the job is grouplab/pipeline/sweep.py."""
     require("spark", "sweep")
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from grouplab.progress import ProgressReport
 
     from grouplab.pipeline.session import SparkUnavailable, parse_conf, spark_session
     from grouplab.sim.runner import parse_seeds
@@ -1620,13 +1618,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         cases = len(assignors) * len(sizes) * len(seeds)
         err.print(f"[bold]grouplab sweep[/] {scenario.name} · {', '.join(assignors)} × {', '.join(map(str, sizes))} "
                   f"members × {len(seeds)} seeds = {cases:,} simulations · Spark {spark.sparkContext.master}")
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=True, disable=not err.is_terminal) as progress:
-            bar = progress.add_task("Spark tasks", total=None)
+        with ProgressReport(err, "Spark tasks") as progress:
 
             def advanced(finished: int, total: int) -> None:
                 tasks[:] = [finished, total]
-                progress.update(bar, completed=finished, total=total)
+                progress.update(completed=finished, total=total)
 
             result = run_sweep(spark, path.read_text(), scenario.name, args.scenario, assignors, sizes, seeds,
                                out, args.seeds_per_task, on_progress=advanced)
@@ -1673,7 +1669,7 @@ def _sweep_table(name: str, summary: list[dict[str, Any]]) -> Any:
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Arguments and display only; the job is grouplab/pipeline/analyze.py, the page report.py."""
     require("spark", "analyze")  # before grouplab.pipeline.tables, which imports pyspark
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from grouplab.progress import ProgressReport
 
     from grouplab.pipeline.session import SparkUnavailable, parse_conf, spark_session
     from grouplab.pipeline.tables import NoEventLogs, input_files, run_labels
@@ -1700,18 +1696,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         labels = run_labels(args.run_dirs)
         err.print(f"[bold]grouplab analyze[/] {len(labels)} run(s): {', '.join(labels.values())} · "
                   f"Spark {spark.sparkContext.master}")
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=True, disable=not err.is_terminal) as progress:
-            bar = progress.add_task("reading the event logs", total=len(TABLES) + args.events_table + 1)
+        with ProgressReport(err, "reading the event logs", total=len(TABLES) + args.events_table + 1,
+                            unit="tables") as progress:
 
             def written(name: str, rows: int) -> None:
                 written_tables.append(name)
-                progress.update(bar, advance=1, description=f"wrote {name} ({rows:,} rows)")
+                progress.update(advance=1, description=f"wrote {name} ({rows:,} rows)")
 
             result = analyze(spark, args.run_dirs, out, on_table=written, events_table=args.events_table)
-            progress.update(bar, description="writing the report")
+            progress.update(description="writing the report")
             report = write_report(spark, out)
-            progress.update(bar, advance=1)
+            progress.update(advance=1)
     console.print(_runs_table(result.runs))
     malformed = sum(r["malformed_lines"] or 0 for r in result.runs)
     if malformed:
