@@ -116,7 +116,7 @@ class MemberSteps(StepOutputs):
             self._find_coordinator()
             return
         self.coordinator_node = None
-        self._log(events.CoordinatorUnknown, node=node, reason=reason)
+        self._log(events.CoordinatorUnknown, node_id=node, reason=reason)
         self._forget_node(node)
         if reconnect:
             self._out.append(Reconnect(reason, node))
@@ -158,7 +158,7 @@ class MemberSteps(StepOutputs):
         self.coordinator_node = resp.node_id
         since = self._lookup_since if self._lookup_since is not None else self._now
         self._lookup_since = None
-        self._log(events.CoordinatorFound, node=resp.node_id, took_ms=self._now - since)
+        self._log(events.CoordinatorFound, node_id=resp.node_id, took_ms=self._now - since)
         self._coordinator_ready()
 
     def _lost_node(self, node: int | None) -> bool:
@@ -168,7 +168,7 @@ class MemberSteps(StepOutputs):
             return True
         if node == self.coordinator_node:
             self.coordinator_node = None
-            self._log(events.CoordinatorUnknown, node=node, reason="coordinator connection lost")
+            self._log(events.CoordinatorUnknown, node_id=node, reason="coordinator connection lost")
             self._forget_node(node)
             self._find_coordinator()
             return True

@@ -792,7 +792,7 @@ class CoordinatorUnknown(MemberEvent):
     markCoordinatorUnknown): it asks FindCoordinator again."""
 
     NAME = "coordinator_unknown"
-    node: int | None
+    node_id: int | None
     reason: str
 
 
@@ -801,7 +801,7 @@ class CoordinatorFound(MemberEvent):
     """In a cluster, FindCoordinator named the group's coordinator."""
 
     NAME = "coordinator_found"
-    node: int
+    node_id: int
     took_ms: int
 
 
