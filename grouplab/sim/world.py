@@ -155,7 +155,10 @@ class Simulation:
         if self.messages is not None:
             self.messages.start(0, host="127.0.0.1", port=0, config=self.broker_config.as_kafka_names(),
                                 config_given=sorted(self.broker_config.overridden),
-                                topics=dict(scenario.topics), recovered=False)
+                                topics=dict(scenario.topics), recovered=False,
+                                **({"brokers": scenario.brokers,
+                                    "addresses": {str(n): ["127.0.0.1", 0] for n in range(scenario.brokers)}}
+                                   if scenario.brokers > 1 else {}))
         # The coordinator (None while it is down), and its Broker: a plain attribute rather than a
         # property, as the network functions and the invariants read it on every message and event.
         self.coordinator: CoordinatorDriver | None = None
@@ -406,14 +409,14 @@ class Simulation:
         if coordinator is None or broker is None or broker.cluster is None:
             return False
         if f.fault == "elect_leaders":
-            coordinator.apply(broker.elect_preferred_leaders(self.now))
+            coordinator.broker_change("elect")
             return True
         node = broker.coordinator_node(self.scenario.group_id) if f.node == "coordinator" else int(f.node)
         if node < 0 or node not in broker.cluster.nodes.live or len(broker.cluster.nodes.live) < 2:
             return False
-        how = "killed" if f.fault == "kill_broker" else "shut down"
+        how = "killed" if f.fault == "kill_broker" else "shutdown"
         self.trace.append((self.now, "simulator", f.fault, node))
-        coordinator.apply(broker.broker_down(node, self.now, how))
+        coordinator.broker_change("down", node, how)
         for m in self.members:
             if m.up and node in m.open_nodes():
                 self._node_lost(m, node)
@@ -425,7 +428,7 @@ class Simulation:
         if coordinator is not None and broker is not None and broker.cluster is not None \
                 and node not in broker.cluster.nodes.live:
             self.trace.append((self.now, "simulator", "broker started", node))
-            coordinator.apply(broker.broker_up(node, self.now))
+            coordinator.broker_change("up", node)
             self.invariants.dirty = True
 
     def _node_lost(self, m: SimMember, node: int) -> None:
