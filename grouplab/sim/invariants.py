@@ -9,10 +9,10 @@
    from 0, `group_deleted`).
 4. At most one leader per generation.
 5. Every member's assignment is the one the leader of its generation produced.
-7. (A cluster of brokers) at most one coordinator per group: the group is in memory only while its
-   `__consumer_offsets` partition's leader is live and has loaded it.
 6. Liveness: after the faults stop the group is Stable again within a bound derived from the
    timeouts, every live member Stable in it, every subscribed partition owned exactly once.
+7. (A cluster of brokers) at most one coordinator per group: the group is in memory only while its
+   `__consumer_offsets` partition's leader is live and has loaded it.
 
 Checks are incremental (on each assignment, on each coordinator event), so a 1,000-member run does
 not pay for a full scan after every message.
