@@ -310,3 +310,21 @@ def test_property_roundrobin_balance_identical_subscriptions(group):
         return
     totals = [len(parts) for parts in result.values()]
     assert max(totals) - min(totals) <= 1, totals
+
+
+@PROPERTY_SETTINGS
+@given(group=groups(identical_subscriptions=True))
+def test_property_roundrobin_slices_deal_as_the_one_at_a_time_deal(group):
+    """Everyone subscribed to everything: the sliced deal (issue 26's speed) hands out exactly what
+    dealing one partition at a time does."""
+    from grouplab.consumer.assignors.base import empty_assignment, member_order
+    from grouplab.consumer.assignors.roundrobin import _dealt, _sliced
+
+    partitions_per_topic, subscriptions = group
+    members = member_order(subscriptions)
+    if not members:
+        return
+    topic_sets = {m: set(subscriptions[m].topics) for m in members}
+    topics = sorted(set().union(*topic_sets.values()))
+    assert _sliced(empty_assignment(subscriptions), members, topics, partitions_per_topic) == \
+        _dealt(empty_assignment(subscriptions), members, topic_sets, topics, partitions_per_topic)
