@@ -223,7 +223,11 @@ class _ClientShell:
         if wire is not None and wire.transport is not None:
             wire.transport.abort()
 
-    def connect(self, done: Callable[[bool], None]) -> None:
+    def close_node(self, node: int) -> None:
+        """Only the one connection to the coordinator exists here (a cluster's other brokers are
+        the simulator's and tests/pair.py's so far): nothing else to close."""
+
+    def connect(self, done: Callable[[bool], None], node: int | None = None) -> None:
         client = self.client
         if client._closing or (client._connecting is not None and not client._connecting.done()):
             return
