@@ -164,7 +164,10 @@ def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assi
                      f"{args.group_remote_assignor or 'the coordinator' + chr(39) + 's choice'}")
     else:
         assigning = f"assignor {','.join(assignors)}"
-    console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
+    where = (f"{cluster.brokers} brokers on {cluster.host}:{','.join(str(p) for _h, p in cluster.bootstrap)} "
+             f"(the group's coordinator: broker {cluster.coordinator_of_group()})" if cluster.brokers > 1
+             else f"coordinator on {cluster.host}:{cluster.port}")
+    console.print(f"[bold]grouplab[/] {where} · group [bold]{args.group}[/] · "
                   f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · {assigning}"
                   + (f" · event log in {run_dir}/" if run_dir else "")
                   + (f" · group log in {args.data_dir}/" if args.data_dir else "")
@@ -276,6 +279,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be more than 0 seconds")
     if not args.ui and (args.ui_port is not None or args.open or args.lang != "en"):
         raise UsageError("--ui-port, --open and --lang only apply with --ui")
+    if args.kill_coordinator and args.brokers < 2:
+        raise UsageError("--kill-coordinator needs a cluster: --brokers 2 or more")
     consumer_config = ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
                                      assignors=assignors).with_overrides(args.consumer_config or [])
     # The session timeout that removes a crashed member: the consumers' own (classic), or the
@@ -301,7 +306,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                            + ([dashboard.hub.on_event] if dashboard is not None else []),
                            data_dir=args.data_dir, faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
                            trace_listeners=[dashboard.hub.on_trace] if dashboard is not None else None,
-                           proxy=dashboard is not None, kafka_port=args.kafka_port)
+                           proxy=dashboard is not None, kafka_port=args.kafka_port, brokers=args.brokers)
     await _start_cluster(cluster, args.port, dashboard, args)
     _banner(cluster, args, topics, assignors, run_dir)
     interrupted = timed_out = False
@@ -314,6 +319,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         if args.consumers:
             await cluster.wait_stable(args.timeout)
             await asyncio.sleep(args.hold)
+        if args.kill_coordinator and cluster.apps:
+            await _kill_the_coordinator(cluster, view, args)
         if not args.forever and cluster.apps:  # (with --ui, the page may have stopped them all)
             victim = cluster.apps[0]
             name = victim.client.config.client_id
@@ -394,7 +401,8 @@ async def cmd_ui(args: argparse.Namespace) -> int:
                            port=args.port, listeners=[view, *_consumer_protocol_views(args), dashboard.hub.on_event],
                            data_dir=args.data_dir,
                            faults=args.faults, fault_seed=args.fault_seed,
-                           trace_listeners=[dashboard.hub.on_trace], proxy=True, kafka_port=args.kafka_port)
+                           trace_listeners=[dashboard.hub.on_trace], proxy=True, kafka_port=args.kafka_port,
+                           brokers=args.brokers)
     await _start_cluster(cluster, args.port, dashboard, args)
     _banner(cluster, args, topics, assignors, run_dir)
     try:
@@ -563,6 +571,24 @@ async def _wait_drained(cluster: Any, delivery: Any, timeout_s: float) -> None:
         if sum(_committed(cluster).values()) >= partitions * delivery.records:
             return
         await asyncio.sleep(0.1)
+
+
+async def _kill_the_coordinator(cluster: Any, view: Any, args: argparse.Namespace) -> None:
+    """`run --kill-coordinator`: the group's coordinator broker is killed; the consumers find the
+    new one, which loads the group; the broker comes back and a preferred-leader election hands the
+    group back to it (docs/protocol.md §12)."""
+    node = cluster.coordinator_of_group()
+    console.print(f"[yellow]killing broker {node}, the coordinator of group {args.group} (its connections cut)…[/]")
+    await cluster.kill_broker(node)
+    console.print(f"[dim]broker {cluster.coordinator_of_group()} is the coordinator now; it loads the group for "
+                  f"{cluster.broker_config.coordinator_load_time_ms} ms (COORDINATOR_LOAD_IN_PROGRESS meanwhile)[/]")
+    await _with_countdown(view, cluster.wait_stable(args.timeout))
+    await asyncio.sleep(args.hold)
+    console.print(f"[green]restarting broker {node}, then a preferred-leader election gives it the group back…[/]")
+    await cluster.restart_broker(node)
+    cluster.elect_leaders()
+    await cluster.wait_stable(args.timeout)
+    await asyncio.sleep(args.hold)
 
 
 def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
@@ -1874,6 +1900,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_group_protocol(sp)
         sp.add_argument("--group", default="grouplab", help="the consumers' group.id")
         sp.add_argument("--port", type=port_number, default=0, help="coordinator port (0: any free port)")
+        sp.add_argument("--brokers", type=broker_count, default=1, metavar="N",
+                        help="a cluster of N brokers (docs/protocol.md §12): the consumers bootstrap on all of them "
+                             "and follow their group's coordinator")
         sp.add_argument("--kafka-port", type=port_or_off, default=None, metavar="PORT",
                         help="also listen for real Kafka clients on PORT (Kafka's own protocol, docs/kafka-wire.md; "
                              "0: any free port); they can join the group beside grouplab's consumers")
@@ -1906,6 +1935,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--processing-ms", type=at_least(0),
                    help="with --delivery: time spent on each fetched batch (default: 20)")
     r.add_argument("--crash", action="store_true", help="stop the consumer by crashing it (no LeaveGroup, no commit)")
+    r.add_argument("--kill-coordinator", action="store_true",
+                   help="with --brokers: first kill the group's coordinator broker, watch the group move to the "
+                        "new coordinator, then restart it and hand the group back")
     r.add_argument("--forever", action="store_true", help="skip the stop/add script; run until Ctrl-C")
     r.add_argument("--ui", action="store_true", help="also serve the live dashboard (grouplab ui) while the run goes on")
     add_ui_options(r)

@@ -160,9 +160,10 @@ class GroupMemberClient:
 
     async def close(self, leave: bool = True) -> None:
         """Leave the group (LeaveGroup) and close the socket. `leave=False` is a crash: no goodbye."""
-        self._closing = True
         if leave:
             self.driver.close()
+            await self._flush_waiting()
+        self._closing = True
         self.driver.stop()
         if self._connecting is not None:
             self._connecting.cancel()
@@ -175,6 +176,15 @@ class GroupMemberClient:
         for w in wires:
             if w.transport is not None:
                 w.transport.close() if leave else w.transport.abort()
+
+    async def _flush_waiting(self) -> None:
+        """In a cluster the LeaveGroup may wait for its broker's socket to open (the coordinator
+        just moved): give it that long, within request.timeout.ms, as Kafka's close() waits for it."""
+        if not self.driver.nodes:
+            return
+        deadline = asyncio.get_running_loop().time() + self.config.request_timeout_ms / 1000
+        while any(c.waiting for c in self.driver.nodes.values()) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
 
     async def wait_for(self, predicate: Callable[["GroupMemberClient"], bool], timeout_s: float) -> None:
         """Wait until predicate(self) holds, re-checked after every state change."""
