@@ -79,11 +79,12 @@ class LocalCluster:
     ) -> None:
         # A cluster of brokers (docs/protocol.md §12): the consumers bootstrap on every broker and
         # follow their coordinator. Not yet with a fault proxy (one per broker would be needed, each
-        # advertising the others) nor with a delivery run (its data plane follows no leaders yet).
+        # advertising the others: `--faults` is refused, and the dashboard's partition button says
+        # so) nor with a delivery run (its data plane follows no leaders yet).
         self.brokers = brokers
-        if brokers > 1 and (proxy or faults):
-            raise ClusterError("--brokers with a fault proxy (--faults, --ui) is not supported yet: "
-                               "run the cluster without one (grouplab.testing's Cluster(brokers=N) has faults)")
+        if brokers > 1 and faults:
+            raise ClusterError("--brokers with --faults is not supported yet: run the cluster without them "
+                               "(grouplab.testing's Cluster(brokers=N) has faults)")
         if brokers > 1 and delivery is not None:
             raise ClusterError("--brokers with --delivery is not supported yet: grouplab's consumers do not yet "
                                "follow partition leaders for their records")
@@ -109,7 +110,8 @@ class LocalCluster:
             raise FaultSpecError(f"fault rule {kafka_only[0]} names a Kafka-wire API (only real Kafka clients send "
                                  "it); it needs --kafka-port, whose fault proxy applies it")
         self.fault_seed = fault_seed
-        self.want_proxy = proxy or bool(self.fault_rules)  # proxy=True: link faults can come later
+        # proxy=True: link faults can come later (not in a cluster, yet)
+        self.want_proxy = (proxy or bool(self.fault_rules)) and brokers == 1
         # Who else reads the coordinator's message trace as it is written (the dashboard); the
         # trace is recorded when there is a run dir or a listener.
         self.trace_listeners: list[TraceListener] = list(trace_listeners or [])
@@ -277,7 +279,9 @@ class LocalCluster:
         """Cut a member off from the coordinator for `seconds`: the proxy drops its frames both ways
         (its reconnects too), then heals and resets its links."""
         if self.proxy is None:
-            raise ClusterError("no fault proxy in this cluster: start it with proxy=True (grouplab ui does)")
+            raise ClusterError("a network partition needs the fault proxy, which a cluster of brokers has not yet"
+                               if self.brokers > 1 else
+                               "no fault proxy in this cluster: start it with proxy=True (grouplab ui does)")
         if not 0 < seconds <= 3600:
             raise ClusterError(f"a partition lasts from more than 0 to 3600 seconds, not {seconds:g}")
         app = self._free(name)
