@@ -563,7 +563,7 @@ def _versions() -> str:
     import kafka
 
     return (f"kafka-python {kafka.__version__}, aiokafka {aiokafka.__version__}, confluent-kafka "
-            f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})")
+            f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})")
 
 
 def main(argv: list[str] | None = None) -> None:
