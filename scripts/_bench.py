@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,3 +37,20 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
             raise argparse.ArgumentTypeError(f"not MEMBERSxPARTITIONS: {item!r}")
         sizes.append((int(members), int(partitions)))
     return sizes
+
+
+def spread(values: list[float], fmt: str = "{:.2f}") -> str:
+    """Median [min–max] of what finished; '-' if nothing did."""
+    if not values:
+        return "-"
+    med = fmt.format(statistics.median(values))
+    return med if len(values) == 1 else f"{med} [{fmt.format(min(values))}–{fmt.format(max(values))}]"
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux /proc), -1 if unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return -1.0

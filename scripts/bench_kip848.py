@@ -38,7 +38,6 @@ import os
 import platform
 import queue
 import shlex
-import statistics
 import sys
 import threading
 import time
@@ -48,7 +47,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(Path(__file__).resolve().parent))
-from _bench import append_to_benchmarks, utc_stamp  # noqa: E402
+from _bench import append_to_benchmarks, cpu_s, spread, utc_stamp  # noqa: E402
 
 TOPIC = "bench"
 PROTOCOLS = {  # name -> (label, librdkafka settings of its own)
@@ -70,15 +69,6 @@ DESCRIBE_GAP_S = 0.02  # between two describe_consumer_groups calls once the cal
 
 
 # ----------------------------------------------------------------------------- child processes
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live process (Linux /proc), -1 if unknown."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return -1.0
 
 
 def _serve_coordinator(broker: dict[str, str], port_q: Any, profile: str) -> None:
@@ -234,8 +224,8 @@ class Run:
 
     def cpu(self) -> tuple[float, float]:
         """CPU seconds so far: the coordinator's, and all the workers' (librdkafka's threads included)."""
-        coordinator = _cpu_s(self.coordinator.pid) if self.coordinator is not None else -1.0
-        return coordinator, sum(_cpu_s(p.pid) for p, _ in self.workers)
+        coordinator = cpu_s(self.coordinator.pid) if self.coordinator is not None else -1.0
+        return coordinator, sum(cpu_s(p.pid) for p, _ in self.workers)
 
     # ---- what the consumers and the coordinator say
 
@@ -402,14 +392,6 @@ def run_once(ctx: Any, protocol: str, n: int, args: argparse.Namespace, rep: int
 
 
 # ----------------------------------------------------------------------------- the table
-
-
-def spread(values: list[float], fmt: str = "{:.2f}") -> str:
-    """Median [min–max] of what finished; '-' if nothing did."""
-    if not values:
-        return "-"
-    med = fmt.format(statistics.median(values))
-    return med if len(values) == 1 else f"{med} [{fmt.format(min(values))}–{fmt.format(max(values))}]"
 
 
 def row(protocol: str, n: int, outcomes: list[Outcome]) -> list[str]:

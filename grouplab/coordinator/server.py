@@ -41,6 +41,7 @@ from grouplab.coordinator.kafka_wire.listener import KafkaListener
 from grouplab.coordinator.kafka_wire.translate import ClusterView
 from grouplab.coordinator.nodes import NodeError
 from grouplab.coordinator.partition_log import INT64_MAX, FileLogStore
+from grouplab.coordinator.tally import RequestTally
 from grouplab.coordinator.trace import TraceRecorder, TraceSink
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent, Output, Reply, wall_clock_ms
@@ -288,6 +289,9 @@ class CoordinatorServer:
         # node -> its EventLog-like log: where the Kafka-wire listener writes what each Kafka client
         # holds (coordinator/kafka_wire/holdings.py); None: not written (the client keeps no log here).
         self.client_logs = client_logs
+        # A benchmark's request counter (coordinator/tally.py): every request read and error
+        # answered, on both ports of every broker; None (the default) counts nothing.
+        self.tally: RequestTally | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -545,6 +549,8 @@ class CoordinatorServer:
 
     def submit(self, api: str, body: Any, ctx: RequestContext) -> None:
         """A decoded request, from either port: on its group's queue, or run now if cluster-wide."""
+        if self.tally is not None:
+            self.tally.request(ctx.client_id, api)
         group_id = self.broker.group_key(api, body)
         if group_id is None:
             self._run(lambda: self._driver().handle(api, body, ctx), ctx)
@@ -630,6 +636,8 @@ class CoordinatorServer:
 
     def _reply(self, out: Reply) -> None:
         to = out.to
+        if self.tally is not None:
+            self.tally.answered(to.client_id, to.api, out.body)
         to.conn.send(to.correlation_id, out.body, to.api, to.client_id)
 
     def _persist(self, records: list[Record]) -> None:

@@ -51,6 +51,7 @@ from grouplab.coordinator.kafka_wire.codec import (
     header_v1,
 )
 from grouplab.coordinator.kafka_wire.holdings import WireHoldings
+from grouplab.coordinator.tally import RequestTally
 from grouplab.coordinator.kafka_wire.purgatory import FetchPurgatory
 from grouplab.coordinator.kafka_wire.records import DEFAULT_MESSAGE_MAX_BYTES, is_heavy
 from grouplab.coordinator.kafka_wire.translate import (
@@ -103,6 +104,9 @@ class KafkaHost(Protocol):
     def note_client_event(self, client_id: str, payload: events.Event) -> None: ...
 
     def note_internal_error(self, exc: Exception) -> None: ...
+
+    @property
+    def tally(self) -> RequestTally | None: ...
 
 
 class KafkaReplyTo:
@@ -470,9 +474,14 @@ class KafkaConnection(asyncio.Protocol):
             return
         view = View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id,
                     message_max_bytes=self.listener.message_max_bytes, cluster=self.listener.cluster)
+        tally = self.listener.host.tally
         if name == "FindCoordinator":
-            self._write(encode_response(find_coordinator_response(request.api, request.version, request.body, view),
-                                        request.correlation_id))
+            found = find_coordinator_response(request.api, request.version, request.body, view)
+            if tally is not None:
+                tally.request(request.client_id, name)
+                tally.answered_codes(request.client_id, name, [getattr(found, "error_code", 0) or 0] + [
+                    c.error_code for c in getattr(found, "coordinators", None) or []])
+            self._write(encode_response(found, request.correlation_id))
             return
         token = KafkaReplyTo(self, request, view)
         if name == "Fetch":
@@ -509,6 +518,10 @@ class KafkaConnection(asyncio.Protocol):
     def _translated(self, token: KafkaReplyTo, body: Any, exc: BaseException | None) -> None:
         request, view, name = token.request, token.view, token.request.api.name
         if isinstance(exc, Refused):
+            tally = self.listener.host.tally
+            if tally is not None:  # refused before the Broker: counted here, as the server counts the rest
+                tally.request(request.client_id, name)
+                tally.answered(request.client_id, name, exc.body)
             self._write(encode_response(to_kafka(request.api, request.version, exc.body, view),
                                         request.correlation_id))
             return
