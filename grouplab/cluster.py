@@ -78,16 +78,13 @@ class LocalCluster:
         brokers: int = 1,
     ) -> None:
         # A cluster of brokers (docs/protocol.md §12): the consumers bootstrap on every broker and
-        # follow their coordinator. Not yet with a fault proxy (one per broker would be needed, each
-        # advertising the others: `--faults` is refused, and the dashboard's partition button says
-        # so) nor with a delivery run (its data plane follows no leaders yet).
+        # follow their coordinator (and, with --delivery, their partitions' leaders). Not yet with a
+        # fault proxy (one per broker would be needed, each advertising the others: `--faults` is
+        # refused, and the dashboard's partition button says so).
         self.brokers = brokers
         if brokers > 1 and faults:
             raise ClusterError("--brokers with --faults is not supported yet: run the cluster without them "
                                "(grouplab.testing's Cluster(brokers=N) has faults)")
-        if brokers > 1 and delivery is not None:
-            raise ClusterError("--brokers with --delivery is not supported yet: grouplab's consumers do not yet "
-                               "follow partition leaders for their records")
         self.delivery = delivery
         if delivery is not None:
             # The input topic's partition count for the output too: partition p -> partition p.

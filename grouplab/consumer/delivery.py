@@ -13,6 +13,15 @@ It composes the member's ConsumerCoordinator and a ProducerMachine over one conn
 renumbers their requests and routes the answers back, and prefixes the producer's and its own
 timer keys. The ConsumerCoordinator's timers keep their keys.
 
+In a cluster (`ConsumerConfig.bootstrap_nodes`, docs/protocol.md §12.1) its own requests go where
+Kafka's consumer sends them: OffsetFetch and OffsetCommit to the group's coordinator (the member
+machine found it; none known yet, they wait `retry.backoff.ms` and try again), a Fetch per
+partition leader learned from Metadata (consumer/leaders.py; the answers are put together into
+one batch). NOT_LEADER_OR_FOLLOWER, or a leader's connection closing, refreshes Metadata and the
+next fetch goes to the new leader; NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or
+COORDINATOR_LOAD_IN_PROGRESS on a commit sends it again after `retry.backoff.ms` while the member
+is still in the generation that made it. The producer follows leaders and coordinators itself.
+
 `crash_at` lets a fault land exactly where it matters: "processed" (after processing, before
 the commit) or "committed" (after the commit, before processing); the app then emits `CrashNow`.
 """
@@ -32,6 +41,7 @@ from grouplab.consumer.coordinator import (
     PartitionsRevoked,
     Send,
 )
+from grouplab.consumer.leaders import PartitionLeaders
 from grouplab.consumer.membership import ConsumerMembership, member_machine
 from grouplab.consumer.producer import (
     Acked,
@@ -51,6 +61,7 @@ from grouplab.protocol.messages import (
     FetchRequest,
     FetchResponse,
     FetchTopic,
+    MetadataResponse,
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
@@ -61,6 +72,11 @@ from grouplab.protocol.messages import (
     Record,
 )
 from grouplab.protocol.types import TopicPartition
+
+
+# A commit's coordinator moved, or is loading the group: commit again after the back-off.
+_COORDINATOR_MOVED = {ErrorCode.NOT_COORDINATOR.value, ErrorCode.COORDINATOR_NOT_AVAILABLE.value,
+                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS.value}
 
 
 class DeliveryMode(Enum):
@@ -167,7 +183,9 @@ class DeliveryApp(StepOutputs):
         txn_id = f"{self.consumer.group_instance_id or self.consumer.client_id}-txn" \
             if self.delivery.mode is DeliveryMode.EXACTLY_ONCE else None
         self.producer = ProducerMachine(ProducerConfig(client_id=self.consumer.client_id, transactional_id=txn_id,
-                                                       request_timeout_ms=min(self.consumer.request_timeout_ms, 5_000)),
+                                                       request_timeout_ms=min(self.consumer.request_timeout_ms, 5_000),
+                                                       retry_backoff_ms=self.consumer.retry_backoff_ms,
+                                                       bootstrap_nodes=self.consumer.bootstrap_nodes),
                                         log_events=self.log_events)
         self.phase = Phase.IDLE
         self.positions: dict[TopicPartition, int] = {}  # next offset to read, once known
@@ -186,6 +204,17 @@ class DeliveryApp(StepOutputs):
         self._commit_epoch = -1  # the generation (member epoch) the commit in flight carries
         self._out: list[Any] = []
         self._now = 0
+        # The Fetches in flight (one per leader in a cluster; one with one broker) and the answers
+        # so far: the batch is made once every one is answered or lost.
+        self._fetch_pending: set[int] = set()
+        self._fetch_answers: list[FetchResponse] = []
+        self._fetch_generation = -1
+        self._leaders = PartitionLeaders(self.consumer.bootstrap_nodes, self.consumer.retry_backoff_ms)
+        self._commit_retry: tuple[str, dict[TopicPartition, int], int] | None = None  # (purpose, offsets, generation)
+
+    @property
+    def in_cluster(self) -> bool:
+        return bool(self.consumer.bootstrap_nodes)
 
     # ------------------------------------------------------------------ what the shells read
 
@@ -237,24 +266,27 @@ class DeliveryApp(StepOutputs):
         if node is not None:
             # A cluster's broker: only what went to it is lost (the machines forget their own).
             gone = [cid for cid, n in self._nodes.items() if n == node]
-            lost = []
+            lost: list[tuple[int, tuple[str, Any]]] = []
             for cid in gone:
                 del self._nodes[cid]
                 self._routes.pop(cid, None)
                 entry = self._app_inflight.pop(cid, None)
                 if entry is not None:
                     self._out.append(CancelTimer(("app-timeout", cid)))
-                    lost.append(entry)
+                    lost.append((cid, entry))
+            self._leaders.node_lost(node)
             self._from_group(self.group.on_disconnect(now_ms, node))
-            for purpose, _ in lost:
-                self._abandon(purpose)
+            self._from_producer(self.producer.on_disconnect(now_ms, node))
+            for cid, (purpose, _) in lost:
+                self._abandon(purpose, cid)
+            self._refresh()
             return self._end()
         self._routes.clear()
-        lost = list(self._app_inflight.values())
+        entries = list(self._app_inflight.values())
         self._app_inflight.clear()
         self._from_group(self.group.on_disconnect(now_ms))
         self._from_producer(self.producer.on_disconnect(now_ms))
-        for purpose, _ in lost:
+        for purpose, _ in entries:
             self._abandon(purpose)
         return self._end()
 
@@ -274,8 +306,20 @@ class DeliveryApp(StepOutputs):
                 self.phase = Phase.IDLE
         elif key and key[0] == "app-timeout":
             entry = self._app_inflight.pop(key[1], None)
+            node = self._nodes.pop(key[1], None)
             if entry is not None:
-                self._abandon(entry[0])
+                if node is not None:
+                    self._leaders.node_lost(node)  # Kafka drops a connection whose request timed out
+                self._abandon(entry[0], key[1])
+                self._refresh()
+        elif key == ("app", "metadata"):
+            self._refresh()
+        elif key == ("app", "offset_fetch"):
+            missing = [tp for tp in self.group.owned if tp not in self.positions]
+            if missing:
+                self._on_assigned(missing)
+        elif key == ("app", "commit"):
+            self._retry_commit()
         else:
             self._from_group(self.group.on_timer(key, now_ms))
         return self._end()
@@ -298,7 +342,11 @@ class DeliveryApp(StepOutputs):
             if purpose == "offset_fetch" and isinstance(body, OffsetFetchResponse):
                 self._on_offset_fetch(detail, body)
             elif purpose == "fetch" and isinstance(body, FetchResponse):
-                self._on_fetch(detail, body)
+                self._fetch_done(correlation_id, body)
+            elif purpose == "metadata" and isinstance(body, MetadataResponse):
+                if self._leaders.answered(correlation_id, body):
+                    self._refresh()
+                    self._maybe_fetch()
             elif purpose.startswith("commit") and isinstance(body, OffsetCommitResponse):
                 self._on_commit(purpose, detail, body)
         return self._end()
@@ -371,9 +419,17 @@ class DeliveryApp(StepOutputs):
             topics.setdefault(tp.topic, []).append(tp.partition)
         req = OffsetFetchRequest(self.consumer.group_id, [OffsetFetchRequestTopic(t, ps) for t, ps in topics.items()],
                                  require_stable=exactly_once)
-        self._send(req, "OffsetFetch", ("offset_fetch", list(partitions)))
+        if self.in_cluster and self.group.coordinator_node is None:
+            self._arm(("app", "offset_fetch"), self._now + self.consumer.retry_backoff_ms)  # being looked up
+            return
+        self._send(req, "OffsetFetch", ("offset_fetch", list(partitions)), self.group.coordinator_node)
 
     def _on_offset_fetch(self, partitions: list[TopicPartition], resp: OffsetFetchResponse) -> None:
+        if resp.error_code and self.in_cluster:
+            # NOT_COORDINATOR, a load in progress, ...: ask again after the back-off (the member
+            # machine follows its coordinator on its own requests).
+            self._arm(("app", "offset_fetch"), self._now + self.consumer.retry_backoff_ms)
+            return
         retry = []
         for t in resp.topics:
             for p in t.partitions:
@@ -424,9 +480,45 @@ class DeliveryApp(StepOutputs):
         for tp in ready:
             topics.setdefault(tp.topic, []).append(FetchPartition(tp.partition, self.positions[tp], 64 * 1024))
         isolation = 1 if self.delivery.mode is DeliveryMode.EXACTLY_ONCE else 0
+        self._fetch_answers = []
+        self._fetch_generation = self.group.generation_id
+        if not self.in_cluster:
+            self.phase = Phase.FETCHING
+            self._fetch_pending = {self._send(FetchRequest([FetchTopic(t, ps) for t, ps in topics.items()],
+                                                           isolation_level=isolation), "Fetch",
+                                              ("fetch", self.group.generation_id))}
+            return
+        by_leader, unknown = self._leaders.by_leader(ready)
+        if unknown:
+            self._refresh()
+        if not by_leader:
+            return  # the Metadata answer fetches (_maybe_fetch)
         self.phase = Phase.FETCHING
-        self._send(FetchRequest([FetchTopic(t, ps) for t, ps in topics.items()], isolation_level=isolation), "Fetch",
-                   ("fetch", self.group.generation_id))
+        self._fetch_pending = set()
+        for node, tps in by_leader.items():
+            per_topic: dict[str, list[FetchPartition]] = {}
+            for tp in tps:
+                per_topic.setdefault(tp.topic, []).append(FetchPartition(tp.partition, self.positions[tp], 64 * 1024))
+            self._fetch_pending.add(self._send(FetchRequest([FetchTopic(t, ps) for t, ps in per_topic.items()],
+                                                            isolation_level=isolation), "Fetch",
+                                               ("fetch", self.group.generation_id), node))
+
+    def _fetch_done(self, correlation_id: int, resp: FetchResponse | None) -> None:
+        """One Fetch answered (or lost: None); once all are, the answers make one batch."""
+        if correlation_id not in self._fetch_pending:
+            return
+        self._fetch_pending.discard(correlation_id)
+        if resp is not None:
+            self._fetch_answers.append(resp)
+        if self._fetch_pending:
+            return
+        answers, self._fetch_answers = self._fetch_answers, []
+        if not answers:
+            if self.phase is Phase.FETCHING:
+                self.phase = Phase.IDLE
+            return
+        merged = answers[0] if len(answers) == 1 else FetchResponse(responses=[t for a in answers for t in a.responses])
+        self._on_fetch(self._fetch_generation, merged)
 
     def _on_fetch(self, generation: int, resp: FetchResponse) -> None:
         if self.phase is not Phase.FETCHING:
@@ -437,6 +529,9 @@ class DeliveryApp(StepOutputs):
         for t in resp.responses:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
+                if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and self.in_cluster:
+                    self._leaders.not_leader(tp)  # the next fetch goes to the leader a refresh names
+                    self._refresh()
                 if p.error_code or tp not in self.positions:
                     continue
                 position = self.positions[tp]
@@ -521,7 +616,26 @@ class DeliveryApp(StepOutputs):
                                   generation_id=self.group.generation_id, member_id=self.group.member_id,
                                   group_instance_id=self.consumer.group_instance_id)
         self._commit_epoch = self.group.generation_id  # one commit is out at a time (the phases)
-        self._send(req, "OffsetCommit", (purpose, offsets))
+        if self.in_cluster and self.group.coordinator_node is None:
+            self._commit_later(purpose, offsets)  # the member machine is looking its coordinator up
+            return
+        self._send(req, "OffsetCommit", (purpose, offsets), self.group.coordinator_node)
+
+    def _commit_later(self, purpose: str, offsets: dict[TopicPartition, int]) -> None:
+        """Commit again after `retry.backoff.ms` (Kafka's commitSync retries a retriable error),
+        if the member is then still in the generation that made the commit."""
+        self._commit_retry = (purpose, offsets, self._commit_epoch)
+        self._arm(("app", "commit"), self._now + self.consumer.retry_backoff_ms)
+
+    def _retry_commit(self) -> None:
+        pending, self._commit_retry = self._commit_retry, None
+        if pending is None:
+            return
+        purpose, offsets, generation = pending
+        if self.group.working and generation == self.group.generation_id and all(tp in self.group.owned for tp in offsets):
+            self._commit(offsets, purpose)
+        else:
+            self._commit_failed(purpose)
 
     def _on_commit(self, purpose: str, offsets: dict[TopicPartition, int], resp: OffsetCommitResponse) -> None:
         codes = {p.error_code for t in resp.topics for p in t.partitions} or {resp.error_code}
@@ -531,25 +645,28 @@ class DeliveryApp(StepOutputs):
             # did not): commit again with the epoch it has now, as Kafka's client does.
             self._commit(offsets, purpose)
             return
+        if self.in_cluster and codes and codes <= _COORDINATOR_MOVED:
+            self._commit_later(purpose, offsets)
+            return
         ok = codes == {0}
         if ok:
             for tp, offset in offsets.items():
                 self.committed[tp] = offset
                 self._out.append(Committed(tp, offset))
-        if purpose == "commit_first":
-            if not ok:
-                self._clear_batch()  # not committed: re-read them later, nothing processed yet
-                self.phase = Phase.IDLE
-                return
+        if not ok:
+            self._commit_failed(purpose)
+        elif purpose == "commit_first":
             if self._crash("committed"):
                 return
             self._process()
         elif purpose == "commit":
-            if ok:
-                self._advance()
-            else:
-                self._clear_batch()  # the group moved on; the new owner re-reads from the last commit
-                self.phase = Phase.IDLE
+            self._advance()
+
+    def _commit_failed(self, purpose: str) -> None:
+        """commit_first: not committed, re-read the batch later (nothing processed yet); commit: the
+        group moved on, the new owner re-reads from the last commit."""
+        self._clear_batch()
+        self.phase = Phase.IDLE
 
     def _on_txn_done(self, committed: bool) -> None:
         if committed:
@@ -576,12 +693,20 @@ class DeliveryApp(StepOutputs):
         self.phase = Phase.IDLE
         self._maybe_fetch()
 
-    def _abandon(self, purpose: str) -> None:
+    def _abandon(self, purpose: str, correlation_id: int | None = None) -> None:
         """A request of ours got no answer: forget the batch in hand; reading resumes from the
-        positions (at-least-once re-reads, at-most-once already committed)."""
-        if purpose in ("fetch", "commit", "commit_first"):
+        positions (at-least-once re-reads, at-most-once already committed). In a cluster, one
+        Fetch of several (`correlation_id`) leaves the others' answers to make the batch."""
+        if purpose == "fetch" and self.in_cluster and correlation_id is not None:
+            self._fetch_done(correlation_id, None)
+        elif purpose == "metadata":
+            self._leaders.unanswered()
+        elif purpose in ("fetch", "commit", "commit_first"):
             if purpose in ("commit", "commit_first"):
                 self._clear_batch()
+            else:
+                self._fetch_pending.clear()
+                self._fetch_answers = []
             self.phase = Phase.IDLE if not self._outstanding else self.phase
         elif purpose == "offset_fetch":
             missing = [tp for tp in self.group.owned if tp not in self.positions]
@@ -601,11 +726,27 @@ class DeliveryApp(StepOutputs):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _send(self, body: Any, api: str, entry: tuple[str, Any]) -> None:
+    def _send(self, body: Any, api: str, entry: tuple[str, Any], node: int | None = None) -> int:
         self._cid += 1
         self._app_inflight[self._cid] = entry
-        self._out.append(Send(self._cid, api, body))
+        if node is not None:
+            self._nodes[self._cid] = node
+        self._out.append(Send(self._cid, api, body, node))
         self._arm(("app-timeout", self._cid), self._now + self.consumer.request_timeout_ms)
+        return self._cid
+
+    def _refresh(self) -> None:
+        """A Metadata refresh of the input's leaders if one is wanted: now, or after its back-off."""
+        if not self.in_cluster:
+            return
+        due = self._leaders.due_at(self._now)
+        if due is None:
+            return
+        if due > self._now:
+            self._arm(("app", "metadata"), due)
+            return
+        node, req = self._leaders.request(self._now)
+        self._leaders.sent(self._send(req, "Metadata", ("metadata", None), node))
 
     def _arm(self, key: tuple, deadline_ms: int) -> None:
         self._out.append(ArmTimer(key, deadline_ms))

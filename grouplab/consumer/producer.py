@@ -10,6 +10,16 @@ idempotence, and what a lost acknowledgement tests.
 
 Inputs carry `now_ms`; outputs are `Send` (from consumer.coordinator), timers, log events, and the
 reports below.
+
+In a cluster (`ProducerConfig.bootstrap_nodes`), requests go where Kafka's producer sends them
+(docs/protocol.md §12.1): a batch to its partition's leader, learned from Metadata
+(consumer/leaders.py); a transaction's requests to the transaction coordinator FindCoordinator
+(key type 1) names; a TxnOffsetCommit to the group's coordinator (key type 0). A request whose
+broker is unknown waits for the lookup (`_parked`). NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR,
+COORDINATOR_NOT_AVAILABLE, a request timing out or the broker's connection closing make that broker
+unknown, and the request is sent again after `retry.backoff.ms` wherever the lookup then says; a
+batch keeps its sequence, so a retry is written once and none is skipped. With one broker no Send
+names a node, as before.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Concatenate
 
 from grouplab.consumer.coordinator import Send
+from grouplab.consumer.leaders import METADATA_TIMER, PartitionLeaders
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, StepOutputs
 from grouplab.protocol.errors import ErrorCode
@@ -30,8 +41,11 @@ from grouplab.protocol.messages import (
     AddPartitionsToTxnTopic,
     EndTxnRequest,
     EndTxnResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    MetadataResponse,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
     ProducePartitionData,
@@ -90,6 +104,9 @@ class ProducerConfig:
     transaction_timeout_ms: int = 60_000
     request_timeout_ms: int = 30_000
     retry_backoff_ms: int = 100
+    # A cluster's brokers (node ids) to ask Metadata and FindCoordinator: set, every request names
+    # its broker (Send.node); empty (one broker), none does. Not a Kafka name: bootstrap.servers.
+    bootstrap_nodes: tuple[int, ...] = ()
 
 
 @dataclass
@@ -105,6 +122,10 @@ _RETRIABLE = {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION, ErrorCod
               ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS,
               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.KAFKA_STORAGE_ERROR}
 _FENCED = {ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH}
+# The broker asked is not (or no longer) the one: look it up again, then retry there.
+_NOT_COORDINATOR = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+_NOT_LEADER = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE}
+TXN_KEY, GROUP_KEY = 1, 0  # FindCoordinator key types
 # The coordinator no longer knows this transaction as ours (e.g. it aborted it at a restart):
 # nothing to retry; like a fencing, the application starts over with a new producer.
 _FATAL_TXN = _FENCED | {ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_ID_MAPPING}
@@ -133,6 +154,17 @@ class ProducerMachine(StepOutputs):
         self._retry_seq = 0
         self._out: list[Any] = []
         self._now = 0
+        # A cluster (config.bootstrap_nodes): where requests go, and those waiting to know.
+        self._leaders = PartitionLeaders(self.config.bootstrap_nodes, self.config.retry_backoff_ms)
+        self._coordinators: dict[tuple[int, str], int] = {}  # (key type, key) -> node
+        self._lookups: dict[tuple[int, str], int] = {}  # (key type, key) -> FindCoordinator in flight
+        self._lookup_turn = 0
+        self._parked: list[tuple[str, Any]] = []  # requests (purpose, detail) with no broker known yet
+        self._sent_to: dict[int, int] = {}  # correlation id -> node
+
+    @property
+    def in_cluster(self) -> bool:
+        return bool(self.config.bootstrap_nodes)
 
     @property
     def transactional(self) -> bool:
@@ -191,13 +223,30 @@ class ProducerMachine(StepOutputs):
 
     def idle(self) -> bool:
         """Nothing queued or in flight (for a transaction: nothing left before EndTxn)."""
-        return not self._sending and not any(self._queues.values()) and not self._pending_add and not self._inflight
+        return not self._sending and not any(self._queues.values()) and not self._pending_add and not self._inflight \
+            and not self._parked
 
-    def on_disconnect(self, now_ms: int) -> list[Any]:
-        """In-flight requests are lost with the connection: resend what needs resending."""
+    def on_disconnect(self, now_ms: int, node: int | None = None) -> list[Any]:
+        """In-flight requests are lost with the connection: resend what needs resending. In a
+        cluster, `node`'s connection: what went there is lost, and what it led or coordinated is
+        looked up again; the lost requests go again after `retry.backoff.ms`."""
         self._begin(now_ms)
+        if node is not None and self.in_cluster:
+            lost = []
+            for cid in [cid for cid, n in self._sent_to.items() if n == node]:
+                del self._sent_to[cid]
+                entry = self._inflight.pop(cid, None)
+                self._out.append(CancelTimer(("request", cid)))
+                if entry is not None:
+                    lost.append(entry)
+            self._node_unknown(node)
+            for purpose, detail in lost:
+                self._lost(purpose, detail, backoff=True)
+            self._refresh()
+            return self._end()
         lost = list(self._inflight.values())
         self._inflight.clear()
+        self._sent_to.clear()
         for purpose, detail in lost:
             self._retry(purpose, detail)
         return self._end()
@@ -206,21 +255,37 @@ class ProducerMachine(StepOutputs):
         self._begin(now_ms)
         if key[0] == "request" and key[1] in self._inflight:
             purpose, detail = self._inflight.pop(key[1])
-            self._log(events.ProducerRequestTimedOut, purpose=purpose)
-            self._retry(purpose, detail)
+            node = self._sent_to.pop(key[1], None)
+            if purpose not in ("metadata", "lookup"):
+                self._log(events.ProducerRequestTimedOut, purpose=purpose)
+            if node is not None:
+                # Kafka's NetworkClient drops a connection whose request timed out: what that
+                # broker led or coordinated is looked up again.
+                self._node_unknown(node)
+            self._lost(purpose, detail, backoff=False)
+            self._refresh()
         elif key[0] == "retry" and key in self._retry_after:
             purpose, detail = self._retry_after.pop(key)
             self._retry(purpose, detail)
+        elif key == METADATA_TIMER:
+            self._refresh()
         return self._end()
 
     def on_response(self, correlation_id: int, body: Any, now_ms: int) -> list[Any]:
         self._begin(now_ms)
         entry = self._inflight.pop(correlation_id, None)
+        self._sent_to.pop(correlation_id, None)
         if entry is None or self.state is ProducerState.FENCED:
             return self._end()
         self._out.append(CancelTimer(("request", correlation_id)))
         purpose, detail = entry
-        if isinstance(body, InitProducerIdResponse) and purpose == "init":
+        if isinstance(body, MetadataResponse) and purpose == "metadata":
+            if self._leaders.answered(correlation_id, body):
+                self._unpark()
+                self._refresh()
+        elif isinstance(body, FindCoordinatorResponse) and purpose == "lookup":
+            self._on_lookup(detail, correlation_id, body)
+        elif isinstance(body, InitProducerIdResponse) and purpose == "init":
             self._on_init(body)
         elif isinstance(body, ProduceResponse) and purpose == "produce":
             self._on_produce(detail, body)
@@ -274,6 +339,9 @@ class ProducerMachine(StepOutputs):
         elif code in _FENCED:
             self._fenced(code)
         elif code in _RETRIABLE:
+            if code in _NOT_LEADER and self.in_cluster:
+                self._leaders.not_leader(batch.tp)
+                self._refresh()
             self._arm_retry("produce", batch)
         else:
             del self._sending[batch.tp]
@@ -292,6 +360,8 @@ class ProducerMachine(StepOutputs):
     def _on_init(self, resp: InitProducerIdResponse) -> None:
         code = ErrorCode.from_code(resp.error_code)
         if code is not ErrorCode.NONE:
+            if code in _NOT_COORDINATOR and self.transactional:
+                self._forget_coordinator(TXN_KEY, self._txn_id)
             self._arm_retry("init", None) if code in _RETRIABLE else self._fenced(code)
             return
         self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
@@ -321,6 +391,7 @@ class ProducerMachine(StepOutputs):
         elif code in _FATAL_TXN:
             self._fenced(code)
         else:
+            self._txn_coordinator_refused(code)
             self._arm_retry("add_partitions", tp)
 
     def _on_add_offsets(self, index: int, resp: AddOffsetsToTxnResponse) -> None:
@@ -339,6 +410,7 @@ class ProducerMachine(StepOutputs):
         elif code in _FATAL_TXN:
             self._fenced(code)
         else:
+            self._txn_coordinator_refused(code)
             self._arm_retry("add_offsets", index)
 
     def _on_txn_offsets(self, index: int, resp: TxnOffsetCommitResponse) -> None:
@@ -359,6 +431,8 @@ class ProducerMachine(StepOutputs):
             self._end_requested = False
             self._maybe_end(force_abort=True)
         else:
+            if code in _NOT_COORDINATOR:
+                self._forget_coordinator(GROUP_KEY, self._txn_offsets[index][1])
             self._arm_retry("add_offsets", index)
 
     def _request_end(self, commit: bool, now_ms: int) -> list[Any]:
@@ -406,12 +480,14 @@ class ProducerMachine(StepOutputs):
         elif code in _FATAL_TXN:
             self._fenced(code)
         else:
+            self._txn_coordinator_refused(code)
             self._arm_retry("end_txn", commit)
 
     def _fenced(self, code: ErrorCode) -> None:
         self.state = ProducerState.FENCED
         self._queues.clear()
         self._sending.clear()
+        self._parked.clear()
         self._out.append(ProducerFenced(code))
         self._log(events.ProducerFenced, error=code.name)
 
@@ -420,7 +496,10 @@ class ProducerMachine(StepOutputs):
     def _retry(self, purpose: str, detail: Any) -> None:
         if self.state is ProducerState.FENCED:
             return
-        if purpose == "produce":
+        if purpose == "lookup":
+            if detail not in self._coordinators and any(self._key_of(e) == detail for e in self._parked):
+                self._lookup(detail)
+        elif purpose == "produce":
             batch = self._sending.get(detail.tp)
             if batch is not None and batch is detail:
                 self._send_batch(batch)  # same sequence: the broker recognises a duplicate
@@ -453,10 +532,115 @@ class ProducerMachine(StepOutputs):
         self._out.append(ArmTimer(key, self._now + self.config.retry_backoff_ms))
 
     def _send(self, body: Any, api: str, entry: tuple[str, Any]) -> None:
+        node = None
+        if self.in_cluster:
+            node = self._node_for(entry)
+            if node is None:
+                self._parked.append(entry)  # sent again (rebuilt) once its broker is known
+                self._refresh()
+                return
+        self._send_to(node, body, api, entry)
+
+    def _send_to(self, node: int | None, body: Any, api: str, entry: tuple[str, Any]) -> int:
         self._cid += 1
         self._inflight[self._cid] = entry
-        self._out.append(Send(self._cid, api, body))
+        if node is not None:
+            self._sent_to[self._cid] = node
+        self._out.append(Send(self._cid, api, body, node))
         self._out.append(ArmTimer(("request", self._cid), self._now + self.config.request_timeout_ms))
+        return self._cid
+
+    # ------------------------------------------------------------------ a cluster: where requests go
+
+    def _key_of(self, entry: tuple[str, Any]) -> tuple[int, str] | None:
+        """The coordinator a request goes to, as FindCoordinator's (key type, key); None: not a coordinator's."""
+        purpose, detail = entry
+        if purpose in ("add_partitions", "add_offsets", "end_txn") or (purpose == "init" and self.transactional):
+            return TXN_KEY, self._txn_id
+        if purpose == "txn_offsets" and detail < len(self._txn_offsets):
+            return GROUP_KEY, self._txn_offsets[detail][1]
+        return None
+
+    def _node_for(self, entry: tuple[str, Any]) -> int | None:
+        """The broker `entry`'s request goes to, or None (unknown: a lookup or refresh is asked for)."""
+        purpose, detail = entry
+        if purpose == "produce":
+            return self._leaders.leader(detail.tp)
+        key = self._key_of(entry)
+        if key is None:  # an idempotent InitProducerId: any broker
+            return self._next_bootstrap()
+        node = self._coordinators.get(key)
+        if node is None:
+            self._lookup(key)
+        return node
+
+    def _next_bootstrap(self) -> int:
+        nodes = self.config.bootstrap_nodes
+        node = nodes[self._lookup_turn % len(nodes)]
+        self._lookup_turn += 1
+        return node
+
+    def _lookup(self, key: tuple[int, str]) -> None:
+        """FindCoordinator for `key` (once at a time), to the bootstrap brokers in turn."""
+        if key in self._lookups:
+            return
+        key_type, name = key
+        self._lookups[key] = self._send_to(self._next_bootstrap(), FindCoordinatorRequest(name, key_type),
+                                           "FindCoordinator", ("lookup", key))
+
+    def _on_lookup(self, key: tuple[int, str], correlation_id: int, resp: FindCoordinatorResponse) -> None:
+        if self._lookups.get(key) != correlation_id:
+            return
+        del self._lookups[key]
+        if resp.error_code or resp.node_id < 0:
+            self._arm_retry("lookup", key)
+            return
+        self._coordinators[key] = resp.node_id
+        self._unpark()
+
+    def _forget_coordinator(self, key_type: int, key: str) -> None:
+        self._coordinators.pop((key_type, key), None)
+
+    def _txn_coordinator_refused(self, code: ErrorCode) -> None:
+        if code in _NOT_COORDINATOR and self.transactional:
+            self._forget_coordinator(TXN_KEY, self._txn_id)
+
+    def _node_unknown(self, node: int) -> None:
+        """`node` stopped answering: it no longer leads or coordinates anything we know of."""
+        for key in [k for k, n in self._coordinators.items() if n == node]:
+            del self._coordinators[key]
+        self._leaders.node_lost(node)
+
+    def _lost(self, purpose: str, detail: Any, backoff: bool) -> None:
+        """A request got no answer (its connection closed, or it timed out): ask again."""
+        if purpose == "metadata":
+            self._leaders.unanswered()
+        elif purpose == "lookup":
+            self._lookups.pop(detail, None)
+            self._arm_retry("lookup", detail)
+        elif backoff:
+            self._arm_retry(purpose, detail)
+        else:
+            self._retry(purpose, detail)
+
+    def _unpark(self) -> None:
+        """Brokers became known: send again what waited for them (what still has none waits on)."""
+        parked, self._parked = self._parked, []
+        for purpose, detail in parked:
+            self._retry(purpose, detail)
+
+    def _refresh(self) -> None:
+        """A Metadata refresh if one is wanted: now, or when its back-off ends (METADATA_TIMER)."""
+        if not self.in_cluster:
+            return
+        due = self._leaders.due_at(self._now)
+        if due is None:
+            return
+        if due > self._now:
+            self._out.append(ArmTimer(METADATA_TIMER, due))
+            return
+        node, req = self._leaders.request(self._now)
+        self._leaders.sent(self._send_to(node, req, "Metadata", ("metadata", None)))
 
     def _log(self, event: Callable[Concatenate[str, str | None, int, int, ProducerState, events.Fields], events.ProducerEvent],
              /, *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:

@@ -31,6 +31,7 @@ from grouplab.coordinator.data_plane import (
 )
 from grouplab.coordinator.describe_configs import describe_configs
 from grouplab.coordinator.partition_log import LogStore, MemoryLogStore
+from grouplab.coordinator.offsets import OffsetAndMetadata, OffsetStore
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Output, Reply, TimerKey
 from grouplab.coordinator.topics import CLUSTER_ID, TopicStore
@@ -157,6 +158,10 @@ class Broker:
         # deterministic): classic groups Empty with no pending member id after their last step,
         # consumer groups Empty or with committed offsets. It is armed while there is one.
         self._watched: dict[str, None] = {}
+        # A cluster: offsets transactions staged for groups whose coordinator is moving (unloaded,
+        # not yet loaded), by group: Kafka's transactional offset records in __consumer_offsets,
+        # pending until their marker, which the next coordinator reads (offsets.staged_entries).
+        self._staged_moving: dict[str, list[tuple[int, TopicPartition, OffsetAndMetadata, bool]]] = {}
         self._expiry_armed = False
         self.txn = TransactionCoordinator(
             allocate_producer_id=lambda: self.logs.allocate_producer_id(),  # the store the shell set, read per call
@@ -259,6 +264,11 @@ class Broker:
             holder = self.consumer_offsets.get(group_id) or self.group(group_id)
             out += holder.restore_offsets(group_offsets, now_ms)
             loaded.append(group_id)
+        for group_id in dict.fromkeys(loaded):  # what transactions staged before a move, pending again
+            staged = self._staged_moving.pop(group_id, None)
+            owner = self.consumer_offsets.get(group_id) or self.groups.get(group_id)
+            if staged and owner is not None:
+                owner.offsets.restage(staged)
         for group_id in dict.fromkeys(loaded):
             self._watch(group_id, out, now_ms)
         return out
@@ -275,6 +285,10 @@ class Broker:
         """Forget these groups, as a coordinator that is no longer theirs does (they live on in the
         group log); their timers still armed find no group and do nothing."""
         for group_id in group_ids:
+            holder = self.groups.get(group_id) or self.consumer_offsets.get(group_id)
+            staged = holder.offsets.staged_entries() if holder is not None else []
+            if staged:
+                self._staged_moving[group_id] = staged
             self.groups.pop(group_id, None)
             self.consumer_groups.pop(group_id, None)
             self.consumer_offsets.pop(group_id, None)
@@ -700,7 +714,21 @@ class Broker:
 
     def _complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool, now_ms: int) -> list[Output]:
         group = self.groups.get(group_id) or self.consumer_offsets.get(group_id)
+        if group is None and group_id in self._staged_moving:
+            return self._complete_moving_txn(group_id, producer_id, commit)
         return group.on_txn_completed(producer_id, commit, now_ms) if group is not None else []
+
+    def _complete_moving_txn(self, group_id: str, producer_id: int, commit: bool) -> list[Output]:
+        """A transaction ends while its group's coordinator moves (the group unloaded): its marker
+        is in __consumer_offsets all the same, so its staged offsets become committed records
+        (the ones a plain commit did not supersede), which the next coordinator loads."""
+        staged = self._staged_moving[group_id]
+        mine = [e for e in staged if e[0] == producer_id]
+        self._staged_moving[group_id] = [e for e in staged if e[0] != producer_id]
+        if not commit:
+            return []
+        store = OffsetStore(group_id)
+        return [Persist(store.record_of(tp, om)) for _, tp, om, later in mine if later]
 
     def _on_DescribeGroups(self, req: DescribeGroupsRequest, ctx: RequestContext, now_ms: int) -> list[Output]:
         ids = list(dict.fromkeys(req.groups))  # each id once, first-seen order (Kafka de-duplicates)

@@ -150,6 +150,20 @@ class OffsetStore:
                 records.append(self.record_of(tp, om))
         return records
 
+    def staged_entries(self) -> list[tuple[int, TopicPartition, OffsetAndMetadata, bool]]:
+        """Every staged offset as (producer id, partition, offset, staged after the partition's
+        plain commit): what a cluster's coordinator move carries to the next coordinator, as
+        Kafka's transactional records in `__consumer_offsets` do until their marker."""
+        return [(pid, tp, om, self._position.get(tp, -1) < self._pending_position[pid][tp])
+                for pid, staged in sorted(self.pending.items()) for tp, om in staged.items()]
+
+    def restage(self, entries: Iterable[tuple[int, TopicPartition, OffsetAndMetadata, bool]]) -> None:
+        """Stage `entries` (from `staged_entries`) again after a load, each in the same order
+        relative to the partition's plain commit as before the move."""
+        for pid, tp, om, later in entries:
+            self.pending.setdefault(pid, {})[tp] = om
+            self._pending_position.setdefault(pid, {})[tp] = self._advance() if later else -1
+
     def has_pending(self, tp: TopicPartition) -> bool:
         return any(tp in staged for staged in self.pending.values())
 

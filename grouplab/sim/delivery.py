@@ -6,12 +6,15 @@ The guarantee checked at the end depends on the mode:
 - at-most-once: no input record appears twice in the output (losses are allowed and counted);
 - at-least-once: every input record appears in the output (duplicates allowed and counted);
 - exactly-once: every input record appears exactly once in the read_committed output.
-Committed offsets must never go backwards, in every mode, at every step.
+Committed offsets must never go backwards, in every mode, at every step, and no acknowledged commit
+is ever lost: the group's stored offsets are at least the acknowledged ones whenever the group is in
+memory at its coordinator (checked at each acknowledgement, each time a coordinator loads the group's
+offsets, after a restart or a cluster's coordinator move, and at the end).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from grouplab.consumer.delivery import (AppOutput, Committed, CrashNow, DeliveryApp, DeliveryConfig, DeliveryMode, OutputLedger,
                                Processed, input_value)
@@ -44,12 +47,15 @@ class DeliveryWorld:
     def write_input(self) -> None:
         """The input, written before any member starts: `records` per partition, each value naming
         its own partition and offset so the output can be checked record by record."""
+        broker = self.sim.broker
+        cluster = broker.cluster if broker is not None else None
         for p in range(self.partitions):
             records = [Record(value=input_value(self.spec.input_topic, p, i)) for i in range(self.spec.records)]
+            leader = cluster.nodes.leader(self.spec.input_topic, p) if cluster is not None else 0
             for start in range(0, len(records), 100):
                 batch = RecordBatch(records=records[start:start + 100])
                 self.sim.admin_request("Produce", ProduceRequest(
-                    [ProduceTopicData(self.spec.input_topic, [ProducePartitionData(p, batch)])], acks=-1))
+                    [ProduceTopicData(self.spec.input_topic, [ProducePartitionData(p, batch)])], acks=-1), leader)
         self.sim.stats.produced = self.partitions * self.spec.records
 
     def new_app(self, m: "SimMember") -> DeliveryApp:
@@ -70,6 +76,7 @@ class DeliveryWorld:
                 self.sim.invariants.fail("committed offsets never go backwards",
                                          f"{m.name} committed {out.tp} at {out.offset} after {before}")
             self.committed[out.tp] = out.offset
+            self.check_commits_kept([out.tp])
             self.sim.invariants.dirty = True  # the input may now be drained
         elif type(out) is CrashNow:
             self.sim.log_sim(events.ProcessCrashed, member=m.name, point=out.point)
@@ -78,6 +85,25 @@ class DeliveryWorld:
                 m.permanently_down = True  # a fenced zombie is gone for good
             else:
                 self.sim.restart_later(m, self.crash_restart_ms.pop(m.index, 1000))
+
+    def check_commits_kept(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """No acknowledged commit lost: the offset the group's coordinator holds for each partition
+        is at least the last one acknowledged to a member (offsets only go forward here). Nothing to
+        look at while the group is not in memory (a coordinator down, or loading it)."""
+        broker = self.sim.broker
+        if broker is None:
+            return
+        group_id = self.sim.scenario.group_id
+        holder = broker.consumer_offsets.get(group_id) or broker.groups.get(group_id)
+        if holder is None:
+            return
+        for tp in (partitions if partitions is not None else sorted(self.committed)):
+            acked = self.committed[tp]
+            stored = holder.offsets.get(tp)
+            if stored is None or stored.offset < acked:
+                self.sim.invariants.fail("no acknowledged commit lost",
+                                         f"{tp} was acknowledged committed at {acked}, its coordinator holds "
+                                         f"{stored.offset if stored is not None else 'nothing'}")
 
     def arm_crash(self, m: "SimMember", point: str, restart_after_ms: int) -> None:
         if isinstance(m.machine, DeliveryApp):
@@ -121,6 +147,7 @@ class DeliveryWorld:
 
     def finish(self) -> None:
         """Read the output topic and check the mode's guarantee; record the figures."""
+        self.check_commits_kept()
         isolation = READ_COMMITTED if self.mode is DeliveryMode.EXACTLY_ONCE else READ_UNCOMMITTED
         ledger = self._ledger(isolation)
         lost, duplicated = ledger.lost, ledger.duplicated

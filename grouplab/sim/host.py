@@ -132,10 +132,11 @@ class SimHost(Protocol):
         """Note what the simulator did, in the trace and (with an event log) as an event."""
         ...
 
-    def admin_request(self, api: str, body: Any) -> None:
+    def admin_request(self, api: str, body: Any, node: int = 0) -> None:
         """A request the simulator itself makes of the coordinator (an admin's CreatePartitions,
         the delivery input's Produce): through its driver, so the message trace has it as it has
-        every other input. Its answer goes nowhere. Nothing happens while the coordinator is down."""
+        every other input. Its answer goes nowhere. Nothing happens while the coordinator is down.
+        `node`: the cluster's broker it reaches (a Produce goes to the partition's leader)."""
         ...
 
     def stop_process(self, m: SimMember, clean: bool) -> None:

@@ -6,13 +6,23 @@
    counts in the group (a member it has removed may still believe it owns partitions: Kafka's
    zombie, fenced by generation checks; that one is not a violation).
 3. Generation ids only go up (within one life of the group: a deleted group's id may start again
-   from 0, `group_deleted`).
+   from 0, `group_deleted`), except where Kafka itself goes back: a group loaded from the group log
+   (a restarted coordinator, or a cluster's new coordinator after a move, `group_loaded`) is in the
+   generation it last wrote. A rebalance in progress at the move had completed its join phase in
+   memory only (generation g+1, never written: the write comes with the SyncGroup), so the loaded
+   group is in g and its next rebalance makes g+1 again: the number is reused, as in Kafka. What a
+   load may never do is go below a generation that was written; a generation that became Stable
+   was written, so the load's generation is checked against the last Stable one.
 4. At most one leader per generation.
 5. Every member's assignment is the one the leader of its generation produced.
 6. Liveness: after the faults stop the group is Stable again within a bound derived from the
    timeouts, every live member Stable in it, every subscribed partition owned exactly once.
 7. (A cluster of brokers) at most one coordinator per group: the group is in memory only while its
    `__consumer_offsets` partition's leader is live and has loaded it.
+8. A fenced generation never commits: an offset commit (plain, or a transaction's staged offsets)
+   of a classic group's member is accepted only in a generation at least the last Stable one. With
+   [delivery] (grouplab/sim/delivery.py): no acknowledged commit is lost (across a coordinator move
+   too), committed offsets never go backwards, and the mode's guarantee holds at the end.
 
 Checks are incremental (on each assignment, on each coordinator event), so a 1,000-member run does
 not pay for a full scan after every message.
@@ -63,6 +73,7 @@ class Invariants:
         self.sim = sim
         self.owners: dict[TopicPartition, set[int]] = {}  # partition -> indexes of members owning it
         self.max_generation = 0
+        self.stable_generation = 0  # the last generation that became Stable (and so was written)
         # Leaders, the leader's assignment of each generation, static replacements: one fold
         # over the coordinator's events, shared with the timeline and `grouplab run`.
         self.tracker = RebalanceTracker()
@@ -137,13 +148,26 @@ class Invariants:
         if getattr(payload, "group_id", None) != self.group.group_id:
             return
         self.dirty = True
-        if type(payload) is events.GroupDeleted:
-            self.max_generation = 0  # a group made again under this id starts from generation 0
+        if isinstance(payload, events.GroupDeleted):
+            self.max_generation = self.stable_generation = 0  # a group made again under this id starts from 0
+        elif isinstance(payload, events.GroupStable):
+            self.stable_generation = max(self.stable_generation, payload.generation_id)
+        elif isinstance(payload, events.GroupLoaded):
+            # 3.: a load is in the generation the group last wrote (see the module docstring).
+            if payload.generation_id < self.stable_generation:
+                self.fail("generations only go up", f"the group was loaded in generation {payload.generation_id}, "
+                                                    f"below generation {self.stable_generation}, which was Stable")
+            self.max_generation = payload.generation_id
+        elif isinstance(payload, (events.OffsetsCommitted, events.TxnOffsetsStaged)):
+            if payload.member_id and payload.generation_id < self.stable_generation:
+                self.fail("a fenced generation never commits",
+                          f"{payload.member_id} committed in generation {payload.generation_id} after generation "
+                          f"{self.stable_generation} became Stable")
         if type(payload) is events.GroupConverted:
             # The group changed type (online migration): a classic group it becomes again has
             # generations of its own (from 0 after an Empty consumer group, as in Kafka), so the
             # leaders and assignments of the classic one before are another group's.
-            self.max_generation = 0
+            self.max_generation = self.stable_generation = 0
             self.tracker.groups.pop(self.group.group_id, None)
             self.group = self.tracker.group(self.group.group_id)
         if type(payload) is events.GenerationCompleted:

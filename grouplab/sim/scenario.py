@@ -415,9 +415,6 @@ def _validate(s: Scenario, source: str) -> None:
         raise ScenarioError(f"{source}: brokers must be an integer >= 1, got {s.brokers!r}")
     if s.brokers > 1 and s.random.coordinator_restart:
         raise ScenarioError(f"{source}: random.coordinator_restart is the one-broker fault")
-    if s.brokers > 1 and s.delivery is not None:
-        raise ScenarioError(f"{source}: [delivery] runs on one broker only so far (its fetches and produces "
-                            f"do not follow partition leaders yet)")
     if s.delivery is not None:
         d = s.delivery
         if d.mode not in DELIVERY_MODES:

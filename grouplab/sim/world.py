@@ -373,6 +373,8 @@ class Simulation:
 
     def _coordinator_event(self, ev: LogEvent) -> None:
         self.invariants.on_coordinator_event(ev)
+        if self.delivery is not None and type(ev.payload) is events.OffsetsLoaded:
+            self.delivery.check_commits_kept()
         if self.emit is not None:
             self.emit("coordinator", ev)
 
@@ -676,9 +678,9 @@ class Simulation:
         idx, epoch, correlation_id = token
         return f"{self.members[idx].name}#{epoch}", correlation_id
 
-    def admin_request(self, api: str, body: Any) -> None:
+    def admin_request(self, api: str, body: Any, node: int = 0) -> None:
         if self.coordinator is not None:
-            self.coordinator.handle(api, body, RequestContext(None, "simulator", "sim"))
+            self.coordinator.handle(api, body, RequestContext(None, "simulator", "sim", node_id=node))
 
     def log_sim(self, event: Callable[Concatenate[str, int, events.Fields], events.SimulatorEvent], /,
                  *args: events.Fields.args, **fields: events.Fields.kwargs) -> None:
