@@ -219,3 +219,16 @@ def test_run_on_a_cluster_kills_the_coordinator_broker_and_the_group_follows(tmp
 def test_kill_coordinator_needs_a_cluster() -> None:
     proc = subprocess.run(grouplab("run", "--kill-coordinator"), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--kill-coordinator needs a cluster: --brokers 2 or more" in proc.stderr
+
+
+def test_exactly_once_holds_on_a_cluster_whose_coordinator_broker_is_killed() -> None:
+    """`run --brokers 3 --kill-coordinator --delivery exactly-once`: the consumers' records, their
+    transactions and their commits follow leaders and coordinators across the kill; nothing lost,
+    nothing duplicated."""
+    proc = subprocess.run(grouplab("run", "--brokers", "3", "--kill-coordinator", "--delivery", "exactly-once",
+                                   "--records", "600", *FAST),
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("│") and "held" in line or "BROKEN" in line)
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert cells[0] == "1800" and cells[2] == "0" and cells[3] == "0" and cells[-1] == "held", row
