@@ -18,6 +18,8 @@ from grouplab.coordinator.brokers import ELECTION_TIMER, LOAD_TIMER
 from grouplab.coordinator.placement import GROUP_METADATA_TOPIC, NO_LEADER
 from grouplab.protocol import events
 from grouplab.protocol.types import TopicPartition
+from grouplab.teach.catalog import Catalog
+from grouplab.teach.notes import compact
 
 if TYPE_CHECKING:
     from grouplab.replay import Step
@@ -27,6 +29,27 @@ CLUSTER_EVENTS = (events.BrokerStopped, events.BrokerStarted, events.LeadersMove
                   events.CoordinatorLoaded)
 ELECTIONS = ("preferred_election", "auto_leader_rebalance")
 SHOWN = 6  # a new leader's partitions of users' topics named up to this many; beyond, counted
+
+
+def leaders_summary(c: Catalog, moved: list[list[Any]]) -> str:
+    """`leaders_moved`'s partitions per new leader: those of users' topics it took (named when few,
+    else counted) and how many of each internal topic: `broker 2 ← t-1, 17 of __transaction_state`.
+    A broker stopping in a real cluster moves hundreds; a line names who took how many."""
+    by_leader: dict[int, list[tuple[str, int]]] = {}
+    for topic, partition, _old, new, _epoch in moved:
+        by_leader.setdefault(int(new), []).append((str(topic), int(partition)))
+    out = []
+    for leader, parts in sorted(by_leader.items()):
+        users = [TopicPartition(t, p) for t, p in parts if not t.startswith("__")]
+        internal: dict[str, int] = {}
+        for t, _ in parts:
+            if t.startswith("__"):
+                internal[t] = internal.get(t, 0) + 1
+        what = [compact(users) if len(users) <= SHOWN else c.t("cluster.count", count=len(users))] if users else []
+        what += [c.t("cluster.internal", count=k, topic=t) for t, k in sorted(internal.items())]
+        who = c.t("cluster.nobody") if leader == NO_LEADER else c.t("cluster.broker", node=leader)
+        out.append(c.t("cluster.leads", who=who, partitions=", ".join(what)))
+    return "; ".join(out)
 
 
 @dataclass
@@ -125,24 +148,7 @@ class ClusterStory:
         return None
 
     def leaders_text(self, moved: list[list[Any]]) -> str:
-        """Per new leader: the partitions of users' topics it took (named when few) and how many of
-        the internal ones: `broker 2 ← t-1; 17 of __transaction_state`."""
-        c = self.n.c
-        by_leader: dict[int, list[tuple[str, int]]] = {}
-        for topic, partition, _old, new, _epoch in moved:
-            by_leader.setdefault(int(new), []).append((str(topic), int(partition)))
-        out = []
-        for leader, parts in sorted(by_leader.items()):
-            users = [TopicPartition(t, p) for t, p in parts if not t.startswith("__")]
-            internal: dict[str, int] = {}
-            for t, _ in parts:
-                if t.startswith("__"):
-                    internal[t] = internal.get(t, 0) + 1
-            what = [self.n.compact(users) if len(users) <= SHOWN else c.t("cluster.count", count=len(users))] if users else []
-            what += [c.t("cluster.internal", count=k, topic=t) for t, k in sorted(internal.items())]
-            who = c.t("cluster.nobody") if leader == NO_LEADER else self.broker_name(leader)
-            out.append(c.t("cluster.leads", who=who, partitions=", ".join(what)))
-        return "; ".join(out)
+        return leaders_summary(self.n.c, moved)
 
     # ------------------------------------------------------------------ answers and notes
 
