@@ -201,7 +201,10 @@ class AdminClient:
                 if found.error_code:
                     await asyncio.sleep(0.1)
                     continue
-                client = await self.at(found.host, found.port)
+                there = await self.at(found.host, found.port)
+                if there is client and resp is not None:
+                    return resp  # the coordinator itself said so (its log refused a write): the caller's to see
+                client = there
             elif code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 await asyncio.sleep(0.1)
             else:

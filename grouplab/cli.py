@@ -164,7 +164,10 @@ def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assi
                      f"{args.group_remote_assignor or 'the coordinator' + chr(39) + 's choice'}")
     else:
         assigning = f"assignor {','.join(assignors)}"
-    console.print(f"[bold]grouplab[/] coordinator on {cluster.host}:{cluster.port} · group [bold]{args.group}[/] · "
+    where = (f"{cluster.brokers} brokers on {cluster.host}:{','.join(str(p) for _h, p in cluster.bootstrap)} "
+             f"(the group's coordinator: broker {cluster.coordinator_of_group()})" if cluster.brokers > 1
+             else f"coordinator on {cluster.host}:{cluster.port}")
+    console.print(f"[bold]grouplab[/] {where} · group [bold]{args.group}[/] · "
                   f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · {assigning}"
                   + (f" · event log in {run_dir}/" if run_dir else "")
                   + (f" · group log in {args.data_dir}/" if args.data_dir else "")
@@ -276,6 +279,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be more than 0 seconds")
     if not args.ui and (args.ui_port is not None or args.open or args.lang != "en"):
         raise UsageError("--ui-port, --open and --lang only apply with --ui")
+    if args.kill_coordinator and args.brokers < 2:
+        raise UsageError("--kill-coordinator needs a cluster: --brokers 2 or more")
     consumer_config = ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
                                      assignors=assignors).with_overrides(args.consumer_config or [])
     # The session timeout that removes a crashed member: the consumers' own (classic), or the
@@ -301,7 +306,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                            + ([dashboard.hub.on_event] if dashboard is not None else []),
                            data_dir=args.data_dir, faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
                            trace_listeners=[dashboard.hub.on_trace] if dashboard is not None else None,
-                           proxy=dashboard is not None, kafka_port=args.kafka_port)
+                           proxy=dashboard is not None, kafka_port=args.kafka_port, brokers=args.brokers)
     await _start_cluster(cluster, args.port, dashboard, args)
     _banner(cluster, args, topics, assignors, run_dir)
     interrupted = timed_out = False
@@ -314,6 +319,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         if args.consumers:
             await cluster.wait_stable(args.timeout)
             await asyncio.sleep(args.hold)
+        if args.kill_coordinator and cluster.apps:
+            await _kill_the_coordinator(cluster, view, args)
         if not args.forever and cluster.apps:  # (with --ui, the page may have stopped them all)
             victim = cluster.apps[0]
             name = victim.client.config.client_id
@@ -394,7 +401,8 @@ async def cmd_ui(args: argparse.Namespace) -> int:
                            port=args.port, listeners=[view, *_consumer_protocol_views(args), dashboard.hub.on_event],
                            data_dir=args.data_dir,
                            faults=args.faults, fault_seed=args.fault_seed,
-                           trace_listeners=[dashboard.hub.on_trace], proxy=True, kafka_port=args.kafka_port)
+                           trace_listeners=[dashboard.hub.on_trace], proxy=True, kafka_port=args.kafka_port,
+                           brokers=args.brokers)
     await _start_cluster(cluster, args.port, dashboard, args)
     _banner(cluster, args, topics, assignors, run_dir)
     try:
@@ -563,6 +571,24 @@ async def _wait_drained(cluster: Any, delivery: Any, timeout_s: float) -> None:
         if sum(_committed(cluster).values()) >= partitions * delivery.records:
             return
         await asyncio.sleep(0.1)
+
+
+async def _kill_the_coordinator(cluster: Any, view: Any, args: argparse.Namespace) -> None:
+    """`run --kill-coordinator`: the group's coordinator broker is killed; the consumers find the
+    new one, which loads the group; the broker comes back and a preferred-leader election hands the
+    group back to it (docs/protocol.md §12)."""
+    node = cluster.coordinator_of_group()
+    console.print(f"[yellow]killing broker {node}, the coordinator of group {args.group} (its connections cut)…[/]")
+    await cluster.kill_broker(node)
+    console.print(f"[dim]broker {cluster.coordinator_of_group()} is the coordinator now; it loads the group for "
+                  f"{cluster.broker_config.coordinator_load_time_ms} ms (COORDINATOR_LOAD_IN_PROGRESS meanwhile)[/]")
+    await _with_countdown(view, cluster.wait_stable(args.timeout))
+    await asyncio.sleep(args.hold)
+    console.print(f"[green]restarting broker {node}, then a preferred-leader election gives it the group back…[/]")
+    await cluster.restart_broker(node)
+    cluster.elect_leaders()
+    await cluster.wait_stable(args.timeout)
+    await asyncio.sleep(args.hold)
 
 
 def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
@@ -1204,7 +1230,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from grouplab.progress import ProgressReport
 
     from grouplab.sim.runner import parse_seeds, result_row, run_seed, totals
     from grouplab.sim.scenario import load_scenario, resolve_scenario
@@ -1242,14 +1268,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         with sigint_flag() as stop:
             if not err.is_terminal:  # (a terminal gets the progress bar instead)
                 err.print(f"running {len(seeds):,} seeds of {scenario.name}…", soft_wrap=True)
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          console=err, transient=True, disable=not err.is_terminal) as progress:
-                task = progress.add_task(f"{scenario.name}: seeds", total=len(seeds))
+            with ProgressReport(err, f"{scenario.name}: seeds", total=len(seeds), unit="seeds") as progress:
                 for seed in seeds:
                     if stop.is_set():
                         break
                     results.append(run_seed(scenario, seed))
-                    progress.advance(task)
+                    progress.update(advance=1)
         if stop.is_set():
             interrupted = True
             err.print(f"[yellow]interrupted after {len(results):,} of {len(seeds):,} seeds; "
@@ -1588,7 +1612,7 @@ def output_dir(path: str) -> Path:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Arguments and display only; the job is grouplab/pipeline/sweep.py."""
     require("spark", "sweep")
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from grouplab.progress import ProgressReport
 
     from grouplab.pipeline.session import SparkUnavailable, parse_conf, spark_session
     from grouplab.sim.runner import parse_seeds
@@ -1620,13 +1644,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         cases = len(assignors) * len(sizes) * len(seeds)
         err.print(f"[bold]grouplab sweep[/] {scenario.name} · {', '.join(assignors)} × {', '.join(map(str, sizes))} "
                   f"members × {len(seeds)} seeds = {cases:,} simulations · Spark {spark.sparkContext.master}")
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=True, disable=not err.is_terminal) as progress:
-            bar = progress.add_task("Spark tasks", total=None)
+        with ProgressReport(err, "Spark tasks") as progress:
 
             def advanced(finished: int, total: int) -> None:
                 tasks[:] = [finished, total]
-                progress.update(bar, completed=finished, total=total)
+                progress.update(completed=finished, total=total)
 
             result = run_sweep(spark, path.read_text(), scenario.name, args.scenario, assignors, sizes, seeds,
                                out, args.seeds_per_task, on_progress=advanced)
@@ -1673,7 +1695,7 @@ def _sweep_table(name: str, summary: list[dict[str, Any]]) -> Any:
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Arguments and display only; the job is grouplab/pipeline/analyze.py, the page report.py."""
     require("spark", "analyze")  # before grouplab.pipeline.tables, which imports pyspark
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from grouplab.progress import ProgressReport
 
     from grouplab.pipeline.session import SparkUnavailable, parse_conf, spark_session
     from grouplab.pipeline.tables import NoEventLogs, input_files, run_labels
@@ -1700,18 +1722,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         labels = run_labels(args.run_dirs)
         err.print(f"[bold]grouplab analyze[/] {len(labels)} run(s): {', '.join(labels.values())} · "
                   f"Spark {spark.sparkContext.master}")
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=True, disable=not err.is_terminal) as progress:
-            bar = progress.add_task("reading the event logs", total=len(TABLES) + args.events_table + 1)
+        with ProgressReport(err, "reading the event logs", total=len(TABLES) + args.events_table + 1,
+                            unit="tables") as progress:
 
             def written(name: str, rows: int) -> None:
                 written_tables.append(name)
-                progress.update(bar, advance=1, description=f"wrote {name} ({rows:,} rows)")
+                progress.update(advance=1, description=f"wrote {name} ({rows:,} rows)")
 
             result = analyze(spark, args.run_dirs, out, on_table=written, events_table=args.events_table)
-            progress.update(bar, description="writing the report")
+            progress.update(description="writing the report")
             report = write_report(spark, out)
-            progress.update(bar, advance=1)
+            progress.update(advance=1)
     console.print(_runs_table(result.runs))
     malformed = sum(r["malformed_lines"] or 0 for r in result.runs)
     if malformed:
@@ -1879,6 +1900,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_group_protocol(sp)
         sp.add_argument("--group", default="grouplab", help="the consumers' group.id")
         sp.add_argument("--port", type=port_number, default=0, help="coordinator port (0: any free port)")
+        sp.add_argument("--brokers", type=broker_count, default=1, metavar="N",
+                        help="a cluster of N brokers (docs/protocol.md §12): the consumers bootstrap on all of them "
+                             "and follow their group's coordinator")
         sp.add_argument("--kafka-port", type=port_or_off, default=None, metavar="PORT",
                         help="also listen for real Kafka clients on PORT (Kafka's own protocol, docs/kafka-wire.md; "
                              "0: any free port); they can join the group beside grouplab's consumers")
@@ -1911,6 +1935,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--processing-ms", type=at_least(0),
                    help="with --delivery: time spent on each fetched batch (default: 20)")
     r.add_argument("--crash", action="store_true", help="stop the consumer by crashing it (no LeaveGroup, no commit)")
+    r.add_argument("--kill-coordinator", action="store_true",
+                   help="with --brokers: first kill the group's coordinator broker, watch the group move to the "
+                        "new coordinator, then restart it and hand the group back")
     r.add_argument("--forever", action="store_true", help="skip the stop/add script; run until Ctrl-C")
     r.add_argument("--ui", action="store_true", help="also serve the live dashboard (grouplab ui) while the run goes on")
     add_ui_options(r)

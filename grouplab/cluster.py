@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grouplab.consumer.app import SimulatedConsumerApp
+from grouplab.consumer.client import with_bootstrap
 from grouplab.consumer.delivery import DeliveryConfig, DeliveryMode, OutputLedger, input_value
 from grouplab.consumer.config import ConsumerConfig
 from grouplab.consumer.coordinator import MemberState
@@ -74,7 +75,19 @@ class LocalCluster:
         kafka_port: int | None = None,
         trace_listeners: list[TraceListener] | None = None,
         proxy: bool = False,
+        brokers: int = 1,
     ) -> None:
+        # A cluster of brokers (docs/protocol.md §12): the consumers bootstrap on every broker and
+        # follow their coordinator. Not yet with a fault proxy (one per broker would be needed, each
+        # advertising the others: `--faults` is refused, and the dashboard's partition button says
+        # so) nor with a delivery run (its data plane follows no leaders yet).
+        self.brokers = brokers
+        if brokers > 1 and faults:
+            raise ClusterError("--brokers with --faults is not supported yet: run the cluster without them "
+                               "(grouplab.testing's Cluster(brokers=N) has faults)")
+        if brokers > 1 and delivery is not None:
+            raise ClusterError("--brokers with --delivery is not supported yet: grouplab's consumers do not yet "
+                               "follow partition leaders for their records")
         self.delivery = delivery
         if delivery is not None:
             # The input topic's partition count for the output too: partition p -> partition p.
@@ -97,7 +110,8 @@ class LocalCluster:
             raise FaultSpecError(f"fault rule {kafka_only[0]} names a Kafka-wire API (only real Kafka clients send "
                                  "it); it needs --kafka-port, whose fault proxy applies it")
         self.fault_seed = fault_seed
-        self.want_proxy = proxy or bool(self.fault_rules)  # proxy=True: link faults can come later
+        # proxy=True: link faults can come later (not in a cluster, yet)
+        self.want_proxy = (proxy or bool(self.fault_rules)) and brokers == 1
         # Who else reads the coordinator's message trace as it is written (the dashboard); the
         # trace is recorded when there is a run dir or a listener.
         self.trace_listeners: list[TraceListener] = list(trace_listeners or [])
@@ -138,11 +152,14 @@ class LocalCluster:
         """A line in the run's own event log (node `run`): what the cluster was asked to do."""
         self._log("run").emit(LogEvent(wall_clock_ms(), FreeFormEvent(name, fields)))
 
-    def _new_server(self) -> CoordinatorServer:
+    def _new_server(self, old: CoordinatorServer | None = None) -> CoordinatorServer:
+        """A coordinator (a cluster's brokers with several), on `old`'s ports when it restarts."""
         traced = self._trace is not None or bool(self.trace_listeners)
         return CoordinatorServer(self.broker_config, self.host, self.port, events=self._log("coordinator"),
                                  data_dir=self.data_dir, trace=self._trace_line if traced else None,
-                                 kafka_port=self.kafka_port, client_logs=self._log)
+                                 kafka_port=self.kafka_port, client_logs=self._log, brokers=self.brokers,
+                                 node_ports=old.ports if old is not None else None,
+                                 node_kafka_ports=old.kafka_ports if old is not None else None)
 
     async def start(self) -> "LocalCluster":
         self._trace = TraceFile(trace_path(self.run_dir)) if self.run_dir else None
@@ -194,9 +211,10 @@ class LocalCluster:
             topics = [self.delivery.input_topic]
         config = ConsumerConfig(group_id=self.group_id, topics=topics or sorted(self.topics), client_id=name,
                                 assignors=assignors or self.assignors).with_overrides(self.consumer_overrides)
+        config, nodes = with_bootstrap(config, self.bootstrap)
         app = SimulatedConsumerApp(config, self.host, self.consumer_port, events=self._log(name),
                                    delivery=self.delivery.config() if self.delivery is not None else None,
-                                   on_step=self._changed.set)
+                                   on_step=self._changed.set, nodes=nodes)
         await app.start()
         self.apps.append(app)
         return app
@@ -261,7 +279,9 @@ class LocalCluster:
         """Cut a member off from the coordinator for `seconds`: the proxy drops its frames both ways
         (its reconnects too), then heals and resets its links."""
         if self.proxy is None:
-            raise ClusterError("no fault proxy in this cluster: start it with proxy=True (grouplab ui does)")
+            raise ClusterError("a network partition needs the fault proxy, which a cluster of brokers has not yet"
+                               if self.brokers > 1 else
+                               "no fault proxy in this cluster: start it with proxy=True (grouplab ui does)")
         if not 0 < seconds <= 3600:
             raise ClusterError(f"a partition lasts from more than 0 to 3600 seconds, not {seconds:g}")
         app = self._free(name)
@@ -342,9 +362,39 @@ class LocalCluster:
         self.restarts += 1
         self._note("coordinator_restart", durable=self.data_dir is not None)
         await self.server.stop()
-        self.server = self._new_server()
+        self.server = self._new_server(self.server)
         await self.server.start()
         await self._create_missing_topics(self.topics)
+
+    # ------------------------------------------------------------------ a cluster's brokers
+
+    def coordinator_of_group(self) -> int:
+        assert self.server is not None
+        return self.server.coordinator_of(self.group_id)
+
+    async def kill_broker(self, node: int, how: str = "killed") -> None:
+        """Broker `node` of the cluster stops (NodeError if it cannot): its partitions and the
+        groups it coordinated move; the consumers find the new coordinator."""
+        assert self.server is not None
+        await self.server.kill_broker(node, how)
+        self._note("broker_killed", node_id=node, how=how)
+
+    async def restart_broker(self, node: int) -> None:
+        assert self.server is not None
+        await self.server.restart_broker(node)
+        self._note("broker_restarted", node_id=node)
+
+    def elect_leaders(self) -> None:
+        assert self.server is not None
+        self.server.elect_leaders()
+        self._note("leaders_elected")
+
+    @property
+    def bootstrap(self) -> list[tuple[str, int]]:
+        """Every broker's address on grouplab's protocol (one: the consumers' port)."""
+        if self.server is None or self.brokers == 1:
+            return [(self.host, self.consumer_port)]
+        return [(self.host, port) for port in self.server.ports.values()]
 
     async def switch_assignor(self, name: str, assignors: list[str]) -> SimulatedConsumerApp:
         """Restart member `name` with another partition.assignment.strategy (a clean LeaveGroup,
@@ -374,6 +424,8 @@ class LocalCluster:
         clients too), each app Stable in it, and every partition owned (a cooperative rebalance is
         not over until its follow-up is). A consumer-protocol group (KIP-848): the same, each app
         stable at the target assignment's epoch."""
+        if not self._apps_at_the_coordinator():
+            return False
         if self.server is not None and self.group_id in self.server.broker.consumer_groups:
             return self._consumer_group_stable()
         group = self.group_state()
@@ -394,6 +446,14 @@ class LocalCluster:
         subscribed = {t for app in self.apps for t in app.client.config.topics}
         topics = self.server.broker.topics.partitions if self.server is not None else {}
         return owned == sorted(TopicPartition(t, p) for t in subscribed for p in range(topics.get(t, 0)))
+
+    def _apps_at_the_coordinator(self) -> bool:
+        """In a cluster: every app knows the group's coordinator is the broker that is (after a
+        move, a member learns it at its next request there; until then it is not settled)."""
+        if self.brokers == 1 or self.server is None:
+            return True
+        coordinator = self.server.coordinator_of(self.group_id)
+        return all(getattr(app.client.machine, "coordinator_node", coordinator) == coordinator for app in self.apps)
 
     def _consumer_group_stable(self) -> bool:
         assert self.server is not None

@@ -193,3 +193,29 @@ def test_consumer_protocol_flags_refuse_classic_settings() -> None:
         assert proc.returncode != 0
         assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert words in proc.stderr, proc.stderr
+
+
+def test_run_on_a_cluster_kills_the_coordinator_broker_and_the_group_follows(tmp_path: Path) -> None:
+    """`run --brokers 3 --kill-coordinator`: the group's coordinator broker is killed, the consumers
+    find the new one (no rebalance: the group is loaded in its generation), the broker comes back and
+    an election hands the group back; then the usual script (one leaves, one joins)."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(grouplab("run", "--brokers", "3", "--kill-coordinator", "--consumers", "3",
+                                   "--run-dir", str(run_dir), *FAST),
+                          capture_output=True, text=True, timeout=180, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "3 brokers on 127.0.0.1:" in out and "killing broker 0, the coordinator of group grouplab" in out
+    assert "broker 1 is the coordinator now" in out and "restarting broker 0" in out
+    assert "removed: left" in out  # the clean leave reached the coordinator after the move back
+    lines = [json.loads(line) for line in (run_dir / "coordinator.jsonl").read_text().splitlines()]
+    moves = [(ev["from_node"], ev["to_node"]) for ev in lines if ev["event"] == "coordinator_moved"]
+    assert moves == [(0, 1), (1, 0)]
+    found = [json.loads(line) for line in (run_dir / "consumer-2.jsonl").read_text().splitlines()
+             if '"coordinator_found"' in line]
+    assert [ev["node_id"] for ev in found] == [0, 1, 0]
+
+
+def test_kill_coordinator_needs_a_cluster() -> None:
+    proc = subprocess.run(grouplab("run", "--kill-coordinator"), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--kill-coordinator needs a cluster: --brokers 2 or more" in proc.stderr

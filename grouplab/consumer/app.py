@@ -46,6 +46,7 @@ class SimulatedConsumerApp:
         clock: Callable[[], int] = wall_clock_ms,
         delivery: DeliveryConfig | None = None,
         on_step: Callable[[], None] | None = None,
+        nodes: dict[int, tuple[str, int]] | None = None,
     ) -> None:
         self.stats = AppStats()
         self.events = events
@@ -55,7 +56,7 @@ class SimulatedConsumerApp:
         self.delivery = delivery
         machine = DeliveryApp(config, delivery, log_events=events is not None) if delivery is not None else None
         self.client = GroupMemberClient(config, host, port, listener=self, events=events, clock=clock, machine=machine,
-                                        on_step=on_step)
+                                        on_step=on_step, nodes=nodes)  # (nodes: a cluster's, consumer/client.py)
         self.crashed = False
         self._task: asyncio.Task | None = None
 

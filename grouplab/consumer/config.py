@@ -52,6 +52,10 @@ class ConsumerConfig:
     allow_auto_create_topics: bool = True
     group_protocol: str = "classic"  # or "consumer": KIP-848's ConsumerGroupHeartbeat (consumer/membership.py)
     group_remote_assignor: str | None = None  # the server-side assignor to ask for; None: the coordinator's choice
+    # The brokers of a cluster (node ids) the member may ask FindCoordinator: set, the member finds
+    # its coordinator and sends each request to a node; empty (one broker), every request goes on
+    # its one connection, as before clusters. Not a Kafka name: the shell sets it from bootstrap.servers.
+    bootstrap_nodes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.group_id:

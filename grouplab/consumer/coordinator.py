@@ -21,6 +21,8 @@ from typing import Any
 from grouplab.consumer.assignors import RebalanceProtocol, get_assignor
 from grouplab.consumer.config import ConsumerConfig
 from grouplab.consumer.member import (
+    COORDINATOR_GONE,
+    FIND_COORDINATOR_TIMER,
     MemberSteps,
     PartitionsAssigned,
     PartitionsLost,
@@ -34,6 +36,7 @@ from grouplab.protocol.consumer_protocol import PROTOCOL_TYPE
 from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import (
+    FindCoordinatorResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -126,7 +129,7 @@ class ConsumerCoordinator(MemberSteps):
         self._begin(now_ms)
         self.last_poll_ms = now_ms
         self._arm(_TIMER_POLL, now_ms + self.config.max_poll_interval_ms)
-        self._send_join()
+        self._send_join()  # in a cluster: once FindCoordinator named the coordinator
         return self._end()
 
     def poll(self, now_ms: int) -> list[Any]:
@@ -147,13 +150,18 @@ class ConsumerCoordinator(MemberSteps):
             self._cancel_all_timers()
         return self._end()
 
-    def on_disconnect(self, now_ms: int) -> list[Any]:
+    def on_disconnect(self, now_ms: int, node: int | None = None) -> list[Any]:
         """The connection dropped: in-flight requests are gone. A stable member keeps its
         generation and heartbeats on once reconnected, as Kafka's does when it loses its
         coordinator (the coordinator, restarted or not, still knows the generation, or answers
         the heartbeat with an error that makes it rejoin). A joining or syncing member rejoins
-        with its member id after the backoff."""
+        with its member id after the backoff. In a cluster, `node` is the broker whose
+        connection dropped: if it was the coordinator's, the member finds it again and a joining
+        or syncing member joins again there (Kafka's markCoordinatorUnknown)."""
         self._begin(now_ms)
+        if self.in_cluster:
+            self._on_node_lost(node)
+            return self._end()
         watching = "watch" in self._inflight.values()
         self._inflight.clear()
         self._heartbeat_inflight = False
@@ -168,11 +176,17 @@ class ConsumerCoordinator(MemberSteps):
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Any]:
         self._begin(now_ms)
-        if key == _TIMER_HEARTBEAT and self.state is MemberState.STABLE:
+        if key == FIND_COORDINATOR_TIMER:
+            if self.state not in (MemberState.CLOSED, MemberState.FAILED):
+                self._on_lookup_timer()
+        elif key == _TIMER_HEARTBEAT and self.state is MemberState.STABLE:
             self._on_heartbeat_due()
         elif key == _TIMER_REJOIN and self.state is MemberState.UNJOINED:
             self._send_join()
         elif key == _TIMER_METADATA and self.state is MemberState.STABLE and self._is_leader():
+            if self._coordinator_missing():
+                self._arm(_TIMER_METADATA, now_ms + self.config.retry_backoff_ms)
+                return self._end()
             topics = [MetadataRequestTopic(t) for t in sorted(self.group_subscription)]
             req = MetadataRequest(topics=topics, allow_auto_topic_creation=self.config.allow_auto_create_topics)
             self._send(req, "Metadata", "watch")
@@ -182,16 +196,23 @@ class ConsumerCoordinator(MemberSteps):
             self._log(events.MemberRequestTimedOut, waiting_in=self.state)
             self._inflight.clear()
             self._heartbeat_inflight = False
-            self._out.append(Reconnect(f"no answer while {self.state.value}"))
+            if self.in_cluster:
+                self._mark_coordinator_unknown(f"no answer while {self.state.value}", reconnect=True)
+            else:
+                self._out.append(Reconnect(f"no answer while {self.state.value}"))
             self._request_rejoin("request timed out", backoff=True)
         return self._end()
 
     def on_response(self, correlation_id: int, body: Any, now_ms: int) -> list[Any]:
         self._begin(now_ms)
         purpose = self._inflight.pop(correlation_id, None)
+        if self._sent_to is not None:
+            self._sent_to.pop(correlation_id, None)
         if purpose is None or self.state in (MemberState.CLOSED, MemberState.FAILED):
             return self._end()  # stale: an answer to a request we no longer wait for
-        if isinstance(body, JoinGroupResponse) and purpose == "join" and self.state is MemberState.JOINING:
+        if isinstance(body, FindCoordinatorResponse):
+            self._on_lookup_response(correlation_id, body)
+        elif isinstance(body, JoinGroupResponse) and purpose == "join" and self.state is MemberState.JOINING:
             self._on_join_response(body)
         elif isinstance(body, MetadataResponse) and purpose == "assign" and self.state is MemberState.JOINING:
             self._on_assignment_metadata(body)
@@ -219,6 +240,13 @@ class ConsumerCoordinator(MemberSteps):
     def _send_join(self) -> None:
         if self.rebalance_protocol is RebalanceProtocol.EAGER:
             self._revoke_all(self.rejoin_reason)
+        if self._coordinator_missing():
+            # JOINING until the coordinator is found; _coordinator_ready sends the JoinGroup.
+            self._set_state(MemberState.JOINING)
+            self._cancel(_TIMER_HEARTBEAT)
+            self._cancel(_TIMER_METADATA)
+            self._cancel(_TIMER_REQUEST)
+            return
         protocols = []
         for a in self.assignors:
             subscription = Subscription(
@@ -309,6 +337,9 @@ class ConsumerCoordinator(MemberSteps):
         self._send_sync(assignments)
 
     def _send_sync(self, assignments: list[SyncGroupRequestAssignment]) -> None:
+        if self._coordinator_missing():
+            self._set_state(MemberState.JOINING)  # joins again once found, as Kafka after a failed sync
+            return
         req = SyncGroupRequest(
             group_id=self.config.group_id,
             generation_id=self.generation_id,
@@ -360,13 +391,18 @@ class ConsumerCoordinator(MemberSteps):
             self._log(events.HeartbeatSessionExpired, since_ms=self._now - self.last_heartbeat_ack_ms)
             self._inflight.clear()
             self._heartbeat_inflight = False
-            self._out.append(Reconnect("no heartbeat answer within session.timeout.ms"))
+            if self.in_cluster:
+                self._mark_coordinator_unknown("no heartbeat answer within session.timeout.ms", reconnect=True)
+            else:
+                self._out.append(Reconnect("no heartbeat answer within session.timeout.ms"))
             self._request_rejoin("coordinator unresponsive", backoff=True)
             return
         # At most one heartbeat in flight; but one unanswered for request.timeout.ms is given up (as
         # Kafka fails any request after request.timeout.ms), or a single lost answer would silence
         # the member until its session expired.
-        if not self._heartbeat_inflight or self._now - self._heartbeat_sent_ms >= self.config.request_timeout_ms:
+        if self._coordinator_missing():
+            pass  # Kafka's heartbeat thread looks the coordinator up instead; the session keeps counting
+        elif not self._heartbeat_inflight or self._now - self._heartbeat_sent_ms >= self.config.request_timeout_ms:
             req = HeartbeatRequest(self.config.group_id, self.generation_id, self.member_id, self.config.group_instance_id)
             self._send(req, "Heartbeat", f"heartbeat:{self.generation_id}")
             self._heartbeat_inflight = True
@@ -420,7 +456,15 @@ class ConsumerCoordinator(MemberSteps):
             self._cancel_all_timers()
             self._log(events.FatalError, error=code.name, message=message)
             return
-        if code is ErrorCode.UNKNOWN_MEMBER_ID:
+        if code in COORDINATOR_GONE and self.in_cluster:
+            # Kafka: markCoordinatorUnknown, then the join (or, after a sync, a join again) is
+            # retried at the coordinator FindCoordinator names; a heartbeat goes on at its interval.
+            self._heartbeat_inflight = False
+            self._mark_coordinator_unknown(f"{api}: {code.name}")
+            if api in ("JoinGroup", "SyncGroup"):
+                self.rejoin_reason = f"{api}: {code.name}"
+                self._send_join()
+        elif code is ErrorCode.UNKNOWN_MEMBER_ID:
             self._lose_all(code.name)
             self._reset_member()
             self._request_rejoin(f"{api}: {code.name}")
@@ -450,7 +494,10 @@ class ConsumerCoordinator(MemberSteps):
 
     def _leave(self, reason: str) -> None:
         # KIP-345: a static member does not leave on close or poll timeout, so that a restart within
-        # session.timeout.ms takes its old place without a rebalance.
+        # session.timeout.ms takes its old place without a rebalance. With no coordinator known
+        # (a cluster's, being looked up) there is nowhere to send it: the session ends it.
+        if self.in_cluster and self.coordinator_node is None:
+            return
         if self.member_id and self.config.group_instance_id is None:
             member = LeaveGroupRequestMember(self.member_id, self.config.group_instance_id, reason)
             self._send(LeaveGroupRequest(self.config.group_id, [member]), "LeaveGroup", "leave")
@@ -461,16 +508,39 @@ class ConsumerCoordinator(MemberSteps):
     def _is_leader(self) -> bool:
         return bool(self.member_id) and self.leader_id == self.member_id
 
-    def _send(self, body: Any, api: str, purpose: str) -> int:
+    def _send(self, body: Any, api: str, purpose: str, node: int | None = None) -> int:
         if purpose in _REBALANCE_STEPS:
             # At most one rebalance step in flight: an older one's answer must be ignored.
             for cid in [c for c, p in self._inflight.items() if p in _REBALANCE_STEPS]:
                 del self._inflight[cid]
-        return super()._send(body, api, purpose)
+        return super()._send(body, api, purpose, node)
 
     def _cancel_all_timers(self) -> None:
         for key in (_TIMER_HEARTBEAT, _TIMER_REJOIN, _TIMER_METADATA, _TIMER_POLL, _TIMER_REQUEST):
             self._cancel(key)
+        if self.in_cluster:
+            self._cancel(FIND_COORDINATOR_TIMER)
+
+    # ------------------------------------------------------------------ a cluster's coordinator
+
+    def _coordinator_ready(self) -> None:
+        """Found: a member that was joining or syncing joins (again) there; a stable one
+        heartbeats at its next interval."""
+        if self.state in (MemberState.JOINING, MemberState.SYNCING):
+            self._send_join()
+
+    def _on_node_lost(self, node: int | None) -> None:
+        purposes = set(self._inflight.values())
+        was_coordinator = node == self.coordinator_node
+        if not self._lost_node(node):
+            return  # another broker's connection (a lookup's): _lost_node asked again
+        self._heartbeat_inflight = False
+        if self.state in (MemberState.STABLE, MemberState.JOINING, MemberState.SYNCING) and was_coordinator:
+            self._log(events.CoordinatorDisconnected, previous_state=self.state)
+        if self.state is MemberState.STABLE and "watch" in purposes:
+            self._arm(_TIMER_METADATA, self._now + self.config.retry_backoff_ms)
+        elif self.state in (MemberState.JOINING, MemberState.SYNCING):
+            self._set_state(MemberState.JOINING)  # joins again once the coordinator is found
 
     def _set_state(self, state: MemberState) -> None:
         self.state = state

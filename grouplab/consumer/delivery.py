@@ -179,6 +179,7 @@ class DeliveryApp(StepOutputs):
         self.batch_end: dict[TopicPartition, int] = {}
         self._cid = 0
         self._routes: dict[int, tuple[str, int]] = {}  # our correlation id -> (machine, its id)
+        self._nodes: dict[int, int] = {}  # our correlation id -> the cluster's broker it went to
         self._app_inflight: dict[int, tuple[str, Any]] = {}  # our own requests
         self._outstanding: set[int] = set()  # output batch ids not yet acknowledged
         self._fetched_generation = -1
@@ -231,8 +232,23 @@ class DeliveryApp(StepOutputs):
         self._from_group(self.group.close(now_ms))
         return self._end()
 
-    def on_disconnect(self, now_ms: int) -> list[Any]:
+    def on_disconnect(self, now_ms: int, node: int | None = None) -> list[Any]:
         self._begin(now_ms)
+        if node is not None:
+            # A cluster's broker: only what went to it is lost (the machines forget their own).
+            gone = [cid for cid, n in self._nodes.items() if n == node]
+            lost = []
+            for cid in gone:
+                del self._nodes[cid]
+                self._routes.pop(cid, None)
+                entry = self._app_inflight.pop(cid, None)
+                if entry is not None:
+                    self._out.append(CancelTimer(("app-timeout", cid)))
+                    lost.append(entry)
+            self._from_group(self.group.on_disconnect(now_ms, node))
+            for purpose, _ in lost:
+                self._abandon(purpose)
+            return self._end()
         self._routes.clear()
         lost = list(self._app_inflight.values())
         self._app_inflight.clear()
@@ -267,6 +283,7 @@ class DeliveryApp(StepOutputs):
     def on_response(self, correlation_id: int, body: Any, now_ms: int) -> list[Any]:
         self._begin(now_ms)
         route = self._routes.pop(correlation_id, None)
+        self._nodes.pop(correlation_id, None)
         if route is not None:
             machine, cid = route
             if machine == "group":
@@ -338,7 +355,9 @@ class DeliveryApp(StepOutputs):
     def _route(self, machine: str, send: Send) -> None:
         self._cid += 1
         self._routes[self._cid] = (machine, send.correlation_id)
-        self._out.append(Send(self._cid, send.api, send.body))
+        if send.node is not None:
+            self._nodes[self._cid] = send.node
+        self._out.append(Send(self._cid, send.api, send.body, send.node))
 
     # ------------------------------------------------------------------ the application
 

@@ -10,6 +10,12 @@ The connection, as every shell models it: requests go out on the open connection
 `epoch` (a shell drops whatever arrives for an older one); a request made while there is none is
 lost, and the machine hears of it (on_disconnect) once reconnected, so that it asks again; a
 closed connection is reopened after the reconnect back-off.
+
+In a cluster (the machine's Sends name a node), the driver keeps one connection per broker, as
+Kafka's NetworkClient does: opened when a request first goes there (the request waits for it),
+each with its own epoch and back-off; one that cannot be opened, or that closes, is told to the
+machine as `on_disconnect(node)`, and is opened again on the next request after its back-off. A
+Send without a node goes on the one connection (`epoch`, `connected`), as with one broker.
 """
 
 from __future__ import annotations
@@ -68,7 +74,7 @@ class MemberMachine(Protocol):
 
     def close(self, now_ms: int) -> list[DriverOutput]: ...
 
-    def on_disconnect(self, now_ms: int) -> list[DriverOutput]: ...
+    def on_disconnect(self, now_ms: int, node: int | None = None) -> list[DriverOutput]: ...
 
     def on_timer(self, key: TimerKey, now_ms: int) -> list[DriverOutput]: ...
 
@@ -87,9 +93,28 @@ class MemberTransport(Protocol):
     def disconnect(self) -> None:
         """Drop the open connection (the machine asked to Reconnect); what is in flight is lost."""
 
-    def connect(self, done: Callable[[bool], None]) -> None:
-        """Try to open a connection; call `done(opened)` when known (at once in virtual time). May
-        do nothing while an earlier attempt is still under way: that one reports."""
+    def connect(self, done: Callable[[bool], None], node: int | None = None) -> None:
+        """Try to open a connection (to broker `node` of a cluster; None: the coordinator's); call
+        `done(opened)` when known (at once in virtual time). May do nothing while an earlier
+        attempt is still under way: that one reports."""
+
+    def close_node(self, node: int) -> None:
+        """Close the connection to broker `node` (the machine asked to Reconnect it)."""
+
+
+class NodeConnection:
+    """One broker's connection in a cluster: its epoch while open, requests waiting for it to open,
+    and its own reconnect back-off (`ready_at`: no new attempt before)."""
+
+    __slots__ = ("epoch", "connected", "connecting", "waiting", "backoff", "ready_at")
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.connected = False
+        self.connecting = False
+        self.waiting: list[Send] = []
+        self.backoff = ReconnectBackoff()
+        self.ready_at = 0
 
 
 class MemberListener(Protocol):
@@ -134,6 +159,7 @@ class MemberDriver(Generic[M]):
         self.connected = False
         self.dropped_sends = False  # a request found no connection: tell the machine once reconnected
         self.reconnects = 0
+        self.nodes: dict[int, NodeConnection] = {}  # a cluster's brokers this process talks to
         self._on_step = listener.on_step
         app_output = listener.on_app_output
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -159,6 +185,7 @@ class MemberDriver(Generic[M]):
         self.connected = connected
         self.dropped_sends = False
         self.backoff.reset()
+        self.nodes = {}
 
     def stop(self) -> None:
         """The process is gone (crashed, exited or closed): nothing of it runs any more."""
@@ -167,6 +194,7 @@ class MemberDriver(Generic[M]):
         self.machine = None
         self.connected = False
         self.epoch += 1
+        self.nodes = {}
 
     # ------------------------------------------------------------------ inputs (dropped while no process runs)
 
@@ -261,13 +289,109 @@ class MemberDriver(Generic[M]):
                 break  # the process ended on this output (a crash it asked for): the rest never happened
         self._on_step()
 
+    def is_open(self, epoch: int, node: int | None = None) -> bool:
+        """Is connection `epoch` (to `node`, or the coordinator's one) the open one?"""
+        if node is None:
+            return self.connected and epoch == self.epoch
+        conn = self.nodes.get(node)
+        return conn is not None and conn.connected and conn.epoch == epoch
+
+    def epoch_open(self, epoch: int) -> bool:
+        """Is connection `epoch`, to whichever broker, open?"""
+        if self.connected and epoch == self.epoch:
+            return True
+        return any(c.connected and c.epoch == epoch for c in self.nodes.values()) if self.nodes else False
+
+    def close_node_now(self, node: int) -> None:
+        """Broker `node`'s connection is gone; the machine is told later (a hung member's `node_lost`)."""
+        conn = self.nodes.get(node)
+        if conn is not None:
+            self._close_node(conn)
+            conn.connecting = True  # node_lost still tells the machine (it checks connected or connecting)
+
+    def open_nodes(self) -> list[int]:
+        return [n for n, c in self.nodes.items() if c.connected]
+
+    def node_lost(self, node: int) -> None:
+        """Broker `node`'s connection closed under the member: the machine hears of it."""
+        conn = self.nodes.get(node)
+        if conn is None or not (conn.connected or conn.connecting):
+            return
+        self._close_node(conn)
+        machine = self.machine
+        if machine is not None:
+            self.apply(machine.on_disconnect(self.clock(), node))
+
+    def _close_node(self, conn: NodeConnection) -> None:
+        conn.connected = conn.connecting = False
+        conn.waiting.clear()
+        self.epoch += 1
+        conn.epoch = self.epoch  # nothing of the old connection is taken for a new one
+
+    def _send_to_node(self, out: Send, node: int) -> None:
+        conn = self.nodes.get(node)
+        if conn is None:
+            conn = self.nodes[node] = NodeConnection()
+        if conn.connected:
+            self.transport.send(conn.epoch, out)
+            return
+        conn.waiting.append(out)
+        if conn.connecting:
+            return
+        conn.connecting = True
+        incarnation = self.incarnation
+        delay = max(conn.ready_at - self.clock(), 0)
+        if delay:
+            self.schedule(delay, lambda: self._connect_node(incarnation, node, conn))
+        else:
+            self._connect_node(incarnation, node, conn)
+
+    def _connect_node(self, incarnation: int, node: int, conn: NodeConnection) -> None:
+        if self.machine is None or self.incarnation != incarnation or self.nodes.get(node) is not conn:
+            return
+        self.transport.connect(lambda opened: self._node_connected(incarnation, node, conn, opened), node)
+
+    def _node_connected(self, incarnation: int, node: int, conn: NodeConnection, opened: bool) -> None:
+        machine = self.machine
+        if machine is None or self.incarnation != incarnation or self.nodes.get(node) is not conn or not conn.connecting:
+            return
+        conn.connecting = False
+        if not opened:
+            conn.waiting.clear()
+            conn.ready_at = self.clock() + conn.backoff.delay_ms
+            conn.backoff.failed()
+            # Not inside the step that sent (the schedule runs it next): the machine hears the
+            # requests were lost, as from a connection that closed.
+            self.schedule(0, lambda: self._tell_node_lost(incarnation, node))
+            return
+        self.epoch += 1
+        conn.epoch = self.epoch
+        conn.connected = True
+        conn.backoff.reset()
+        waiting, conn.waiting = conn.waiting, []
+        for out in waiting:
+            self.transport.send(conn.epoch, out)
+
+    def _tell_node_lost(self, incarnation: int, node: int) -> None:
+        machine = self.machine
+        if machine is not None and self.incarnation == incarnation:
+            self.apply(machine.on_disconnect(self.clock(), node))
+
     def _send(self, out: Send) -> None:
-        if self.connected:
+        if out.node is not None:
+            self._send_to_node(out, out.node)
+        elif self.connected:
             self.transport.send(self.epoch, out)
         else:
             self.dropped_sends = True
 
     def _reconnect(self, out: Reconnect) -> None:
+        if out.node is not None:
+            conn = self.nodes.get(out.node)
+            if conn is not None:
+                self._close_node(conn)
+                self.transport.close_node(out.node)
+            return
         self.lose_connection()
         self.transport.disconnect()
         self.reconnect_later()

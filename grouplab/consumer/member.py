@@ -17,6 +17,8 @@ from typing import Any, Callable, Concatenate
 from grouplab.consumer.config import ConsumerConfig
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, StepOutputs, TimerKey
+from grouplab.protocol.errors import ErrorCode
+from grouplab.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from grouplab.protocol.types import TopicPartition
 
 
@@ -25,6 +27,10 @@ class Send:
     correlation_id: int
     api: str
     body: Any
+    # Which broker: None, the one connection to the coordinator (one broker, as before clusters);
+    # in a cluster (ConsumerConfig.bootstrap_nodes), the node id of the broker to send it to. The
+    # driver keeps one connection per node (consumer/driver.py).
+    node: int | None = None
 
 
 @dataclass(slots=True)
@@ -47,16 +53,127 @@ class Reconnect:
     """The coordinator stopped answering: drop the connection and open a new one."""
 
     reason: str
+    node: int | None = None  # the connection to drop (None: the one to the coordinator, as Send.node)
+
+
+FIND_COORDINATOR_TIMER: TimerKey = ("find_coordinator",)
+LOOKUP = "find_coordinator"  # the purpose of a FindCoordinator in flight
+COORDINATOR_GONE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
 
 class MemberSteps(StepOutputs):
-    """The steps both member machines take the same way (see the module docstring)."""
+    """The steps both member machines take the same way (see the module docstring).
+
+    In a cluster (`config.bootstrap_nodes`), the member finds its coordinator as Kafka's
+    AbstractCoordinator does: FindCoordinator to a bootstrap broker (each in turn), group requests
+    to the node named; NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a dropped connection or a
+    request timeout mark it unknown and it asks again (`_coordinator_ready` then resumes what was
+    in flight). With one broker `coordinator_node` stays None and every Send goes on the one
+    connection."""
 
     config: ConsumerConfig
     member_id: str
     owned: list[TopicPartition]
     _next_cid: int
     _inflight: dict[int, str]  # correlation id -> what the request was for
+    coordinator_node: int | None = None
+    _lookup_cid: int | None = None
+    _lookup_since: int | None = None
+    _lookup_turn: int = 0
+    _sent_to: dict[int, int] | None = None  # correlation id -> node (in a cluster)
+
+    @property
+    def in_cluster(self) -> bool:
+        return bool(self.config.bootstrap_nodes)
+
+    def _coordinator_ready(self) -> None:
+        """The coordinator is known again: send what waited for it (each machine its own)."""
+        raise NotImplementedError
+
+    def _coordinator_missing(self) -> bool:
+        """In a cluster with no coordinator known: look it up (once) and say so; the caller sends nothing."""
+        if not self.in_cluster or self.coordinator_node is not None:
+            return False
+        self._find_coordinator()
+        return True
+
+    def _find_coordinator(self) -> None:
+        if self._lookup_cid is not None:
+            return
+        if self._lookup_since is None:
+            self._lookup_since = self._now
+        nodes = self.config.bootstrap_nodes
+        node = nodes[self._lookup_turn % len(nodes)]
+        self._lookup_turn += 1
+        self._lookup_cid = self._send(FindCoordinatorRequest(self.config.group_id, 0), "FindCoordinator", LOOKUP, node)
+        self._arm(FIND_COORDINATOR_TIMER, self._now + self.config.request_timeout_ms)
+
+    def _mark_coordinator_unknown(self, reason: str, reconnect: bool = False) -> None:
+        """Kafka's markCoordinatorUnknown: forget the coordinator and what is in flight to it, and
+        find it again. `reconnect`: also drop the connection (it stopped answering)."""
+        node = self.coordinator_node
+        if node is None:
+            self._find_coordinator()
+            return
+        self.coordinator_node = None
+        self._log(events.CoordinatorUnknown, node_id=node, reason=reason)
+        self._forget_node(node)
+        if reconnect:
+            self._out.append(Reconnect(reason, node))
+        self._find_coordinator()
+
+    def _forget_node(self, node: int) -> list[str]:
+        """Requests in flight to `node` will not be answered: forget them; returns their purposes."""
+        sent_to = self._sent_to
+        if sent_to is None:
+            return []
+        gone = [cid for cid, n in sent_to.items() if n == node]
+        purposes = []
+        for cid in gone:
+            del sent_to[cid]
+            purpose = self._inflight.pop(cid, None)
+            if purpose is not None:
+                purposes.append(purpose)
+            if cid == self._lookup_cid:
+                self._lookup_cid = None
+                self._arm(FIND_COORDINATOR_TIMER, self._now + self.config.retry_backoff_ms)
+        return purposes
+
+    def _on_lookup_timer(self) -> None:
+        """The lookup went unanswered (request.timeout.ms) or its back-off passed: ask again."""
+        if self.coordinator_node is None and self.in_cluster:
+            if self._lookup_cid is not None:
+                self._inflight.pop(self._lookup_cid, None)
+                self._lookup_cid = None
+            self._find_coordinator()
+
+    def _on_lookup_response(self, correlation_id: int, resp: FindCoordinatorResponse) -> None:
+        if correlation_id != self._lookup_cid:
+            return
+        self._lookup_cid = None
+        self._cancel(FIND_COORDINATOR_TIMER)
+        if resp.error_code or resp.node_id < 0:
+            self._arm(FIND_COORDINATOR_TIMER, self._now + self.config.retry_backoff_ms)
+            return
+        self.coordinator_node = resp.node_id
+        since = self._lookup_since if self._lookup_since is not None else self._now
+        self._lookup_since = None
+        self._log(events.CoordinatorFound, node_id=resp.node_id, took_ms=self._now - since)
+        self._coordinator_ready()
+
+    def _lost_node(self, node: int | None) -> bool:
+        """A connection of a cluster member dropped: forget what went to it. True if it was the
+        coordinator's (it is then unknown and being looked up)."""
+        if node is None or not self.in_cluster:
+            return True
+        if node == self.coordinator_node:
+            self.coordinator_node = None
+            self._log(events.CoordinatorUnknown, node_id=node, reason="coordinator connection lost")
+            self._forget_node(node)
+            self._find_coordinator()
+            return True
+        self._forget_node(node)
+        return False
 
     def _logged_generation(self) -> int:
         raise NotImplementedError
@@ -64,10 +181,16 @@ class MemberSteps(StepOutputs):
     def _logged_state(self) -> events.AnyMemberState:
         raise NotImplementedError
 
-    def _send(self, body: Any, api: str, purpose: str) -> int:
+    def _send(self, body: Any, api: str, purpose: str, node: int | None = None) -> int:
+        """Send to `node`, or (None) to the coordinator: in a cluster its node, else the one connection."""
         self._next_cid += 1
         self._inflight[self._next_cid] = purpose
-        self._out.append(Send(self._next_cid, api, body))
+        to = node if node is not None else self.coordinator_node
+        if to is not None:
+            if self._sent_to is None:
+                self._sent_to = {}
+            self._sent_to[self._next_cid] = to
+        self._out.append(Send(self._next_cid, api, body, to))
         return self._next_cid
 
     def _arm(self, key: TimerKey, deadline_ms: int) -> None:

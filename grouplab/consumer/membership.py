@@ -32,10 +32,12 @@ from typing import Any
 
 from grouplab.consumer.config import ConsumerConfig
 from grouplab.consumer.coordinator import ConsumerCoordinator
-from grouplab.consumer.member import MemberSteps, PartitionsAssigned, Reconnect, tps
+from grouplab.consumer.member import (COORDINATOR_GONE, FIND_COORDINATOR_TIMER, MemberSteps, PartitionsAssigned,
+                                      Reconnect, tps)
 from grouplab.protocol import events
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.messages import (
+    FindCoordinatorResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupHeartbeatTopicPartitions,
@@ -150,12 +152,20 @@ class ConsumerMembership(MemberSteps):
             self._stop_timers()
         return self._end()
 
-    def on_disconnect(self, now_ms: int) -> list[Any]:
+    def on_disconnect(self, now_ms: int, node: int | None = None) -> list[Any]:
         """The connection dropped: the heartbeat in flight is lost. The member keeps its epoch and
         partitions and heartbeats in full once reconnected (the coordinator still knows it, or
-        answers with an error that makes it rejoin)."""
+        answers with an error that makes it rejoin). In a cluster, `node` is the broker whose
+        connection dropped: the coordinator's makes the member find it again."""
         self._begin(now_ms)
-        self._inflight.clear()
+        if self.in_cluster:
+            was_coordinator = node == self.coordinator_node
+            if not self._lost_node(node) or not was_coordinator:
+                if self._heartbeat_cid is not None and self._heartbeat_cid not in self._inflight:
+                    self._heartbeat_cid = None
+                return self._end()
+        else:
+            self._inflight.clear()
         self._heartbeat_cid = None
         if self.state in _IN_GROUP:
             self._log(events.CoordinatorDisconnected, previous_state=self.state)
@@ -166,7 +176,10 @@ class ConsumerMembership(MemberSteps):
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Any]:
         self._begin(now_ms)
-        if key == _TIMER_HEARTBEAT and self.state in _IN_GROUP:
+        if key == FIND_COORDINATOR_TIMER:
+            if self.state not in (MembershipState.CLOSED, MembershipState.FATAL):
+                self._on_lookup_timer()
+        elif key == _TIMER_HEARTBEAT and self.state in _IN_GROUP:
             self._heartbeat()
         elif key == _TIMER_POLL:
             self._on_poll_deadline()
@@ -177,14 +190,23 @@ class ConsumerMembership(MemberSteps):
             self._inflight.pop(self._heartbeat_cid, None)
             self._heartbeat_cid = None
             self._sent = SentFields()
-            self._out.append(Reconnect("no ConsumerGroupHeartbeat answer within request.timeout.ms"))
+            if self.in_cluster:
+                self._mark_coordinator_unknown("no ConsumerGroupHeartbeat answer within request.timeout.ms",
+                                               reconnect=True)
+            else:
+                self._out.append(Reconnect("no ConsumerGroupHeartbeat answer within request.timeout.ms"))
             self._arm(_TIMER_HEARTBEAT, now_ms + self.config.retry_backoff_ms)
         return self._end()
 
     def on_response(self, correlation_id: int, body: Any, now_ms: int) -> list[Any]:
         self._begin(now_ms)
         purpose = self._inflight.pop(correlation_id, None)
-        if purpose == "heartbeat" and correlation_id == self._heartbeat_cid:
+        if self._sent_to is not None:
+            self._sent_to.pop(correlation_id, None)
+        if purpose is not None and isinstance(body, FindCoordinatorResponse):
+            if self.state not in (MembershipState.CLOSED, MembershipState.FATAL):
+                self._on_lookup_response(correlation_id, body)
+        elif purpose == "heartbeat" and correlation_id == self._heartbeat_cid:
             self._heartbeat_cid = None
             self._cancel(_TIMER_REQUEST)
             if isinstance(body, ConsumerGroupHeartbeatResponse) and self.state in _IN_GROUP:
@@ -209,6 +231,9 @@ class ConsumerMembership(MemberSteps):
         """Send a heartbeat now, or as soon as the one in flight is answered."""
         if self._heartbeat_cid is not None:
             self._heartbeat_due = True
+            return
+        if self._coordinator_missing():
+            self._heartbeat_due = True  # sent once the coordinator is found (_coordinator_ready)
             return
         self._heartbeat_due = False
         self._heartbeat_cid = self._send(self._request(), "ConsumerGroupHeartbeat", "heartbeat")
@@ -277,7 +302,12 @@ class ConsumerMembership(MemberSteps):
 
     def _on_error(self, code: ErrorCode, message: str | None) -> None:
         self._sent = SentFields()  # the next heartbeat says everything again
-        if code in _RETRIABLE:
+        if code in COORDINATOR_GONE and self.in_cluster:
+            # Kafka's heartbeat request manager: coordinator unknown, look it up, heartbeat there.
+            self._log(events.GroupError, api="ConsumerGroupHeartbeat", error=code.name, message=message)
+            self._mark_coordinator_unknown(f"ConsumerGroupHeartbeat: {code.name}")
+            self._heartbeat_due = True
+        elif code in _RETRIABLE:
             self._log(events.GroupError, api="ConsumerGroupHeartbeat", error=code.name, message=message)
             self._arm(_TIMER_HEARTBEAT, self._now + self.config.retry_backoff_ms)
         elif code in _FENCED:
@@ -310,6 +340,8 @@ class ConsumerMembership(MemberSteps):
         self._cancel(_TIMER_REQUEST)
 
     def _leave(self, reason: str) -> None:
+        if self.in_cluster and self.coordinator_node is None:
+            return  # nowhere to send it while the coordinator is looked up: the session ends it
         static = self.config.group_instance_id is not None
         epoch = STATIC_LEAVE_EPOCH if static else LEAVE_EPOCH
         req = ConsumerGroupHeartbeatRequest(self.config.group_id, self.member_id, epoch,
@@ -321,6 +353,14 @@ class ConsumerMembership(MemberSteps):
     def _stop_timers(self) -> None:
         for key in (_TIMER_HEARTBEAT, _TIMER_POLL, _TIMER_REQUEST):
             self._cancel(key)
+        if self.in_cluster:
+            self._cancel(FIND_COORDINATOR_TIMER)
+
+    def _coordinator_ready(self) -> None:
+        """Found: a member in the group heartbeats there at once, in full."""
+        self._sent = SentFields()
+        if self.state in _IN_GROUP:
+            self._heartbeat()
 
     def _logged_generation(self) -> int:
         return self.member_epoch

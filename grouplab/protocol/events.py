@@ -787,6 +787,25 @@ class CoordinatorDisconnected(MemberEvent):
 
 
 @dataclass(slots=True)
+class CoordinatorUnknown(MemberEvent):
+    """In a cluster, the member no longer knows its group's coordinator (Kafka's
+    markCoordinatorUnknown): it asks FindCoordinator again."""
+
+    NAME = "coordinator_unknown"
+    node_id: int | None
+    reason: str
+
+
+@dataclass(slots=True)
+class CoordinatorFound(MemberEvent):
+    """In a cluster, FindCoordinator named the group's coordinator."""
+
+    NAME = "coordinator_found"
+    node_id: int
+    took_ms: int
+
+
+@dataclass(slots=True)
 class MemberRequestTimedOut(MemberEvent):
     """The member's JoinGroup or SyncGroup went unanswered (the producer's is ProducerRequestTimedOut)."""
 

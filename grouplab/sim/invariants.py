@@ -11,6 +11,8 @@
 5. Every member's assignment is the one the leader of its generation produced.
 6. Liveness: after the faults stop the group is Stable again within a bound derived from the
    timeouts, every live member Stable in it, every subscribed partition owned exactly once.
+7. (A cluster of brokers) at most one coordinator per group: the group is in memory only while its
+   `__consumer_offsets` partition's leader is live and has loaded it.
 
 Checks are incremental (on each assignment, on each coordinator event), so a 1,000-member run does
 not pay for a full scan after every message.
@@ -186,6 +188,8 @@ class Invariants:
     # ------------------------------------------------------------------ per step
 
     def check(self) -> None:
+        if self.sim.scenario.brokers > 1:
+            self._check_one_coordinator()
         group = self.sim.group_state()
         if group is None:
             if self.sim.consumer_group_state() is not None:
@@ -196,6 +200,21 @@ class Invariants:
         if group.generation_id < self.max_generation:
             self.fail("generations only go up", f"generation went from {self.max_generation} to {group.generation_id}")
         self.max_generation = group.generation_id
+
+    def _check_one_coordinator(self) -> None:
+        """7. At most one coordinator per group (a cluster): the Broker holds the group in memory
+        only while its `__consumer_offsets` partition has a live leader that has loaded it."""
+        broker = self.sim.broker
+        if broker is None or broker.cluster is None:
+            return
+        group_id = self.sim.scenario.group_id
+        if group_id not in broker.groups and group_id not in broker.consumer_groups:
+            return
+        cluster = broker.cluster
+        partition = cluster.partition_of(group_id)
+        if cluster.coordinator_of(group_id) not in cluster.nodes.live or partition in cluster.loading:
+            self.fail("one coordinator per group", f"group {group_id} is in memory while __consumer_offsets-{partition} "
+                                                   f"has no live, loaded leader")
 
     def _check_from_leader(self, m: "SimMember") -> None:
         machine = m.machine

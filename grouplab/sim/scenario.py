@@ -56,7 +56,11 @@ FAULT_KINDS = (
     "leave_burst",  # `count` members leave at once (clean shutdown)
     "crash_before_commit",  # delivery: crash right after processing a batch, before committing it
     "crash_after_commit",  # delivery: crash right after committing a batch, before processing it
+    "kill_broker",  # a cluster's broker `node` (an id, or "coordinator": the group's) is killed, back after duration_ms
+    "restart_broker",  # a cluster's broker `node` shuts down cleanly and starts again after duration_ms
+    "elect_leaders",  # a preferred-leader election (kafka-leader-election.sh --election-type PREFERRED)
 )
+BROKER_KINDS = ("kill_broker", "restart_broker", "elect_leaders")
 
 RANDOM_KINDS = ("crash", "hang", "slow", "leave", "partition", "disconnect", "coordinator_restart", "static_restart",
                 "crash_before_commit", "crash_after_commit")
@@ -112,6 +116,7 @@ class ScheduledFault:
     topic: str = ""
     partitions: int = 0
     count: int = 0
+    node: Any = "coordinator"  # kill_broker, restart_broker: a node id, or "coordinator" (the group's)
 
 
 @dataclass
@@ -165,6 +170,7 @@ class Scenario:
     name: str = "scenario"
     description: str = ""
     group_id: str = "sim"
+    brokers: int = 1  # a cluster of brokers 0..brokers-1 over one store (coordinator/brokers.py)
     topics: dict[str, int] = field(default_factory=lambda: {"t0": 6})
     duration_ms: int = 600_000
     faults_from_ms: int = 10_000
@@ -392,10 +398,26 @@ def _validate(s: Scenario, source: str) -> None:
                 or isinstance(f.members, list) and all(isinstance(m, str) for m in f.members)):
             raise ScenarioError(f"{source}: schedule[{i}]: members must be a count or a list of member names, "
                                 f"got {f.members!r}")
+        if f.fault in BROKER_KINDS and s.brokers < 2:
+            raise ScenarioError(f"{source}: schedule[{i}]: {f.fault} needs brokers >= 2")
+        if f.fault in BROKER_KINDS and not (f.node == "coordinator" or isinstance(f.node, int)
+                                            and not isinstance(f.node, bool) and 0 <= f.node < s.brokers):
+            raise ScenarioError(f"{source}: schedule[{i}]: node must be a broker id below {s.brokers} "
+                                f"or \"coordinator\", got {f.node!r}")
+        if f.fault == "coordinator_restart" and s.brokers > 1:
+            raise ScenarioError(f"{source}: schedule[{i}]: coordinator_restart is the one-broker fault; "
+                                f"a cluster kills a broker (kill_broker)")
         if f.fault == "add_partitions" and (f.topic not in s.topics or f.partitions < 1):
             raise ScenarioError(f"{source}: schedule[{i}]: add_partitions needs a known topic and partitions >= 1")
     for i, rule in enumerate(s.faults):
         _validate_fault_rule(rule, f"{source}: faults[{i}]")
+    if not isinstance(s.brokers, int) or isinstance(s.brokers, bool) or s.brokers < 1:
+        raise ScenarioError(f"{source}: brokers must be an integer >= 1, got {s.brokers!r}")
+    if s.brokers > 1 and s.random.coordinator_restart:
+        raise ScenarioError(f"{source}: random.coordinator_restart is the one-broker fault")
+    if s.brokers > 1 and s.delivery is not None:
+        raise ScenarioError(f"{source}: [delivery] runs on one broker only so far (its fetches and produces "
+                            f"do not follow partition leaders yet)")
     if s.delivery is not None:
         d = s.delivery
         if d.mode not in DELIVERY_MODES:

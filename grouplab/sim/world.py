@@ -47,7 +47,7 @@ from grouplab.sim.delivery import DeliveryWorld
 from grouplab.sim.fault_rules import SimFaultRules
 from grouplab.sim.invariants import Invariants, Violation, format_step
 from grouplab.sim.member import SimMember
-from grouplab.sim.scenario import RANDOM_KINDS, Scenario, ScheduledFault, _kafka_value
+from grouplab.sim.scenario import BROKER_KINDS, RANDOM_KINDS, Scenario, ScheduledFault, _kafka_value
 from grouplab.sim.stats import SimStats
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
@@ -105,8 +105,11 @@ class _SimMemberShell:
     def disconnect(self) -> None:
         """Nothing to close: what is in flight on the old connection is dropped when it arrives."""
 
-    def connect(self, done: Callable[[bool], None]) -> None:
-        done(self._sim.broker is not None)
+    def connect(self, done: Callable[[bool], None], node: int | None = None) -> None:
+        done(self._sim.broker_live(node))
+
+    def close_node(self, node: int) -> None:
+        """Nothing to close: what is in flight on the old connection is dropped when it arrives."""
 
     def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
         self._sim.invariants.on_assigned(self._m, partitions)
@@ -152,7 +155,10 @@ class Simulation:
         if self.messages is not None:
             self.messages.start(0, host="127.0.0.1", port=0, config=self.broker_config.as_kafka_names(),
                                 config_given=sorted(self.broker_config.overridden),
-                                topics=dict(scenario.topics), recovered=False)
+                                topics=dict(scenario.topics), recovered=False,
+                                **({"brokers": scenario.brokers,
+                                    "addresses": {str(n): ["127.0.0.1", 0] for n in range(scenario.brokers)}}
+                                   if scenario.brokers > 1 else {}))
         # The coordinator (None while it is down), and its Broker: a plain attribute rather than a
         # property, as the network functions and the invariants read it on every message and event.
         self.coordinator: CoordinatorDriver | None = None
@@ -177,13 +183,20 @@ class Simulation:
     def _new_coordinator(self) -> CoordinatorDriver:
         # The partition logs are the coordinator's disk: they outlive its crashes (their state
         # rebuilt from the batch headers, as FileLogStore recovers); everything else starts over.
-        broker = Broker(self.broker_config, self.ids, logs=self._logs_after_crash)
+        broker = Broker(self.broker_config, self.ids, logs=self._logs_after_crash, brokers=self.scenario.brokers)
         broker.topics.partitions.update(self.scenario.topics)
         return CoordinatorDriver(broker, self._clock, _HeapTimers(self, _BROKER_TIMER, None), self._reply_to_member,
                                  self.durable.extend, self._coordinator_event, self.messages)
 
     def _clock(self) -> int:
         return self.now
+
+    def broker_live(self, node: int | None) -> bool:
+        """Does broker `node` answer (None: the one broker)?"""
+        broker = self.broker
+        if broker is None:
+            return False
+        return node is None or broker.cluster is None or node in broker.cluster.nodes.live
 
     def _set_coordinator(self, coordinator: CoordinatorDriver | None) -> None:
         self.coordinator = coordinator
@@ -194,7 +207,9 @@ class Simulation:
         topics = [self.scenario.delivery.input_topic] if self.scenario.delivery else (spec.topics or self.scenario.topics)
         return ConsumerConfig(group_id=self.scenario.group_id, topics=sorted(topics),
                               client_id=name, group_instance_id=instance,
-                              assignors=list(spec.assignors)).with_overrides(
+                              assignors=list(spec.assignors),
+                              bootstrap_nodes=tuple(range(self.scenario.brokers)) if self.scenario.brokers > 1 else (),
+                              ).with_overrides(
             f"{k}={_kafka_value(v)}" for k, v in overrides.items())
 
     def _build_members(self) -> None:
@@ -323,15 +338,19 @@ class Simulation:
 
     def _deliver_to_broker(self, m: SimMember, epoch: int, send: Send) -> None:
         coordinator = self.coordinator
-        if coordinator is None or not ((epoch == m.epoch and m.connected) or epoch == m.closed_epoch):
+        node = send.node
+        if coordinator is None or not (m.is_open(epoch, node) or epoch == m.closed_epoch):
             return  # the coordinator is down, or the connection it came on is gone
+        if node is not None and not self.broker_live(node):
+            return  # a stopped broker: its connections are gone
         self.stats.messages_delivered += 1
         self.trace.append((self.now, m.name, "->", send.api, send.correlation_id))
-        coordinator.handle(send.api, send.body, RequestContext((m.index, epoch, send.correlation_id), m.name, "sim"))
+        coordinator.handle(send.api, send.body, RequestContext((m.index, epoch, send.correlation_id), m.name, "sim",
+                                                               node_id=node if node is not None else 0))
 
     def _deliver_to_member(self, m: SimMember, epoch: int, cid: int, body: Any, payload: tuple) -> None:
         machine = m.machine
-        if epoch != m.epoch or machine is None or not m.connected:
+        if machine is None or not m.epoch_open(epoch):
             return
         if m.hung:
             m.held.append((_TO_MEMBER, payload))
@@ -349,7 +368,7 @@ class Simulation:
         m = self.members[idx]
         if self.delivery is not None and self.delivery.ack_lost(out.body):
             return
-        if epoch == m.epoch and m.connected:
+        if m.epoch_open(epoch):
             self._transmit(m, _TO_MEMBER, idx, epoch, cid, out.body)
 
     def _coordinator_event(self, ev: LogEvent) -> None:
@@ -381,6 +400,44 @@ class Simulation:
         self._set_coordinator(coordinator)
         self.log_sim(events.CoordinatorRestarted, records=len(self.durable))
         coordinator.apply(outputs)
+
+    # ------------------------------------------------------------------ a cluster's brokers
+
+    def _broker_fault(self, f: ScheduledFault) -> bool:
+        """kill_broker, restart_broker, elect_leaders; False if it found nothing to do."""
+        coordinator, broker = self.coordinator, self.broker
+        if coordinator is None or broker is None or broker.cluster is None:
+            return False
+        if f.fault == "elect_leaders":
+            coordinator.broker_change("elect")
+            return True
+        node = broker.coordinator_node(self.scenario.group_id) if f.node == "coordinator" else int(f.node)
+        if node < 0 or node not in broker.cluster.nodes.live or len(broker.cluster.nodes.live) < 2:
+            return False
+        how = "killed" if f.fault == "kill_broker" else "shutdown"
+        self.trace.append((self.now, "simulator", f.fault, node))
+        coordinator.broker_change("down", node, how)
+        for m in self.members:
+            if m.up and node in m.open_nodes():
+                self._node_lost(m, node)
+        self.at(self.now + max(f.duration_ms, 1), functools.partial(self._start_broker, node))
+        return True
+
+    def _start_broker(self, node: int) -> None:
+        coordinator, broker = self.coordinator, self.broker
+        if coordinator is not None and broker is not None and broker.cluster is not None \
+                and node not in broker.cluster.nodes.live:
+            self.trace.append((self.now, "simulator", "broker started", node))
+            coordinator.broker_change("up", node)
+            self.invariants.dirty = True
+
+    def _node_lost(self, m: SimMember, node: int) -> None:
+        """Broker `node`'s connection closed under the member (once resumed, if hung)."""
+        if m.hung:
+            m.held.append((_ACTION, (functools.partial(m.node_lost, node),)))
+            m.close_node_now(node)
+        else:
+            m.node_lost(node)
 
     # ------------------------------------------------------------------ member side
 
@@ -513,6 +570,9 @@ class Simulation:
             if self.broker is None:
                 return
             self._crash_coordinator(max(f.duration_ms, 1))
+        elif kind in BROKER_KINDS:
+            if not self._broker_fault(f):
+                return
         elif kind == "add_partitions":
             if self.broker is not None:
                 # As an admin's CreatePartitions: durable (a TopicRecord), so a restart keeps it.
@@ -534,7 +594,7 @@ class Simulation:
                                 and (m.config.group_instance_id is not None or not static_only))
             for m in chosen:
                 self._member_fault(m, kind, f.duration_ms)
-        if kind in ("coordinator_restart", "add_partitions") or chosen:
+        if kind in ("coordinator_restart", "add_partitions") or kind in BROKER_KINDS or chosen:
             self.stats.faults[kind] = self.stats.faults.get(kind, 0) + 1
             self.log_sim(events.FaultInjected, fault=kind, members=[m.name for m in chosen], duration_ms=f.duration_ms,
                           topic=f.topic or None)
