@@ -197,12 +197,20 @@ def summary_table(records: list[RebalanceRecord]) -> Table:
     return table
 
 
+def _coordinator(group: Any) -> str:
+    """` · coordinator HOST:PORT (ID)` for a group `grouplab describe` found its coordinator of
+    (kafka-consumer-groups' COORDINATOR (ID) column), else nothing."""
+    found = getattr(group, "coordinator", None)
+    return f" · coordinator {found}" if found is not None else ""
+
+
 def describe_table(group: Any, decode_assignment: Any) -> Table:
     """kafka-consumer-groups --describe, the members view, plus generation and leader."""
     clients = {m.member_id: m.client_id for m in group.members}
     title = (f"group [bold]{group.group_id}[/] · state [bold]{group.group_state}[/] · generation {group.generation_id} · "
              f"protocol {group.protocol_data or '-'} ({group.protocol_type or '-'}) · "
-             f"leader {short_member(group.leader, clients) if group.leader else '-'} · {len(group.members)} members")
+             f"leader {short_member(group.leader, clients) if group.leader else '-'} · {len(group.members)} members"
+             + _coordinator(group))
     table = Table(title=title, title_justify="left", header_style="bold")
     for col in ("member id", "group instance id", "client id", "host", "#", "assignment"):
         table.add_column(col)
@@ -218,7 +226,7 @@ def consumer_group_table(group: Any) -> Table:
     member's epoch and state, what it owns and, where it differs, the target it is moving to."""
     title = (f"group [bold]{group.group_id}[/] · type consumer · state [bold]{group.group_state}[/] · "
              f"group epoch {group.group_epoch} · target epoch {group.assignment_epoch} · "
-             f"assignor {group.assignor_name or '-'} · {len(group.members)} members")
+             f"assignor {group.assignor_name or '-'} · {len(group.members)} members" + _coordinator(group))
     table = Table(title=title, title_justify="left", header_style="bold")
     moving = any(m.assignment != m.target_assignment for m in group.members)
     for col in ("member id", "group instance id", "client id", "host", "epoch", "member state", "#", "assignment",

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from grouplab.display import RebalanceView, short_member
 from grouplab.teach.catalog import Catalog
+from grouplab.teach.narrate_cluster import leaders_summary
 from grouplab.teach.reasons import why_rejoin
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent
@@ -116,6 +117,10 @@ class CoordinatorView:
         elif isinstance(p, (events.InternalError, events.LogWriteFailed, events.PartitionWriteFailed,
                             events.PartitionFlushFailed, events.MarkerWriteFailed)):
             line, style = c.t("view.failure", what=p.NAME, error=p.error), "bold red"
+        elif isinstance(p, (events.BrokerStopped, events.BrokerStarted, events.LeadersMoved, events.CoordinatorMoved,
+                            events.CoordinatorLoaded)):
+            line, rule, style = self._cluster(p)
+            why = c.t(rule, **self._move_fields(p)) if rule else None
         elif isinstance(p, events.ConsumerGroupEvent):
             said = self._consumer_group(p)
             if said is None:
@@ -133,6 +138,39 @@ class CoordinatorView:
         if why and rule not in self.told:
             self.told.add(rule)
             self.console.print(Text(f"{'':14}{c.t('why')}: {why}", style="dim italic"))
+
+    def _cluster(self, p: events.Event) -> tuple[str, str, str]:
+        """A cluster's event (docs/protocol.md §12) as (line, the why's catalogue key or "", style):
+        one line per broker change and per coordinator move, leaders summed up per new leader."""
+        c = self.c
+        if isinstance(p, events.BrokerStopped):
+            return (c.t(f"view.broker.{'shutdown' if p.how == 'shutdown' else 'killed'}", node=p.node_id,
+                        live=", ".join(map(str, p.live)) or c.t("none")), "", "bold red")
+        if isinstance(p, events.BrokerStarted):
+            return c.t("view.broker.started", node=p.node_id, live=", ".join(map(str, p.live))), "why.cluster.up", "green"
+        if isinstance(p, events.LeadersMoved):
+            election = p.cause in ("preferred_election", "auto_leader_rebalance")  # else the broker line said why
+            return (c.t("view.leaders.election" if election else "view.leaders", count=len(p.partitions),
+                        cause=self._cause(p.cause, -1), moves=leaders_summary(c, p.partitions)), "", "")
+        if isinstance(p, events.CoordinatorMoved):
+            fields = self._move_fields(p)
+            if p.to_node == -1:
+                return c.t("view.coordinator.none", **fields), "why.cluster.moved.none", "bold red"
+            rule = "why.cluster.moved.election" if p.cause in ("preferred_election", "auto_leader_rebalance") else \
+                "why.cluster.moved"
+            return c.t("view.coordinator.moved", **fields), rule, "bold yellow"
+        assert isinstance(p, events.CoordinatorLoaded)
+        return c.t("view.coordinator.loaded", groups=", ".join(p.groups), node=p.node_id), "", "green"
+
+    def _move_fields(self, p: events.Event) -> dict[str, object]:
+        if not isinstance(p, events.CoordinatorMoved):
+            return {}
+        return dict(groups=", ".join(p.groups), from_node=p.from_node, to_node=p.to_node, partition=p.partition,
+                    topic="__consumer_offsets", load_ms=p.load_ms, cause=self._cause(p.cause, p.from_node))
+
+    def _cause(self, cause: str, node: int) -> str:
+        key = f"cluster.cause.{cause}"
+        return self.c.t(key, node=node) if self.c.has(key) else cause
 
     def _consumer_group(self, p: events.ConsumerGroupEvent) -> tuple[str, str, str] | None:
         """A consumer-protocol group's event (KIP-848) as (line, the why's catalogue key or "",

@@ -46,6 +46,9 @@ RULES: dict[str, tuple[list[str], list[str]]] = {
     "partitions-added": (["fault.add_partitions", "why.fault.add_partitions", "why.rejoin.partitions"],
                          ["metadata.max.age.ms"]),
     "idle-consumers": (["note.idle", "why.idle"], []),
+    "coordinator-moves": (["dec.cluster.moved", "why.cluster.moved", "note.cluster.found", "note.cluster.blind",
+                           "why.cluster.blind", "why.cluster.moved.election", "why.cluster.NOT_COORDINATOR.moved"],
+                          ["__consumer_offsets", "FindCoordinator", "NOT_COORDINATOR"]),
     "kip848-join": (["dec.cg.epoch", "dec.cg.target", "dec.cg.unrevoked", "dec.cg.unreleased", "why.cg.unreleased"],
                     ["KIP-848", "uniform"]),
     "kip848-crash": (["dec.cg.removed", "why.cg.removed.session_timeout", "note.gap.cg", "why.gap.cg.crash"],
@@ -172,7 +175,7 @@ def test_a_deleted_topic_made_again_is_not_waiting_for_a_consumer(tmp_path: Path
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", ["crash-timeout", "eager-vs-cooperative", "delivery-semantics", "zombie-commit",
-                                  "kip848-join", "kip848-crash", "kip848-slow-revoker", "classic-vs-consumer"])
+                                  "kip848-join", "kip848-crash", "kip848-slow-revoker", "classic-vs-consumer", "coordinator-moves"])
 def test_lesson_page_is_identical_to_golden(name: str, lang: str, tmp_path: Path) -> None:
     lesson = load_lesson(find_lesson(name) or "")
     c = Catalog(lang)

@@ -134,9 +134,12 @@ def text_lines(story: Story, steps: list[Narrated], c: Catalog, show_all: bool =
         for i, said in enumerate(s.lines):
             arrow = (f"{said.sender} → {said.receiver}" if said.kind in ("request", "response", "fault")
                      else f"{COORDINATOR} ⇒ {said.receiver}" if said.kind == "decision"
+                     else f"{said.sender} ⇒ {said.receiver}" if said.kind == "cluster"
+                     else f"{said.sender} ⚡" if said.kind == "broker"
                      else f"{said.sender} ◆" if said.kind == "world" else f"{COORDINATOR} ⏰")
             style = {"request": "bold", "response": "", "decision": "yellow", "timer": "cyan",
-                     "coordinator": "red", "fault": "bold red", "world": "magenta"}.get(said.kind, "")
+                     "coordinator": "red", "fault": "bold red", "world": "magenta", "broker": "bold red",
+                     "cluster": "yellow"}.get(said.kind, "")
             yield style, f"{when if i == 0 else '':>12}  {arrow}: {said.text}"
             if said.why and (show_all or said.why not in told):  # each rule once, where the run first shows it
                 told.add(said.why)
@@ -167,6 +170,8 @@ def markdown(story: Story, steps: list[Narrated], c: Catalog, title: str, intro:
         for said in s.lines:
             who = (f"`{said.sender}` → `{said.receiver}`" if said.kind in ("request", "response", "fault")
                    else f"`{COORDINATOR}` ⇒ `{said.receiver}`" if said.kind == "decision"
+                   else f"`{said.sender}` ⇒ `{said.receiver}`" if said.kind == "cluster"
+                   else f"`{said.sender}` ⚡" if said.kind == "broker"
                    else f"`{said.sender}` ◆" if said.kind == "world" else f"`{COORDINATOR}` ⏰")
             out.append(f"- {who}: {_md(said.text)}")
             if said.why and (show_all or said.why not in told):
@@ -209,10 +214,12 @@ def mermaid(story: Story, steps: list[Narrated], c: Catalog, show_all: bool = Fa
             elif said.kind == "world":
                 where = alias.get(_process(said.sender), coordinator)
                 out.append(f"    Note over {where}: ◆ {_mm(said.text)}")
-            elif said.kind == "request":
-                out.append(f"    {alias[_process(said.sender)]}->>{coordinator}: {_mm(said.text)}")
+            elif said.kind == "broker":
+                out.append(f"    Note over {coordinator}: ⚡ {_mm(said.text)}")
+            elif said.kind == "request":  # to the coordinator, or in a cluster the broker it reached
+                out.append(f"    {alias[_process(said.sender)]}->>{alias[_process(said.receiver)]}: {_mm(said.text)}")
             elif said.kind == "response":
-                out.append(f"    {coordinator}-->>{alias[_process(said.receiver)]}: {_mm(said.text)}")
+                out.append(f"    {alias[_process(said.sender)]}-->>{alias[_process(said.receiver)]}: {_mm(said.text)}")
             else:
                 out.append(f"    Note over {coordinator}: {_mm(said.text)}")
         if chunk.changed and chunk.group is not None:

@@ -17,6 +17,7 @@ from grouplab.coordinator.broker import Broker
 from grouplab.coordinator.trace import from_json, request_body
 from grouplab.replay import Step
 from grouplab.teach import narrate_consumer as consumer
+from grouplab.teach.narrate_cluster import CLUSTER_EVENTS, ClusterStory
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.notes import Notes
 from grouplab.teach.notes import compact as _compact
@@ -52,7 +53,7 @@ class Said:
     receiver: str
     text: str
     why: str | None = None
-    kind: str = "message"  # "request", "response", "decision", "timer", "coordinator"
+    kind: str = "message"  # "request", "response", "decision", "timer", "coordinator"; a cluster's "broker", "cluster"
     raw: dict[str, Any] | None = None  # the trace line, for a reader who wants the message itself
 
 
@@ -92,7 +93,9 @@ class Narrator:
         self.initial_delay: dict[str, bool] = {}
         self.incarnations: dict[str, int] = {}  # client id -> member ids seen
         self.notes = Notes(self)  # what a step means beyond its messages (notes.py)
+        self.cluster = ClusterStory(self)  # a cluster of brokers: moves, loads, who found the new coordinator
         self._broker: Broker | None = None  # the replayed Broker of the step being told
+        self._line: dict[str, Any] = {}  # and its input line
 
     # ------------------------------------------------------------------ names
 
@@ -120,6 +123,7 @@ class Narrator:
         subject: str | None = None  # the member the input is about
         body: Any = None
         self._broker = step.broker
+        self._line = line
         if kind == "request":
             api = line["api"]
             body = request_body(api, line["body"])
@@ -129,14 +133,18 @@ class Narrator:
             subject = getattr(body, "member_id", None) or None
             if api == "LeaveGroup" and body.members:
                 subject = body.members[0].member_id
-            lines.append(Said(sender, COORDINATOR, self._request_text(api, body), kind="request", raw=line))
+            at = (self.cluster.broker_name(int(line.get("node", 0))) if self.cluster.active(step.broker)
+                  else COORDINATOR)  # in a cluster, the broker it reached
+            lines.append(Said(sender, at, self._request_text(api, body), kind="request", raw=line))
         elif kind == "timer":
             key = line["key"]
             group_id = key[1] if len(key) > 1 and key[0] in ("join", "sync", "session", "pending", *consumer.TIMERS) else None
             subject = key[2] if key[0] in ("session", "pending", *consumer.TIMERS) and len(key) > 2 else None
             text = (consumer.timer_text(self, key, step.broker) if key[0] in consumer.TIMERS
-                    else self._timer_text(key, group_id))
+                    else self.cluster.timer_text(key, step.broker) or self._timer_text(key, group_id))
             lines.append(Said(COORDINATOR, COORDINATOR, text, kind="timer", raw=line))
+        elif kind == "broker":
+            lines.append(self.cluster.input_line(line))
         elif kind == "crash":
             lines.append(Said(COORDINATOR, COORDINATOR, self.c.t("crash"), self.c.t("why.crash"), kind="coordinator"))
         else:
@@ -167,20 +175,29 @@ class Narrator:
                 continue
             said = self._response(written, api, body, decided)
             if said is not None:
+                if kind == "request" and lines[0].receiver != COORDINATOR:
+                    said.sender = lines[0].receiver  # a cluster's broker answers
+                elif group_id is not None and self.cluster.active(step.broker):  # a held answer, from its coordinator
+                    said.sender = self.cluster.coordinator_name(step.broker, group_id)
                 lines.append(said)
                 if said.kind == "response-error":
                     answered_errors.append(said)
                     said.kind = "response"
 
-        if api in ("JoinGroup", "SyncGroup") and not any(w["kind"] == "response" for w in step.written):
+        answered = any(w["kind"] == "response" for w in step.written)
+        told_cluster = (self.cluster.after_request(step, api, body, lines[0].sender, answered)
+                        if kind == "request" and api is not None else [])
+        unanswered = any(s.kind == "cluster" and s.receiver == lines[0].sender for s in told_cluster)
+        if api in ("JoinGroup", "SyncGroup") and not answered and not unanswered:
             lines[0].text += self.c.t(f"parked.{api}")  # answered later, when the phase ends
         if api == "JoinGroup" and body is not None and lines[0].why is None:
             lines[0].why = self.notes.reason_why(body.reason or "")
         lines += [Said(COORDINATOR, n.group or group_id or COORDINATOR, n.text, n.why, kind="decision")
                   for n in self.notes.after(step, api, body)]
+        lines += told_cluster
 
         quiet = all(isinstance(ev.payload, ROUTINE_EVENTS) for ev in step.events)
-        routine = (quiet and not answered_errors and
+        routine = (quiet and not answered_errors and not told_cluster and
                    ((kind == "request" and api in ROUTINE_APIS) or (kind == "timer" and len(lines) == 1)))
         narrated = Narrated(step.index, int(line["ts_ms"]), lines, routine, api, group_id)
         self._state_after(step.broker, narrated)
@@ -258,6 +275,8 @@ class Narrator:
             return c.t("req.OffsetCommit", generation=body.generation_id, offsets=offsets)
         if api == "DeleteTopics":
             return c.t("req.DeleteTopics", topics=", ".join(body.topic_names))
+        if api == "FindCoordinator":
+            return self.cluster.find_request(body)
         if api == "ConsumerGroupHeartbeat":
             return consumer.request_text(self, body, self._broker)
         return c.t("req.generic", api=api)
@@ -359,6 +378,8 @@ class Narrator:
                 key = "dec.transaction_committed" if isinstance(p, events.TransactionCommitted) else "dec.transaction_aborted"
                 said = Said(COORDINATOR, COORDINATOR, c.t(key, tid=p.transactional_id, reason=p.reason,
                                                           partitions=self.pairs(p.partitions)), kind="decision")
+            elif isinstance(p, CLUSTER_EVENTS):
+                said = self.cluster.decision(p, ev.ts_ms)
             elif isinstance(p, events.ConsumerGroupEvent):
                 said = consumer.decision(self, p, step.broker)
                 if isinstance(p, events.ConsumerHeartbeatRejected):
@@ -390,8 +411,10 @@ class Narrator:
         code = getattr(body, "error_code", 0) or 0
         if code:
             error = ErrorCode.from_code(code).name
-            why = None if error in explained else self.error_why(api, error, {
-                "request_generation": getattr(request, "generation_id", "?")})
+            why = None if error in explained else (
+                self.cluster.error_why(error, getattr(request, "group_id", None), int(self._line.get("node", 0)),
+                                       int(self._line["ts_ms"]), self._broker)
+                or self.error_why(api, error, {"request_generation": getattr(request, "generation_id", "?")}))
             said = Said(COORDINATOR, receiver, c.t("resp.error", api=api, error=error), why, kind="response-error",
                         raw=written)
             return said
@@ -413,6 +436,8 @@ class Narrator:
                         kind="response", raw=written)
         if api == "ConsumerGroupHeartbeat" and body is not None:
             return Said(COORDINATOR, receiver, consumer.response_text(self, body), kind="response", raw=written)
+        if api == "FindCoordinator" and body is not None:
+            return Said(COORDINATOR, receiver, self.cluster.find_response(body), kind="response", raw=written)
         if api == "DeleteTopics" and body is not None:  # one error per name: a refused one is told as such
             results = ", ".join(f"{r.name} {ErrorCode.from_code(r.error_code).name}" for r in body.responses)
             return Said(COORDINATOR, receiver, c.t("resp.DeleteTopics", results=results), kind="response", raw=written)

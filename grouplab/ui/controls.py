@@ -13,6 +13,7 @@ from typing import Any
 
 from grouplab.consumer.assignors import UnknownAssignor, assignor_names
 from grouplab.cluster import ClusterError, LocalCluster
+from grouplab.coordinator.nodes import NodeError
 from grouplab.protocol.types import TopicPartition
 
 DEFAULT_PARTITION_S = 15.0
@@ -114,6 +115,33 @@ class Controls:
             except ClusterError as exc:
                 raise ActionError(str(exc)) from None
         return f"{topic} now has {int(total)} partitions; the leader will notice and rebalance"
+
+    BROKER_ACTIONS = ("kill", "restart")
+
+    async def broker(self, node_text: str, action: str) -> str:
+        """Kill or restart one broker of a cluster (CoordinatorServer.kill_broker / restart_broker):
+        its partitions move, and the group's coordinator with its __consumer_offsets partition."""
+        if action not in self.BROKER_ACTIONS:
+            raise ActionError(f"unknown broker action {action!r}; known: {', '.join(self.BROKER_ACTIONS)}")
+        try:
+            node = int(node_text)
+        except ValueError:
+            raise ActionError(f"a broker is a node id, not {node_text!r}") from None
+        server = self.cluster.server
+        if server is None or server.broker.cluster is None:
+            raise ActionError("this coordinator is one broker: start a cluster of brokers to kill one")
+        async with self._lock:
+            try:
+                if action == "kill":
+                    await server.kill_broker(node)
+                    after = server.coordinator_of(self.cluster.group_id)
+                    where = f"broker {after}" if after >= 0 else "no broker (none is live)"
+                    return f"killed broker {node}: its connections are cut; {self.cluster.group_id}'s coordinator is {where}"
+                await server.restart_broker(node)
+                return (f"broker {node} is back: it leads nothing until the next preferred-leader election "
+                        "(auto.leader.rebalance.enable)")
+            except NodeError as exc:
+                raise ActionError(str(exc)) from None
 
     async def restart_coordinator(self) -> str:
         async with self._lock:

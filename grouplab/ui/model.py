@@ -28,6 +28,7 @@ from typing import Any
 
 from grouplab.costs import ASSIGNED_NOT_CONSUMED, CONSUMED, CostTracker, Segment, Stall
 from grouplab.rebalances import Rebalance
+from grouplab.ui.brokers import BrokersView
 from grouplab.protocol.consumer_protocol import decode_subscription
 from grouplab.protocol.effects import LogEvent
 from grouplab.protocol.errors import ErrorCode, ProtocolError
@@ -112,6 +113,7 @@ class DashboardModel:
         self.durable = False
         self.consumer_session_ms: int | None = None  # group.consumer.session.timeout.ms, from coordinator_started
         self.clock_ms = 0
+        self.brokers = BrokersView(group_id)  # a cluster's brokers (ui/brokers.py); one broker shows none
         self._requests: dict[tuple[str, int], tuple[str, str]] = {}  # (conn, correlation id) -> (api, member)
 
     # ------------------------------------------------------------------ inputs
@@ -128,6 +130,7 @@ class DashboardModel:
         self.clock_ms = max(self.clock_ms, ts_ms)
         if node == "coordinator":
             self._coordinator_event(name, ts_ms, f)
+            self.brokers.event(name, ts_ms, f)
         elif node == "run" and name in ("member_crashed", "member_fault"):
             self.timeouts[str(f.get("client_id", ""))] = (f.get("session_timeout_ms"), f.get("max_poll_interval_ms"))
 
@@ -135,7 +138,9 @@ class DashboardModel:
         ts = int(line.get("ts_ms", self.clock_ms))
         self.clock_ms = max(self.clock_ms, ts)
         kind = line.get("kind")
-        if kind == "request":
+        if kind == "start":
+            self.brokers.start(line)
+        elif kind == "request":
             self._request(ts, line)
         elif kind == "response":
             self._response(ts, line)
@@ -371,6 +376,7 @@ class DashboardModel:
                        for s in self.stalls()],
             "costs": {"not_consumed_ms": totals.assigned_not_consumed_ms, "unowned_ms": totals.unowned_ms},
             "rebalances": g.rebalances[-10:],
+            "brokers": self.brokers.snapshot(self.topics, now_ms),
         }
 
     def _countdown(self, m: MemberView, stall: Stall, now_ms: int) -> dict[str, Any] | None:

@@ -109,6 +109,9 @@ def create_app(hub: Hub, controls: Controls | None) -> Starlette:
     async def restart(request: Request) -> Response:
         return await _answer(lambda: need().restart_coordinator())
 
+    async def broker(request: Request) -> Response:
+        return await _answer(lambda: need().broker(request.path_params["node"], request.path_params["action"]))
+
     return Starlette(routes=[
         Route("/", index),
         Route("/api/state", state),
@@ -118,6 +121,7 @@ def create_app(hub: Hub, controls: Controls | None) -> Starlette:
         Route("/api/members", add_member, methods=["POST"]),
         Route("/api/topics/{topic}/partitions", partitions, methods=["POST"]),
         Route("/api/coordinator/restart", restart, methods=["POST"]),
+        Route("/api/brokers/{node}/{action}", broker, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ])
 

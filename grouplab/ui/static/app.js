@@ -113,6 +113,7 @@ function render(s) {
   for (const o of cluster.offsets) lag[o.topic + "-" + o.partition] = o.lag;
 
   renderMembers(s, apps, lag);
+  renderBrokers(s);
   renderGrid(s, clients);
   renderCosts(s, clients);
   renderRebalances(s, clients);
@@ -198,8 +199,29 @@ function memberButtons(client, app, s) {
   ];
 }
 
+// A cluster of brokers: each broker live or down, the group's coordinator (loading or not), how many
+// of the grid's partitions it leads, and a kill / restart button; one broker shows no panel.
+function renderBrokers(s) {
+  const b = s.brokers;
+  $("#brokers-panel").hidden = !b;
+  if (!b) return;
+  $("#offsets-partition").textContent = `__consumer_offsets-${b.offsets_partition}`;
+  $("#coordinator").textContent = b.coordinator >= 0 ? `broker ${b.coordinator}` + (b.loading ? " (loading)" : "") : "none";
+  $("#coordinator").className = b.coordinator >= 0 && !b.loading ? "good" : "bad";
+  $("#brokers tbody").replaceChildren(...b.nodes.map((n) => el("tr",
+    {"data-broker": n.id, "data-live": n.live ? "yes" : "no", "data-coordinator": n.coordinator ? "yes" : "no"},
+    el("th", {}, `broker ${n.id}`),
+    el("td", {class: n.live ? "good" : "bad"}, n.live ? "live" : "down"),
+    el("td", {}, n.coordinator ? (b.loading ? "coordinator (loading the group)" : "coordinator") : ""),
+    el("td", {}, `${n.leads} partition${n.leads === 1 ? "" : "s"}`),
+    el("td", {}, n.live
+      ? el("button", {"data-action": "kill", onclick: () => post(`/api/brokers/${n.id}/kill`)}, "kill")
+      : el("button", {"data-action": "restart", onclick: () => post(`/api/brokers/${n.id}/restart`)}, "restart")))));
+}
+
 function renderGrid(s, clients) {
   const members = s.members.map((m) => m);
+  const leaders = s.brokers ? Object.fromEntries(s.brokers.leaders.map(([t, p, n]) => [`${t}-${p}`, n])) : {};
   $("#grid thead").replaceChildren(el("tr", {}, el("th", {}, "partition"),
     ...members.map((m) => el("th", {title: m.member_id}, m.client_id)), el("th", {}, "")));
   const faults = Object.fromEntries(s.faults.map((f) => [f.id, f]));
@@ -223,7 +245,10 @@ function renderGrid(s, clients) {
     });
     const status = {consumed: "", assigned: "not taken yet", not_consumed: "assigned but not consumed",
                     unowned: "unowned"}[p.state];
-    return el("tr", {"data-partition": name, "data-state": p.state}, el("th", {}, name), ...cells,
+    const leader = name in leaders ? leaders[name] : null;
+    const head = leader === null ? el("th", {}, name)
+      : el("th", {title: `led by broker ${leader}`, "data-leader": leader}, name, el("small", {}, ` @${leader >= 0 ? leader : "–"}`));
+    return el("tr", {"data-partition": name, "data-state": p.state}, head, ...cells,
               el("td", {class: "status " + p.state}, status));
   });
   $("#grid tbody").replaceChildren(...rows);
