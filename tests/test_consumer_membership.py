@@ -220,6 +220,26 @@ def test_retriable_errors_ask_again_after_the_backoff_with_everything(error: Err
                                                        subscribed_topic_names=["a", "b"], topic_partitions=[TP("a", [0])])
 
 
+def test_a_coordinator_still_loading_is_asked_again_with_exponential_backoff_until_it_answers() -> None:
+    """Kafka's HeartbeatRequestState (KIP-580): 100, 200, 400, 800, then retry.backoff.max.ms; an
+    answer starts the backoff over."""
+    m = ConsumerMembership(config())
+    joined(m, 1, {"a": [0]})
+    now, waits = 5_000, []
+    hb = sends(m.on_timer(("heartbeat",), now))[0]
+    for _ in range(6):
+        out = m.on_response(hb.correlation_id, answer(0, error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), now)
+        (arm,) = [e for e in effects(out) if isinstance(e, ArmTimer)]
+        waits.append(arm.deadline_ms - now)
+        now = arm.deadline_ms
+        hb = sends(m.on_timer(("heartbeat",), now))[0]
+    assert waits == [100, 200, 400, 800, 1_000, 1_000]
+    m.on_response(hb.correlation_id, answer(1), now)
+    hb = sends(m.on_timer(("heartbeat",), now + 5_000))[0]
+    out = m.on_response(hb.correlation_id, answer(0, error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), now + 5_000)
+    assert [e for e in effects(out) if isinstance(e, ArmTimer)] == [ArmTimer(("heartbeat",), now + 5_100)]
+
+
 def test_a_lost_connection_keeps_the_partitions_and_heartbeats_in_full_after_the_backoff() -> None:
     m = ConsumerMembership(config())
     joined(m, 1, {"a": [0]})

@@ -15,7 +15,10 @@ import pytest
 
 from grouplab.consumer.delivery import DeliveryApp
 from grouplab.sim.runner import run_seed
-from grouplab.sim.scenario import load_scenario
+from grouplab.coordinator.consumer_group import ConsumerGroup
+from grouplab.coordinator.group import Group
+from grouplab.protocol.errors import ErrorCode
+from grouplab.sim.scenario import load_scenario, scenario_from_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = range(1, 13)
@@ -104,3 +107,36 @@ def test_summary_json_and_exit_code(tmp_path: Path) -> None:
     for row in data["seeds"]:
         assert {"produced", "processed", "committed", "lost", "duplicated"} <= set(row)
     assert data["totals"]["produced"] == 3 * 1800
+
+
+def _zombie_commit(protocol: str):
+    """The zombie-commit lesson: m-1 hangs while the group moves on, then commits."""
+    text = (ROOT / "grouplab" / "scenarios" / "lessons" / "zombie-commit.toml").read_text()
+    if protocol == "consumer":
+        text = text.replace('"session.timeout.ms" = 30000\n"heartbeat.interval.ms" = 3000\n',
+                            '"group.protocol" = "consumer"\n')
+        assert '"group.protocol"' in text
+    return scenario_from_text(text)
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_coordinator_that_lets_a_fenced_member_commit_is_caught(protocol: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Invariant 8 checks each accepted commit against what the coordinator knew of its member when
+    it asked: a coordinator that forgets to fence (a removed classic member, a KIP-848 member's old
+    epoch) is reported, with the member and its generation."""
+    sc = _zombie_commit(protocol)
+    assert all(run_seed(sc, seed).ok for seed in (2, 5))  # the real coordinator fences the zombie
+    if protocol == "classic":
+        original = Group.validate_commit
+
+        def forgets_removed_members(self: Group, member_id: str, instance_id: str | None, generation_id: int,
+                                    transactional: bool = False):
+            error = original(self, member_id, instance_id, generation_id, transactional)
+            return None if error is ErrorCode.UNKNOWN_MEMBER_ID else error
+
+        monkeypatch.setattr(Group, "validate_commit", forgets_removed_members)
+    else:
+        monkeypatch.setattr(ConsumerGroup, "validate_offset_commit", lambda self, *args, **kwargs: None)
+    caught = [r.violation for r in (run_seed(sc, seed) for seed in (1, 2, 5)) if r.violation is not None]
+    assert caught and {v.invariant for v in caught} == {"a fenced generation never commits"}
+    assert "m-1-" in caught[0].detail

@@ -15,6 +15,7 @@ _NAMES = {
     "heartbeat.interval.ms": "heartbeat_interval_ms",
     "max.poll.interval.ms": "max_poll_interval_ms",
     "retry.backoff.ms": "retry_backoff_ms",
+    "retry.backoff.max.ms": "retry_backoff_max_ms",
     "metadata.max.age.ms": "metadata_max_age_ms",
     "request.timeout.ms": "request_timeout_ms",
     "allow.auto.create.topics": "allow_auto_create_topics",
@@ -47,6 +48,7 @@ class ConsumerConfig:
     heartbeat_interval_ms: int = 3_000
     max_poll_interval_ms: int = 300_000  # also the rebalance timeout sent in JoinGroup
     retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000  # KIP-580: retries back off exponentially up to this
     metadata_max_age_ms: int = 300_000
     request_timeout_ms: int = 30_000
     allow_auto_create_topics: bool = True

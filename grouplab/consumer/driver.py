@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Generic, Protocol, TypeVar, get_args
 
+from grouplab.consumer.backoff import ExponentialBackoff
 from grouplab.consumer.coordinator import (
     MemberOutput,
     PartitionsAssigned,
@@ -43,23 +44,15 @@ DriverOutput = MemberOutput | AppOutput
 """Every output a MemberDriver carries out: a closed union."""
 
 
-class ReconnectBackoff:
-    """Kafka's reconnect.backoff.ms and reconnect.backoff.max.ms, without the jitter: wait 50 ms
-    before reconnecting, twice as long after each attempt that finds the coordinator unreachable,
-    at most 1 s, and 50 ms again once connected."""
+class ReconnectBackoff(ExponentialBackoff):
+    """Kafka's reconnect.backoff.ms and reconnect.backoff.max.ms: wait 50 ms before reconnecting,
+    twice as long after each attempt that finds the coordinator unreachable, at most 1 s, and 50 ms
+    again once connected."""
 
-    __slots__ = ("initial_ms", "max_ms", "delay_ms")
+    __slots__ = ()
 
     def __init__(self, initial_ms: int = RECONNECT_BACKOFF_MS, max_ms: int = RECONNECT_BACKOFF_MAX_MS) -> None:
-        self.initial_ms = initial_ms
-        self.max_ms = max_ms
-        self.delay_ms = initial_ms
-
-    def failed(self) -> None:
-        self.delay_ms = min(self.delay_ms * 2, self.max_ms)
-
-    def reset(self) -> None:
-        self.delay_ms = self.initial_ms
+        super().__init__(initial_ms, max_ms)
 
 
 class MemberMachine(Protocol):

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from grouplab.consumer.backoff import ExponentialBackoff
 from grouplab.consumer.config import ConsumerConfig
 from grouplab.consumer.coordinator import ConsumerCoordinator
 from grouplab.consumer.member import (COORDINATOR_GONE, FIND_COORDINATOR_TIMER, MemberSteps, PartitionsAssigned,
@@ -49,7 +50,8 @@ JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
-# The coordinator moved or is busy: ask again after retry.backoff.ms (Kafka's retriable errors).
+# The coordinator moved or is busy: ask again after retry.backoff.ms, doubling up to
+# retry.backoff.max.ms while it stays busy (Kafka's retriable errors, KIP-580's backoff).
 _RETRIABLE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 # The member's epoch or id is gone: its partitions are lost, it rejoins at epoch 0 at once.
@@ -110,6 +112,9 @@ class ConsumerMembership(MemberSteps):
         self._heartbeat_due = False  # its timer fired (or an ack was wanted) while one was in flight
         self._out: list[Any] = []
         self._now = 0
+        # Kafka's HeartbeatRequestState: a retriable error (COORDINATOR_LOAD_IN_PROGRESS while a new
+        # coordinator loads the group) backs off 100, 200, 400, 800, 1000 ms; an answer starts over.
+        self._retry = ExponentialBackoff(self.config.retry_backoff_ms, self.config.retry_backoff_max_ms)
 
     @property
     def generation_id(self) -> int:
@@ -264,6 +269,7 @@ class ConsumerMembership(MemberSteps):
         if code is not ErrorCode.NONE:
             self._on_error(code, resp.error_message)
             return
+        self._retry.reset()
         if resp.heartbeat_interval_ms > 0 and resp.heartbeat_interval_ms != self.heartbeat_interval_ms:
             self.heartbeat_interval_ms = resp.heartbeat_interval_ms
             self._arm(_TIMER_HEARTBEAT, self._heartbeat_sent_ms + self.heartbeat_interval_ms)
@@ -307,9 +313,10 @@ class ConsumerMembership(MemberSteps):
             self._log(events.GroupError, api="ConsumerGroupHeartbeat", error=code.name, message=message)
             self._mark_coordinator_unknown(f"ConsumerGroupHeartbeat: {code.name}")
             self._heartbeat_due = True
+            self._retry.reset()  # Kafka skips the backoff: the next heartbeat goes once it is found
         elif code in _RETRIABLE:
             self._log(events.GroupError, api="ConsumerGroupHeartbeat", error=code.name, message=message)
-            self._arm(_TIMER_HEARTBEAT, self._now + self.config.retry_backoff_ms)
+            self._arm(_TIMER_HEARTBEAT, self._now + self._retry.failed())
         elif code in _FENCED:
             self._log(events.MemberFenced, error=code.name, message=message, fenced_epoch=self.member_epoch)
             self._lose_all(code.name)

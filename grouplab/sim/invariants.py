@@ -20,7 +20,10 @@
 7. (A cluster of brokers) at most one coordinator per group: the group is in memory only while its
    `__consumer_offsets` partition's leader is live and has loaded it.
 8. A fenced generation never commits: an offset commit (plain, or a transaction's staged offsets)
-   of a classic group's member is accepted only in a generation at least the last Stable one. With
+   of a classic group's member is accepted only in a generation at least the last Stable one, and
+   each accepted commit request carried what the coordinator knew of its member when the request
+   reached it: a classic member its group's generation, a consumer-protocol member (KIP-848) its
+   current member epoch, a member the group still counts (a removed or fenced one never commits). With
    [delivery] (grouplab/sim/delivery.py): no acknowledged commit is lost (across a coordinator move
    too), committed offsets never go backwards, and the mode's guarantee holds at the end.
 
@@ -38,6 +41,8 @@ from grouplab.coordinator.group import GroupState
 from grouplab.epochs import EpochTracker
 from grouplab.rebalances import Rebalance, RebalanceTracker
 from grouplab.protocol import events
+from grouplab.protocol.messages import (OffsetCommitRequest, OffsetCommitResponse, TxnOffsetCommitRequest,
+                                        TxnOffsetCommitResponse)
 from grouplab.protocol.effects import LogEvent
 from grouplab.protocol.types import TopicPartition
 
@@ -85,6 +90,9 @@ class Invariants:
         self._blocker: "SimMember | None" = None
         # Set by anything that can change whether the group has settled; heartbeats do not.
         self.dirty = True
+        # 8.: commits on their way, by reply address: what the coordinator knew of the committer
+        # (generation or member epoch; None: not a member) when the request reached it.
+        self._commits: dict[tuple, tuple[str, int, int | None]] = {}
 
     # ------------------------------------------------------------------ events from the world
 
@@ -138,6 +146,34 @@ class Invariants:
         """The process died or closed: whatever it owned, nobody processes any more."""
         if m.machine is not None:
             self.on_released(m, list(m.machine.owned))
+
+    def on_commit_request(self, to: tuple, body: OffsetCommitRequest | TxnOffsetCommitRequest) -> None:
+        """8.: note, as the request reaches the coordinator, the generation (classic) or member epoch
+        (KIP-848) its member has there; checked against the request if the answer accepts it."""
+        if not body.member_id or body.group_id != self.group.group_id:
+            return  # a simple consumer's or an admin's commit, or another group's
+        knows: int | None = None
+        consumer_group = self.sim.consumer_group_state()
+        if consumer_group is not None:
+            member = consumer_group.members.get(body.member_id)
+            knows = member.member_epoch if member is not None else None
+        else:
+            group = self.sim.group_state()
+            if group is not None and body.member_id in group.members:
+                knows = group.generation_id
+        self._commits[to] = (body.member_id, body.generation_id, knows)
+
+    def on_commit_answer(self, to: tuple, body: OffsetCommitResponse | TxnOffsetCommitResponse) -> None:
+        sent = self._commits.pop(to, None)
+        if sent is None or body.error_code or not any(p.error_code == 0 for t in body.topics for p in t.partitions):
+            return
+        member_id, generation, knows = sent
+        if knows is None:
+            self.fail("a fenced generation never commits",
+                      f"{member_id} committed in generation {generation}, not a member of the group when it asked")
+        elif generation != knows:
+            self.fail("a fenced generation never commits",
+                      f"{member_id} committed in generation (member epoch) {generation}, the coordinator's was {knows}")
 
     def on_topics_changed(self) -> None:
         self._all = None

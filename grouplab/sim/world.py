@@ -52,10 +52,14 @@ from grouplab.sim.stats import SimStats
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
 from grouplab.protocol.kernel import UnhandledOutput
-from grouplab.protocol.messages import CreatePartitionsRequest, CreatePartitionsTopic
+from grouplab.protocol.messages import (CreatePartitionsRequest, CreatePartitionsTopic, OffsetCommitResponse,
+                                        TxnOffsetCommitResponse)
 from grouplab.protocol.types import TopicPartition
 
 POLL_KEY = ("poll",)
+# Commits and their answers, which the invariants check against each other (invariant 8).
+_COMMITS = frozenset({"OffsetCommit", "TxnOffsetCommit"})
+_COMMIT_ANSWERS = (OffsetCommitResponse, TxnOffsetCommitResponse)
 
 # Heap event kinds.
 _TO_BROKER, _TO_MEMBER, _BROKER_TIMER, _MEMBER_TIMER, _ACTION = range(5)
@@ -345,8 +349,10 @@ class Simulation:
             return  # a stopped broker: its connections are gone
         self.stats.messages_delivered += 1
         self.trace.append((self.now, m.name, "->", send.api, send.correlation_id))
-        coordinator.handle(send.api, send.body, RequestContext((m.index, epoch, send.correlation_id), m.name, "sim",
-                                                               node_id=node if node is not None else 0))
+        to = (m.index, epoch, send.correlation_id)
+        if send.api in _COMMITS:
+            self.invariants.on_commit_request(to, send.body)
+        coordinator.handle(send.api, send.body, RequestContext(to, m.name, "sim", node_id=node if node is not None else 0))
 
     def _deliver_to_member(self, m: SimMember, epoch: int, cid: int, body: Any, payload: tuple) -> None:
         machine = m.machine
@@ -366,6 +372,8 @@ class Simulation:
             return  # a request the simulator made itself (the tests do)
         idx, epoch, cid = out.to
         m = self.members[idx]
+        if isinstance(out.body, _COMMIT_ANSWERS):
+            self.invariants.on_commit_answer(out.to, out.body)
         if self.delivery is not None and self.delivery.ack_lost(out.body):
             return
         if m.epoch_open(epoch):
