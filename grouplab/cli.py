@@ -164,7 +164,7 @@ def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assi
                      f"{args.group_remote_assignor or 'the coordinator' + chr(39) + 's choice'}")
     else:
         assigning = f"assignor {','.join(assignors)}"
-    where = (f"{cluster.brokers} brokers on {cluster.host}:{','.join(str(p) for _h, p in cluster.bootstrap)} "
+    where = (f"{cluster.brokers} brokers on {cluster.host}:{','.join(str(p) for p in cluster.server.ports.values())} "
              f"(the group's coordinator: broker {cluster.coordinator_of_group()})" if cluster.brokers > 1
              else f"coordinator on {cluster.host}:{cluster.port}")
     console.print(f"[bold]grouplab[/] {where} · group [bold]{args.group}[/] · "
@@ -179,7 +179,9 @@ def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assi
                   f"--group {args.group}[/]")
     if cluster.proxy is not None:
         rules = ", ".join(rule.spec() for rule in cluster.proxy.rules) or "none yet"
-        console.print(f"[bold]fault proxy[/] on {cluster.host}:{cluster.proxy.port} (consumers connect through it) · "
+        ports = ",".join(str(p) for _h, p in cluster.bootstrap)
+        console.print(f"[bold]fault proxy[/] on {cluster.host}:{ports} (consumers connect through it"
+                      + (", one per broker" if cluster.brokers > 1 else "") + ") · "
                       f"faults {rules}" + (f" · seed {args.fault_seed}" if args.fault_seed is not None else ""))
 
 

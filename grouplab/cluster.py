@@ -30,6 +30,7 @@ from grouplab.eventlog import EventLog, null_log, run_dir_log
 from grouplab.tracefile import TraceFile, trace_path
 from grouplab.faults.members import Stall, hang, slow_processing
 from grouplab.faults.proxy import FaultProxy
+from grouplab.faults.proxy_group import ProxyGroup
 from grouplab.faults.rules import FaultSpecError, Rule, parse_spec
 from grouplab.protocol import events
 from grouplab.protocol.consumer_protocol import decode_assignment
@@ -78,13 +79,9 @@ class LocalCluster:
         brokers: int = 1,
     ) -> None:
         # A cluster of brokers (docs/protocol.md §12): the consumers bootstrap on every broker and
-        # follow their coordinator (and, with --delivery, their partitions' leaders). Not yet with a
-        # fault proxy (one per broker would be needed, each advertising the others: `--faults` is
-        # refused, and the dashboard's partition button says so).
+        # follow their coordinator (and, with --delivery, their partitions' leaders). With faults,
+        # each broker has its own fault proxy, advertising the others' (faults/proxy_group.py).
         self.brokers = brokers
-        if brokers > 1 and faults:
-            raise ClusterError("--brokers with --faults is not supported yet: run the cluster without them "
-                               "(grouplab.testing's Cluster(brokers=N) has faults)")
         self.delivery = delivery
         if delivery is not None:
             # The input topic's partition count for the output too: partition p -> partition p.
@@ -107,13 +104,14 @@ class LocalCluster:
             raise FaultSpecError(f"fault rule {kafka_only[0]} names a Kafka-wire API (only real Kafka clients send "
                                  "it); it needs --kafka-port, whose fault proxy applies it")
         self.fault_seed = fault_seed
-        # proxy=True: link faults can come later (not in a cluster, yet)
-        self.want_proxy = (proxy or bool(self.fault_rules)) and brokers == 1
+        # proxy=True: link faults can come later
+        self.want_proxy = proxy or bool(self.fault_rules)
         # Who else reads the coordinator's message trace as it is written (the dashboard); the
         # trace is recorded when there is a run dir or a listener.
         self.trace_listeners: list[TraceListener] = list(trace_listeners or [])
-        self.proxy: FaultProxy | None = None
-        self.kafka_proxy: FaultProxy | None = None  # the same rules in front of the Kafka-wire listener
+        # One proxy, or in a cluster one per broker used as one (a rule counts across them).
+        self.proxy: FaultProxy | ProxyGroup | None = None
+        self.kafka_proxy: FaultProxy | ProxyGroup | None = None  # the same rules in front of the Kafka-wire listeners
         self.server: CoordinatorServer | None = None
         self.apps: list[SimulatedConsumerApp] = []
         self.stopped: list[SimulatedConsumerApp] = []
@@ -165,21 +163,28 @@ class LocalCluster:
         self.port = self.server.port
         self.kafka_port = self.server.kafka_port
         if self.want_proxy:
-            self.proxy = FaultProxy(self.host, self.port, self.host, 0, seed=self.fault_seed, events=self._log("proxy"))
-            await self.proxy.start()
+            self.proxy = await self._proxies(self.server.ports, "proxy", "msgpack")
             for rule in self.fault_rules:
                 if not rule.kafka_wire_only:  # FindCoordinator, ApiVersions: only the Kafka-wire proxy sees them
                     self.proxy.add(rule)
             if self.kafka_port is not None:
-                self.kafka_proxy = FaultProxy(self.host, self.kafka_port, self.host, 0, seed=self.fault_seed,
-                                              events=self._log("kafka-proxy"), wire="kafka")
-                await self.kafka_proxy.start()
+                self.kafka_proxy = await self._proxies(self.server.kafka_ports, "kafka-proxy", "kafka")
                 for rule in self.fault_rules:
                     self.kafka_proxy.add(rule)
         await self._create_missing_topics(self.topics)
         if self.delivery is not None:
             await self.delivery.write_input(self.host, self.port, self.topics[self.delivery.input_topic])
         return self
+
+    async def _proxies(self, ports: dict[int, int], node: str, wire: str) -> FaultProxy | ProxyGroup:
+        """A fault proxy in front of the one broker, or one per broker of a cluster (each naming the
+        others' proxies in the brokers its answers advertise)."""
+        def proxy(port: int) -> FaultProxy:
+            return FaultProxy(self.host, port, self.host, 0, seed=self.fault_seed, events=self._log(node), wire=wire)
+
+        if self.brokers == 1:
+            return await proxy(next(iter(ports.values()))).start()
+        return await ProxyGroup({n: proxy(port) for n, port in ports.items()}).start()
 
     async def _create_missing_topics(self, topics: dict[str, int]) -> None:
         """With a data directory the topics may have survived from an earlier run (or restart)."""
@@ -276,9 +281,7 @@ class LocalCluster:
         """Cut a member off from the coordinator for `seconds`: the proxy drops its frames both ways
         (its reconnects too), then heals and resets its links."""
         if self.proxy is None:
-            raise ClusterError("a network partition needs the fault proxy, which a cluster of brokers has not yet"
-                               if self.brokers > 1 else
-                               "no fault proxy in this cluster: start it with proxy=True (grouplab ui does)")
+            raise ClusterError("no fault proxy in this cluster: start it with proxy=True (grouplab ui does)")
         if not 0 < seconds <= 3600:
             raise ClusterError(f"a partition lasts from more than 0 to 3600 seconds, not {seconds:g}")
         app = self._free(name)
@@ -391,6 +394,8 @@ class LocalCluster:
         """Every broker's address on grouplab's protocol (one: the consumers' port)."""
         if self.server is None or self.brokers == 1:
             return [(self.host, self.consumer_port)]
+        if isinstance(self.proxy, ProxyGroup):
+            return [(self.host, proxy.port) for proxy in self.proxy.proxies.values()]
         return [(self.host, port) for port in self.server.ports.values()]
 
     async def switch_assignor(self, name: str, assignors: list[str]) -> SimulatedConsumerApp:

@@ -145,3 +145,26 @@ async def test_a_restarted_coordinators_trace_is_refused_by_replay(recorder: Eve
     await cluster.close()
     with pytest.raises(ReplayRefused, match="a second `start` line"):
         replay(tmp_path)
+
+
+async def test_a_cluster_of_brokers_has_a_fault_proxy_per_broker(recorder: EventRecorder, cleanup: Any) -> None:
+    """`run --brokers 3 --faults ...` and the dashboard's partition button on a cluster: each broker
+    has its own proxy, whose answers name the other brokers' proxies, so every connection a member
+    opens (to its coordinator, after a move too) goes through one; a rule counts across them."""
+    cluster = await cluster_of(recorder, cleanup, brokers=3, faults=["Heartbeat:delay:5"])
+    proxies = cluster.proxy
+    assert proxies is not None and len(getattr(proxies, "proxies", {})) == 3
+    assert cluster.bootstrap == [(cluster.host, p.port) for p in proxies.proxies.values()]
+    old = cluster.coordinator_of_group()
+    await cluster.kill_broker(old)
+    await recorder.wait_until(lambda: cluster.coordinator_of_group() != old and cluster.is_stable(), WAIT_S,
+                              "the group Stable at its new coordinator")
+    new = cluster.coordinator_of_group()
+    # The members reached the new coordinator through its proxy: its address came from the answers.
+    assert proxies.proxies[new].forwarded[("Heartbeat", "request")] > 0
+    (rule,) = list(proxies.rules)
+    assert (rule.spec(), rule.fired > 0) == ("Heartbeat:delay:5", True)
+    cluster.partition_consumer("consumer-1", 2.5)
+    assert proxies.is_partitioned("consumer-1")
+    await recorder.wait_until(lambda: bool(run_notes(recorder, "member_fault_over")), WAIT_S, "the heal")
+    await cluster.wait_stable(WAIT_S)

@@ -131,13 +131,15 @@ class _Pipe:
                     self.proxy._identify(self.link, client_id)
         else:
             try:
-                cid, _ = read_response(payload)
+                cid, body = read_response(payload)
             except ProtocolError:
                 cid = None
             if cid is not None:
                 api = self.link.answered(cid)
                 if api is not None:
                     meta = (api, cid)
+                    if self.proxy.advertise is not None and api in ("Metadata", "FindCoordinator"):
+                        data = _readvertised(cid, body, self.proxy.advertise, data)
         self._arrive(data, meta)
 
     def _on_kafka_payload(self, payload: bytes) -> None:
@@ -349,6 +351,26 @@ class _UpstreamSide(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.link.side_lost("upstream", exc)
+
+
+def _readvertised(cid: int, body: Any, advertise: dict[int, tuple[str, int]], frame: bytes) -> bytes:
+    """A grouplab-protocol Metadata or FindCoordinator answer of a cluster's broker, with each broker
+    it names at its own proxy's address (Kafka-wire answers: kafka_frames.rewrite_advertised). A
+    body of another shape passes as it came."""
+    if not isinstance(body, dict):
+        return frame
+    named = [*(body.get("brokers") or []), *(body.get("coordinators") or [])]
+    if "node_id" in body:
+        named.append(body)
+    changed = False
+    for entry in named:
+        node = entry.get("node_id") if isinstance(entry, dict) else None
+        if isinstance(node, int) and node in advertise:
+            entry["host"], entry["port"] = advertise[node]
+            changed = True
+    if not changed:
+        return frame
+    return encode_response(cid, body)  # with its length prefix
 
 
 class Link:

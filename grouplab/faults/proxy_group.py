@@ -82,6 +82,17 @@ class ProxyGroup:
     def disconnect(self, links: str | Iterable[str] = "*") -> int:
         return sum(proxy.disconnect(links) for proxy in self.proxies.values())
 
+    def partition(self, links: str | Iterable[str] = "*") -> None:
+        for proxy in self.proxies.values():
+            proxy.partition(links)
+
+    def is_partitioned(self, client_id: str) -> bool:
+        return self.first.is_partitioned(client_id)  # every proxy holds the same partitions
+
+    @property
+    def partition_dropped(self) -> int:
+        return sum(proxy.partition_dropped for proxy in self.proxies.values())
+
     def isolate(self, links: str | Iterable[str]) -> int:
         return sum(proxy.isolate(links) for proxy in self.proxies.values())
 
