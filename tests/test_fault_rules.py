@@ -339,3 +339,24 @@ def test_a_bad_disconnect_spec_is_refused_in_one_line_that_says_why(bad: str, wh
         parse_spec(bad)
     message = str(exc.value)
     assert "\n" not in message and message.startswith(f"bad fault spec {bad!r}: {why}")
+
+
+def test_a_cluster_proxy_names_each_broker_by_its_own_proxy_in_grouplab_answers() -> None:
+    """Metadata and FindCoordinator on grouplab's protocol: every broker named is rewritten to its
+    proxy's address (faults/proxy_group.py); what names no known broker passes unchanged."""
+    from grouplab.faults.proxy import _readvertised
+    from grouplab.protocol.framing import encode_response, read_response
+
+    advertise = {0: ("127.0.0.1", 7000), 1: ("127.0.0.1", 7001)}
+    metadata = {"brokers": [{"node_id": 0, "host": "127.0.0.1", "port": 9000},
+                            {"node_id": 1, "host": "127.0.0.1", "port": 9001}], "controller_id": 0, "topics": []}
+    out = _readvertised(5, metadata, advertise, b"unused")
+    assert read_response(out[4:]) == (5, {"brokers": [{"node_id": 0, "host": "127.0.0.1", "port": 7000},
+                                                      {"node_id": 1, "host": "127.0.0.1", "port": 7001}],
+                                          "controller_id": 0, "topics": []})
+    found = {"error_code": 0, "node_id": 1, "host": "h", "port": 9001,
+             "coordinators": [{"key": "g", "node_id": 1, "host": "h", "port": 9001}]}
+    cid, body = read_response(_readvertised(6, found, advertise, b"unused")[4:])
+    assert (cid, body["port"], body["coordinators"][0]["port"]) == (6, 7001, 7001)
+    frame = encode_response(7, {"error_code": 15, "node_id": -1, "host": "", "port": -1})
+    assert _readvertised(7, {"error_code": 15, "node_id": -1, "host": "", "port": -1}, advertise, frame) == frame
