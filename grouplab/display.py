@@ -33,7 +33,9 @@ def short_member(member_id: str, clients: dict[str, str] | None = None) -> str:
 
 def assignment_table(assignments: dict[str, list[TopicPartition]], leader: str | None = None,
                      clients: dict[str, str] | None = None, moved: dict[str, int] | None = None,
-                     title: str | None = None, unit: str = "member") -> Table:
+                     title: str | None = None, unit: str = "member", max_rows: int | None = None) -> Table:
+    """One row per member; with `max_rows`, at most that many (the leader among them) and a row
+    counting the rest, so that a group of thousands stays one screen."""
     table = Table(title=title, title_justify="left", show_edge=True, header_style="bold")
     table.add_column(unit)
     table.add_column("role")
@@ -41,13 +43,31 @@ def assignment_table(assignments: dict[str, list[TopicPartition]], leader: str |
     table.add_column("partitions")
     if moved is not None:
         table.add_column("moved in", justify="right")
-    for member in sorted(assignments, key=lambda m: (clients or {}).get(m, m)):
+    members = sorted(assignments, key=lambda m: (clients or {}).get(m, m))
+    rest: list[str] = []
+    if max_rows is not None and len(members) > max_rows:
+        # The leader stays in view; the rows past the limit become one line of counts.
+        shown = members[:max_rows - 1] + ([leader] if leader in members[max_rows - 1:] else members[max_rows - 1:max_rows])
+        kept = set(shown)
+        rest = [m for m in members if m not in kept]
+        members = [m for m in members if m in kept]
+    for member in members:
         parts = assignments[member]
         row = [short_member(member, clients), "leader" if member == leader else "", str(len(parts)), format_partitions(parts)]
         if moved is not None:
             row.append(str(moved.get(member, 0)))
         table.add_row(*row)
+    if rest:
+        counts = [len(assignments[m]) for m in rest]
+        row = [f"… {len(rest):,} more", "", f"{min(counts)}–{max(counts)}" if min(counts) != max(counts) else str(min(counts)),
+               f"{sum(counts):,} partitions"]
+        if moved is not None:
+            row.append(f"{sum(moved.get(m, 0) for m in rest):,}")
+        table.add_row(*row, style="dim")
     return table
+
+
+TABLE_ROWS = 20  # members a rebalance's table lists; a larger group gets a row counting the rest
 
 
 @dataclass(frozen=True)
@@ -155,7 +175,8 @@ class RebalanceView:
                f"after each member that arrives meanwhile, up to the rebalance timeout (KIP-134)[/]"
                if self._initial(rebalance) else ""))
         self._costs()  # the stops this rebalance's removals ended: their cost came before it began
-        self.console.print(assignment_table(record.assignments, record.leader, rebalance.clients, moved_to))
+        self.console.print(assignment_table(record.assignments, record.leader, rebalance.clients, moved_to,
+                                            max_rows=TABLE_ROWS))
 
     def _initial(self, rebalance: Rebalance) -> bool:
         """Did this rebalance form a group from empty, so that the initial delay was part of it?"""

@@ -11,8 +11,10 @@ and, each time it joins again, why: the reason the member machine logged, in the
 from __future__ import annotations
 
 import datetime
+import itertools
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -28,6 +30,18 @@ from grouplab.protocol.types import TopicPartition, format_partitions
 
 WALL_CLOCK_MS = 10**12  # ts_ms beyond this is epoch time (a real run); below, virtual time from 0
 
+# A group of 10,000 members must not print 10,000 lines: of each kind of per-member line (a join, a
+# removal, a KIP-848 member's epoch), a group shows this many in full between two settlings (Stable),
+# then counts the rest, saying how many at 100, 1,000, 10,000... and in one line when it settles.
+BULK_SHOWN = 10
+BULK_KEYS = frozenset({"view.joined", "view.joined.static", "view.removed", "view.refused", "view.commit_refused",
+                       "view.cg.joined", "view.cg.epoch", "view.cg.target", "view.cg.owns", "view.cg.unrevoked",
+                       "view.cg.unreleased", "view.cg.left", "view.cg.left.none", "view.cg.removed",
+                       "view.cg.removed.none", "view.cg.rejected"})
+# Member ids (and client ids) inside a text: the tokens looked up to shorten them (not a scan of
+# every member known, which a group of thousands would make quadratic).
+_ID_TOKEN = re.compile(r"[A-Za-z0-9._\-]+")
+
 
 def clock_text(ts_ms: int) -> str:
     """Local time of day for a real run, seconds from the start for a simulated one."""
@@ -38,6 +52,20 @@ def clock_text(ts_ms: int) -> str:
 
 def _pairs(value: list[list[object]]) -> str:
     return format_partitions([TopicPartition(str(t), int(str(p))) for t, p in value])
+
+
+class _KeyedCatalog(Catalog):
+    """The view's catalogue, remembering whether the line it made is a per-member one (BULK_KEYS),
+    and which (`bulk_key`, reset by the view for each event)."""
+
+    def __init__(self, lang: str) -> None:
+        super().__init__(lang)
+        self.bulk_key = ""
+
+    def t(self, key: str, /, **fields: Any) -> str:
+        if key in BULK_KEYS:
+            self.bulk_key = key
+        return super().t(key, **fields)
 
 
 @dataclass
@@ -51,16 +79,22 @@ class CoordinatorView:
     clients: dict[str, str] = field(default_factory=dict)
     told: set[str] = field(default_factory=set)
     session_ms: dict[str, str] = field(default_factory=dict)  # member -> its session timeout, once removed for it
+    # (group, catalogue key) -> [lines shown since the group last settled, lines counted, not shown]
+    bulk: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.c = Catalog(self.lang)
+        self.c = _KeyedCatalog(self.lang)
         self.rebalances = RebalanceView(self.console, None)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
         if node != "coordinator":
             return
         p = ev.payload
+        group = getattr(p, "group_id", None)
         c = self.c
+        c.bulk_key = ""
+        if group is not None and self._settles(p):
+            self._flush(group, settled=True)
         line: str | None = None
         why: str | None = None
         rule = ""  # the why's catalogue key: each rule is told once, for whichever member shows it first
@@ -134,10 +168,47 @@ class CoordinatorView:
             self.rebalances(node, ev)  # the tracker needs every group event to know each rebalance
             return
         self.rebalances(node, ev)
+        if group is not None and not self._listed(group, c.bulk_key, ev.ts_ms):
+            return
         self.console.print(Text(f"{clock_text(ev.ts_ms)}  {line}", style=style))
         if why and rule not in self.told:
             self.told.add(rule)
             self.console.print(Text(f"{'':14}{c.t('why')}: {why}", style="dim italic"))
+
+    @staticmethod
+    def _settles(p: object) -> bool:
+        """A group settling ends its bulk: what was counted is said, the next lines show again."""
+        return isinstance(p, events.GroupStable) or (
+            isinstance(p, events.ConsumerGroupStateChanged) and p.to_state is ConsumerGroupState.STABLE)
+
+    def _listed(self, group: str, key: str, ts_ms: int) -> bool:
+        """Whether this line of `group` is printed: the first BULK_SHOWN of a per-member kind are,
+        the rest counted (with a line at 100, 1,000, ...); any other line first says what was counted."""
+        if not key:
+            self._flush(group, settled=False)
+            return True
+        counts = self.bulk.setdefault((group, key), [0, 0])
+        if counts[0] < BULK_SHOWN:
+            counts[0] += 1
+            return True
+        counts[1] += 1
+        total = counts[0] + counts[1]
+        if total >= 100 and str(total).rstrip("0") == "1":  # 100, 1,000, 10,000, ...
+            self.console.print(Text(f"{clock_text(ts_ms)}  " + self.c.t("view.bulk.so_far", group=group,
+                                    what=self.c.t("bulk." + key), count=f"{total:,}"), style="dim"))
+        return False
+
+    def _flush(self, group: str, settled: bool) -> None:
+        for (g, key), counts in self.bulk.items():
+            if g == group and counts[1]:
+                self.console.print(Text(f"{'':14}" + self.c.t("view.bulk.more", group=group, what=self.c.t("bulk." + key),
+                                                              count=f"{counts[1]:,}", total=f"{counts[0] + counts[1]:,}"),
+                                        style="dim"))
+                counts[0] += counts[1]
+                counts[1] = 0
+        if settled:
+            for k in [k for k in self.bulk if k[0] == group]:
+                del self.bulk[k]
 
     def _cluster(self, p: events.Event) -> tuple[str, str, str]:
         """A cluster's event (docs/protocol.md §12) as (line, the why's catalogue key or "", style):
@@ -191,7 +262,10 @@ class CoordinatorView:
             cause = c.t(f"cg.cause.{p.cause.value}", member=self._subject_of(p), detail=self._short(p.detail))
             return c.t("view.cg.epoch", group=g, epoch=p.group_epoch, cause=cause), "why.cg.epoch", "bold yellow"
         if isinstance(p, events.TargetAssignmentComputed):
-            assignment = "; ".join(f"{self._name(m)} {_pairs(a) or '-'}" for m, a in p.assignment.items())
+            shown = [f"{self._name(m)} {_pairs(a) or '-'}" for m, a in itertools.islice(p.assignment.items(), BULK_SHOWN)]
+            if len(p.assignment) > BULK_SHOWN:
+                shown.append(c.t("view.cg.target.more", count=f"{len(p.assignment) - BULK_SHOWN:,}"))
+            assignment = "; ".join(shown)
             return c.t("view.cg.target", group=g, epoch=p.assignment_epoch, assignor=p.assignor,
                        assignment=assignment or "-"), "", ""
         if isinstance(p, events.ConsumerMemberReconciled):
@@ -234,8 +308,7 @@ class CoordinatorView:
         member_id = getattr(p, "member_id", None)
         if member_id:
             return self._name(member_id)
-        detail = getattr(p, "detail", "")
-        named = [m for m in self.clients if m in detail]
+        named = [m for m in _ID_TOKEN.findall(getattr(p, "detail", "")) if m in self.clients]
         return self._name(max(named, key=len)) if named else "?"
 
     def _name(self, member_id: str) -> str:
@@ -243,13 +316,12 @@ class CoordinatorView:
 
     def _subject(self, p: events.RebalanceStarted) -> str:
         """The member the rebalance is about: the one its trigger names."""
-        named = [m for m in self.clients if m in p.trigger]
+        named = [m for m in _ID_TOKEN.findall(p.trigger) if m in self.clients]
         return self._name(max(named, key=len)) if named else "?"
 
     def _short(self, text: str) -> str:
-        for member_id in self.clients:
-            text = text.replace(member_id, self._name(member_id))
-        return text
+        """Every member id the text names, shortened (looked up token by token)."""
+        return _ID_TOKEN.sub(lambda m: self._name(m[0]) if m[0] in self.clients else m[0], text)
 
 
 @dataclass

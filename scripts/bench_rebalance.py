@@ -20,6 +20,7 @@ import platform
 import struct
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,19 +104,34 @@ async def time_to_stable(port: int, n: int, group: str, timeout_s: float = 120.0
     config = dict(group_id=group, topics=["bench"], session_timeout_ms=45_000, heartbeat_interval_ms=3_000)
     clients = [GroupMemberClient(ConsumerConfig(client_id=f"m{i}", **config), port=port) for i in range(n)]
     done = asyncio.Event()
+    # Counted as they sync (a scan of every client at each sync would make the harness quadratic:
+    # at 10,000 members it, not the coordinator, took most of the time): the generation each
+    # member last synced in, and how many are in each.
+    synced: dict[int, int] = {}
+    in_generation: Counter[int] = Counter()
 
     def check() -> None:
-        gen = clients[0].generation_id
-        if all(c.state is MemberState.STABLE and c.generation_id == gen for c in clients):
+        gen = max(in_generation)
+        if in_generation[gen] == n and all(c.state is MemberState.STABLE and c.generation_id == gen for c in clients):
             done.set()
 
     class Watch:
+        def __init__(self, index: int) -> None:
+            self.index = index
+
         def emit(self, ev) -> None:
             if ev.event == "sync_completed":
-                check()
+                was = synced.get(self.index)
+                if was is not None:
+                    in_generation[was] -= 1
+                gen = clients[self.index].generation_id
+                synced[self.index] = gen
+                in_generation[gen] += 1
+                if in_generation[gen] == n:
+                    check()
 
-    for c in clients:
-        c.events = Watch()
+    for i, c in enumerate(clients):
+        c.events = Watch(i)
     t0 = time.perf_counter()
     await asyncio.gather(*(c.start() for c in clients))
     await asyncio.wait_for(done.wait(), timeout_s)

@@ -205,3 +205,52 @@ def test_the_coordinator_tells_an_online_migration(lang: str, upgrade: str, down
     view("coordinator", LogEvent(3, E.GroupConverted("g", 4, CS.ASSIGNING, "consumer", "classic", ["c-1"], "left")))
     text = console.export_text()
     assert upgrade in text and downgrade in text and text.count("why" if lang == "en" else "原因") == 3
+
+
+def _big_group(protocol: str, members: int) -> str:
+    consumer = '"group.protocol" = "consumer"' if protocol == "consumer" else '"session.timeout.ms" = 10000'
+    text = f"""
+name = "big"
+topics = {{ t0 = 50 }}
+duration_ms = 30_000
+[broker]
+"group.initial.rebalance.delay.ms" = 0
+"group.max.size" = 5000
+[consumer]
+{consumer}
+[[members]]
+count = {members}
+start_ms = [0, 2000]
+"""
+    from grouplab.sim.scenario import scenario_from_text
+
+    console = Console(width=140, record=True, color_system=None, force_terminal=False, file=open(os.devnull, "w"))
+    view = CoordinatorView(console, "en")
+    run_seed(scenario_from_text(text), 1, listener=view)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_group_of_hundreds_is_told_in_summaries_not_a_line_per_member(protocol: str) -> None:
+    """Issue 26: the coordinator's console stays readable at scale. Of each per-member kind of line a
+    group shows the first few, then a line at 100, 1,000, ... and one saying how many it did not
+    list; a rebalance's table lists 20 members and a row counting the rest."""
+    text = _big_group(protocol, 300)
+    lines = text.splitlines()
+    assert len(lines) < 200, f"{len(lines)} lines"
+    joined = "members joined"
+    assert f"{joined}: 100 so far" in text
+    more = re.findall(rf"{joined}: ([\d,]+) more not listed \(([\d,]+) in all\)", text)
+    assert more and int(more[-1][1].replace(",", "")) <= 300
+    shown = len(re.findall(r": m-\d+-\d+ joins" if protocol == "classic" else r": m-\d+-\S+ joins the consumer", text))
+    assert 10 <= shown <= 30  # the first ten of each burst
+    if protocol == "classic":
+        rows = re.findall(r"│ … ([\d,]+) more\s+│", text)
+        assert rows and int(rows[-1].replace(",", "")) == 300 - 20
+
+
+def test_member_ids_in_a_trigger_are_shortened_by_lookup() -> None:
+    console = Console(width=140, record=True, color_system=None, force_terminal=False, file=open(os.devnull, "w"))
+    view = CoordinatorView(console, "en")
+    view.clients = {f"c{i}-{i:08x}-0000": f"c{i}" for i in range(2000)}
+    assert view._short("member c17-00000011-0000 joined; c3-00000003-0000 left") == "member c17-0000 joined; c3-0000 left"
