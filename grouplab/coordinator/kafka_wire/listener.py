@@ -656,24 +656,43 @@ HEAVY_ANSWER_BYTES_PER_ENTRY = 256
 
 def heavy_answer(body: Any, limit: int = HEAVY_ANSWER_ENTRIES) -> bool:
     """Does grouplab's answer hold more than `limit` entries? Counts down from `limit` and stops as
-    soon as it is passed, so the check itself costs at most `limit` steps."""
-    budget = [limit]
-
-    def walk(value: Any) -> bool:
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            budget[0] -= len(value) // HEAVY_ANSWER_BYTES_PER_ENTRY
-        elif isinstance(value, (list, tuple)):
-            budget[0] -= len(value)
-            if budget[0] < 0:
+    soon as it is passed, so the check itself costs at most `limit` steps. Every answer goes
+    through it, so a class's fields are looked up once (_fields_of), not per value."""
+    budget = limit
+    stack = [body]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind in _LEAVES:
+            continue
+        if kind is list or kind is tuple or (isinstance(value, (list, tuple)) and _fields_of(kind) is None):
+            budget -= len(value)
+            if budget < 0:
                 return True
-            return any(walk(item) for item in value)
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return any(walk(getattr(value, f.name)) for f in dataclasses.fields(value))
+            stack.extend(value)
+        elif kind is bytes or kind is bytearray or kind is memoryview:
+            budget -= len(value) // HEAVY_ANSWER_BYTES_PER_ENTRY
+            if budget < 0:
+                return True
         else:
-            return False
-        return budget[0] < 0
+            names = _fields_of(kind)
+            if names:
+                stack.extend([getattr(value, name) for name in names])
+    return False
 
-    return walk(body)
+
+_LEAVES = frozenset({int, str, bool, float, type(None)})
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
+def _fields_of(kind: type) -> tuple[str, ...] | None:
+    """A dataclass's field names (None for anything else), found once per class."""
+    try:
+        return _FIELD_NAMES[kind]
+    except KeyError:
+        names = tuple(f.name for f in dataclasses.fields(kind)) if dataclasses.is_dataclass(kind) else None
+        _FIELD_NAMES[kind] = names
+        return names
 
 
 def heavy_step(body: Any, broker: DataPlaneHost, limit: int = HEAVY_ANSWER_ENTRIES) -> bool:
