@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from rich.console import Console
 
@@ -298,13 +298,16 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
         delivery = DeliveryRun(DeliveryMode(args.delivery), next(iter(topics)),
                                1000 if args.records is None else args.records,
-                               20 if args.processing_ms is None else args.processing_ms)
+                               20 if args.processing_ms is None else args.processing_ms,
+                               hold_back=args.crash and not args.forever)
     dashboard = Dashboard(args.group, args.lang, "run --ui") if args.ui else None
     # A consumer-protocol group has no rebalances to count: the summary says its last group epoch.
     epochs = GroupEpochs(args.group) if args.group_protocol == "consumer" else None
+    aborts = _AbortCount()
+    listeners: list[Callable[[str, Any], None]] = [view, aborts.on_event]
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config,
                            run_dir, port=args.port,
-                           listeners=[view] + _consumer_protocol_views(args) + ([epochs] if epochs is not None else [])
+                           listeners=listeners + _consumer_protocol_views(args) + ([epochs] if epochs is not None else [])
                            + ([dashboard.hub.on_event] if dashboard is not None else []),
                            data_dir=args.data_dir, faults=args.faults, fault_seed=args.fault_seed, delivery=delivery,
                            trace_listeners=[dashboard.hub.on_trace] if dashboard is not None else None,
@@ -381,7 +384,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                       + (f" · event log: {run_dir}/" if run_dir else ""))
         console.print(costs_line)
         if account is not None:
-            console.print(_delivery_table(delivery, account, processed))
+            console.print(_delivery_table(delivery, account, processed, aborts.count))
         if cluster.proxy is not None and cluster.proxy.rules:
             console.print("faults fired: " + ", ".join(f"{rule.spec()} ×{rule.fired}" for rule in cluster.proxy.rules))
     if timed_out:
@@ -593,18 +596,34 @@ async def _kill_the_coordinator(cluster: Any, view: Any, args: argparse.Namespac
     await asyncio.sleep(args.hold)
 
 
-def _delivery_table(delivery: Any, account: dict, processed: int) -> Any:
+def _delivery_table(delivery: Any, account: dict, processed: int, aborted: int = 0) -> Any:
+    """The run's delivery account; exactly-once also counts the transactions the coordinator
+    aborted (a crashed member's open one: its records are what read_uncommitted would see twice)."""
     from rich.table import Table
 
     mode = delivery.mode.value
     table = Table(title=f"delivery: {mode}", title_justify="left", header_style="bold")
-    for col in ("produced", "processed", "lost", "duplicated", "read_uncommitted would see duplicated", "guarantee"):
+    columns = ["produced", "processed", "lost", "duplicated", "read_uncommitted would see duplicated"]
+    columns += ["aborted transactions"] if mode == "exactly-once" else []
+    for col in columns + ["guarantee"]:
         table.add_column(col, justify="right")
     broken = {"at-most-once": account["duplicated"] > 0, "at-least-once": account["lost"] > 0,
               "exactly-once": account["lost"] > 0 or account["duplicated"] > 0}[mode]
-    table.add_row(str(account["produced"]), str(processed), str(account["lost"]), str(account["duplicated"]),
-                  str(account["duplicated_uncommitted"]), "[red]BROKEN[/]" if broken else "[green]held[/]")
+    cells = [str(account["produced"]), str(processed), str(account["lost"]), str(account["duplicated"]),
+             str(account["duplicated_uncommitted"])] + ([str(aborted)] if mode == "exactly-once" else [])
+    table.add_row(*cells, "[red]BROKEN[/]" if broken else "[green]held[/]")
     return table
+
+
+class _AbortCount:
+    """Transactions the coordinator aborted during a run (transaction_aborted events)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_event(self, node: str, ev: Any) -> None:
+        if node == "coordinator" and ev.event == "transaction_aborted":
+            self.count += 1
 
 
 # ----------------------------------------------------------------------------- coordinator / consumer

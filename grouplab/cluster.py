@@ -173,7 +173,8 @@ class LocalCluster:
                     self.kafka_proxy.add(rule)
         await self._create_missing_topics(self.topics)
         if self.delivery is not None:
-            await self.delivery.write_input(self.host, self.port, self.topics[self.delivery.input_topic])
+            await self.delivery.write_input(self.host, self.port, self.topics[self.delivery.input_topic],
+                                            self.delivery.first_part)
         return self
 
     async def _proxies(self, ports: dict[int, int], node: str, wire: str) -> FaultProxy | ProxyGroup:
@@ -237,8 +238,15 @@ class LocalCluster:
         self._changed.set()
 
     async def crash_consumer_at(self, app: SimulatedConsumerApp, point: str, timeout_s: float) -> bool:
-        """Crash a delivery consumer at `point` (SimulatedConsumerApp.crash_at); it is then stopped."""
-        crashed = await app.crash_at(point, timeout_s)
+        """Crash a delivery consumer at `point` (SimulatedConsumerApp.crash_at); it is then stopped.
+        Input held back (DeliveryRun.hold_back) is written once the point is armed."""
+        delivery = self.delivery
+
+        async def armed() -> None:
+            if delivery is not None and delivery.first_part < delivery.records:
+                await delivery.write_input(self.host, self.port, self.topics[delivery.input_topic])
+
+        crashed = await app.crash_at(point, timeout_s, armed)
         self.apps.remove(app)
         self.stopped.append(app)
         self._changed.set()
@@ -526,6 +534,15 @@ class DeliveryRun:
     records: int
     processing_ms: int = 0
     max_records: int = 50
+    # With a crash to show (`run --delivery MODE --crash`), half of each partition's input is held
+    # back until the crash point is armed (write_rest): the victim then certainly has a batch to
+    # crash on, whatever the machine's speed, instead of finding its input all done.
+    hold_back: bool = False
+
+    @property
+    def first_part(self) -> int:
+        """Records per partition written at the start."""
+        return self.records // 2 if self.hold_back else self.records
 
     @property
     def output_topic(self) -> str:
@@ -538,14 +555,16 @@ class DeliveryRun:
     def value(self, partition: int, i: int) -> bytes:
         return input_value(self.input_topic, partition, i)
 
-    async def write_input(self, host: str, port: int, partitions: int) -> None:
+    async def write_input(self, host: str, port: int, partitions: int, upto: int | None = None) -> None:
+        """Each partition's input up to record `upto` (default: all of it), from where it ends."""
         from grouplab.admin import AdminClient
 
+        upto = self.records if upto is None else upto
         async with AdminClient(host, port) as admin:
             for p in range(partitions):
                 end = (await admin.list_offsets(self.input_topic, p)).offset
-                for start in range(max(end, 0), self.records, 500):
-                    values = [self.value(p, i) for i in range(start, min(start + 500, self.records))]
+                for start in range(max(end, 0), upto, 500):
+                    values = [self.value(p, i) for i in range(start, min(start + 500, upto))]
                     resp = await admin.produce(self.input_topic, p, values)
                     if resp is not None and resp.error_code:
                         raise RuntimeError(f"writing the input failed: error {resp.error_code}")

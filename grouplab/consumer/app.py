@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from grouplab.consumer.client import GroupMemberClient
 from grouplab.consumer.config import ConsumerConfig
@@ -96,15 +96,19 @@ class SimulatedConsumerApp:
                 for tp in self.client.assignment:
                     self.stats.processed[tp] += self.records_per_poll
 
-    async def crash_at(self, point: str, timeout_s: float) -> bool:
+    async def crash_at(self, point: str, timeout_s: float,
+                       armed: Callable[[], Awaitable[None]] | None = None) -> bool:
         """Crash at a delivery app's `point` ("processed": after processing a batch, before its
         commit; "committed": after a commit, before processing what it covers), where a crash
-        shows what the delivery mode costs. True if it crashed there within `timeout_s`; else it
-        is crashed now, wherever it is."""
+        shows what the delivery mode costs. `armed` runs once the point is set (the caller may
+        now give it input to reach it). True if it crashed there within `timeout_s`; else it is
+        crashed now, wherever it is."""
         machine = self.client.machine
         if not isinstance(machine, DeliveryApp):
             raise TypeError("crash_at needs a consumer running a delivery app")
         machine.crash_at = point
+        if armed is not None:
+            await armed()
         deadline = asyncio.get_running_loop().time() + timeout_s
         while not self.crashed and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
