@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,6 +108,19 @@ def test_summary_json_and_exit_code(tmp_path: Path) -> None:
     for row in data["seeds"]:
         assert {"produced", "processed", "committed", "lost", "duplicated"} <= set(row)
     assert data["totals"]["produced"] == 3 * 1800
+    # Issue 25: the multi-seed summary says what each mode costs, as README promises it.
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("delivery: "))
+    assert line.startswith("delivery: 5,400 records produced, ") and " · duplicated 0" in line, line
+    lost = data["totals"]["lost"]
+    assert f"· lost {lost:,}" in line and (lost == 0 or " of 3 seeds)" in line), line
+
+
+def test_a_multi_seed_run_prints_the_duplicates_at_least_once_costs() -> None:
+    proc = subprocess.run([sys.executable, "-m", "grouplab.cli", "simulate", "--scenario", "delivery-at-least-once",
+                           "--seeds", "1-8"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("delivery: "))
+    assert "· lost 0 ·" in line and re.search(r"duplicated [1-9][\d,]* \(in [1-8] of 8 seeds\)", line), line
 
 
 def _zombie_commit(protocol: str):
