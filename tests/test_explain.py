@@ -244,3 +244,17 @@ def test_a_crash_gap_forgets_the_partitions_of_a_topic_deleted_meanwhile() -> No
     stable = events.GroupStable("g", 2, GroupState.STABLE, "a-1", "range", {"a-1": [["t", 0], ["t", 1]]}, {"a-1": "a"})
     (note,) = notes.after(step(7_000, stable), None, None)
     assert "t-1" in note.text and "6.000" in note.text and not notes.gaps
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_wording_agrees_with_the_story(lang: str) -> None:
+    """Issue 25, item 4: a cooperative member gives up its moving partitions after its SyncGroup,
+    not before its JoinGroup; its follow-up rejoin changed its owned partitions, not (only) its
+    subscription; at-most-once crashes after the commit, before processing."""
+    c = Catalog(lang)
+    why = c.t("why.Heartbeat.REBALANCE_IN_PROGRESS")
+    assert ("SyncGroup" in why) and why.index("SyncGroup") > why.index("JoinGroup")
+    changed = c.t("dec.rebalance.member_metadata_changed", subject="m-1")
+    assert ("owns" in changed) if lang == "en" else ("拥有" in changed)
+    intro = c.t("lesson.delivery-semantics.intro")
+    assert ("crashes after the commit and before processing" in intro) if lang == "en" else ("提交之后、处理之前崩溃" in intro)
