@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Any, Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 PLAIN_EVERY_S = 10.0
 
@@ -38,7 +38,7 @@ class ProgressReport:
         self._started = self._said = self.clock()
         if self.console.is_terminal:
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=self.console, transient=True)
+                                 TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=True)
             self._bar.__enter__()
             self._task = self._bar.add_task(self.description, total=self.total)
         return self
@@ -63,6 +63,10 @@ class ProgressReport:
         if now - self._said >= self.every_s:
             self._said = now
             of = f" of {self.total:,}" if self.total else ""
-            self.console.print(f"{self.completed:,}{of} {self.unit} · {now - self._started:.0f} s"
+            elapsed = now - self._started
+            # What is left at the pace so far (once something is done): a guess, said as one.
+            left = (f" · about {elapsed * (self.total - self.completed) / self.completed:.0f} s left"
+                    if self.total and 0 < self.completed < self.total else "")
+            self.console.print(f"{self.completed:,}{of} {self.unit} · {elapsed:.0f} s{left}"
                                + (f" · {self.description}" if self.description != self.unit else ""),
                                soft_wrap=True, highlight=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import re
 import subprocess
 import sys
 import time
@@ -363,3 +364,12 @@ def unused_tcp_port_closer() -> object:
     threading.Thread(target=serve, daemon=True).start()
     yield server.getsockname()[1]
     server.close()
+
+
+def test_an_explain_filter_that_matches_nothing_names_the_command_and_the_valid_range() -> None:
+    """Issue 25, item 7: `--generation 999` names what was asked and what there is to ask for."""
+    proc = grouplab("explain", "join-stable", "--generation", "999")
+    assert proc.returncode == 1
+    line = " ".join(proc.stderr.split())
+    assert re.search(r"grouplab explain join-stable --generation 999: no step of this run matches; its generations "
+                     r"run from 0 to \d+ \(--generation\), its time from 0 to [\d.]+ s \(--from, --to\)", line), line

@@ -195,12 +195,17 @@ def test_report_escapes_text_and_offers_a_replay_command(tmp_path: Path) -> None
 # ----------------------------------------------------------------------------- the command
 
 
-def test_cli_sweep_writes_tables_and_report(spark, tmp_path: Path) -> None:
+def test_cli_sweep_writes_tables_and_report(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     rc = main(["sweep", "--scenario", "crash-storm", "--assignors", "range,sticky", "--members", "3",
                "--seeds", "1-2", "--out", str(out), "--master", "local[2]", "--seeds-per-task", "2",
                "--conf", "spark.sql.shuffle.partitions=2"])
     assert rc == 0
+    # Issue 25: its size and a guess at its time, said before Spark starts.
+    said = " ".join(capsys.readouterr().err.split())
+    assert re.search(r"range, sticky × 3 members × 2 seeds = 4 simulations · at most about \d+ s on \d+ cores "
+                     r"\(one 3-member simulation took [\d.]+ s here\)", said), said
+    assert said.index("4 simulations") < said.index("Spark local[2] started")
     seeds = spark.read.parquet(str(out / "seeds"))
     assert sorted((r.assignor, r.members, r.seed) for r in seeds.select("assignor", "members", "seed").collect()) == [
         ("range", 3, 1), ("range", 3, 2), ("sticky", 3, 1), ("sticky", 3, 2)]

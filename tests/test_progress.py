@@ -22,7 +22,8 @@ def test_off_a_terminal_a_line_every_ten_seconds_and_none_for_a_short_job() -> N
             now[0] += 0.5  # a seed takes half a second: 50 s in all
             progress.update(advance=1)
     lines = out.getvalue().splitlines()
-    assert lines[0] == "20 of 100 seeds · 10 s · crash-storm: seeds"
+    assert lines[0] == "20 of 100 seeds · 10 s · about 40 s left · crash-storm: seeds"
+    assert lines[-1] == "100 of 100 seeds · 50 s · crash-storm: seeds"
     assert [line.split(" ")[0] for line in lines] == ["20", "40", "60", "80", "100"]
 
     short = io.StringIO()

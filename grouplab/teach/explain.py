@@ -76,6 +76,18 @@ def _faults(run_dir: Path) -> list[dict[str, Any]]:
             if isinstance(ev.payload, events.FaultInjected)]
 
 
+def extent(story: Story) -> tuple[int, int, float]:
+    """The generations a story's steps belong to (lowest, highest) and its length in seconds: what
+    --generation, --from and --to may ask of it."""
+    epochs, epoch = [], 0
+    for s in story.steps:
+        if s.generation is not None:
+            epoch = s.generation + 1 if s.state == "PreparingRebalance" else s.generation
+        epochs.append(epoch)
+    end = max((s.ts_ms for s in story.steps), default=story.start_ms)
+    return min(epochs, default=0), max(epochs, default=0), (end - story.start_ms) / 1000
+
+
 def select(story: Story, f: Filter) -> list[Narrated]:
     chosen = []
     epoch = 0  # the generation a step belongs to: the one it lives in, or the one it starts forming
