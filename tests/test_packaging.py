@@ -386,3 +386,14 @@ def test_an_apps_suite_passes_with_the_grouplab_cluster_fixture(venv: Venv, app:
     proc = app_pytest(venv, app)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "3 passed" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_the_first_install_says_what_it_is_doing() -> None:
+    """Issue 25, item 7: the first `scripts/demo` or `scripts/test` is not a silent minute. The
+    install says its size first, a line per package as pip collects it, and the size at the end;
+    pip's own output is kept in .venv/pip.log and shown if it fails."""
+    env = (ROOT / "scripts" / "_env.sh").read_text()
+    install = env[env.index("installing the project"):env.index(".installed-$HASH-$1\"\n", env.index("installing the project"))]
+    assert "about 750 MB" in install and "grep --line-buffered -E '^Collecting '" in install
+    assert "pip.log" in install and "tail -n 30" in install
+    assert "-e \"$ROOT[dev]\"" in install and "--quiet -e" not in install
