@@ -953,15 +953,16 @@ def parse_assign_members(specs: list[str], sizes: dict[str, int], allow_none: bo
 
 
 def parse_assign_owned(specs: list[str], members: dict[str, list[str]],
-                       sizes: dict[str, int]) -> dict[str, list[TopicPartition]]:
-    """`--owned NAME=T:P,T:P` -> {NAME: partitions}: checked against --member and --topics, no partition twice."""
+                       sizes: dict[str, int], departed_ok: bool = False) -> dict[str, list[TopicPartition]]:
+    """`--owned NAME=T:P,T:P` -> {NAME: partitions}: checked against --member and --topics, no partition twice.
+    With `departed_ok`, NAME may be a member that left (no --member): what it owned moves."""
     owners: dict[TopicPartition, str] = {}
     owned: dict[str, list[TopicPartition]] = {}
     for spec in specs:
         name, sep, parts = spec.partition("=")
         if not sep or not name:
             raise UsageError(f"expected --owned NAME=TOPIC:PARTITION[,...], got {spec!r}")
-        if name not in members:
+        if name not in members and not departed_ok:
             raise UsageError(f"--owned names unknown member {name!r}; give it a --member {name}=TOPIC first")
         if name in owned:
             raise UsageError(f"--owned {name} is given twice; list all its partitions in one --owned {name}=T:P,T:P")
@@ -992,7 +993,13 @@ def cmd_assign(args: argparse.Namespace) -> int:
         return assign_over_threads(args, sizes)
     members = parse_assign_members(args.member, sizes, allow_none=False)
     subscriptions = {name: Subscription(topics=topics) for name, topics in members.items()}
-    for name, owned in parse_assign_owned(args.owned or [], members, sizes).items():
+    # A member with --owned but no --member has left the group: its partitions go to others, and
+    # count as moved (the "moved" of a rebalance after a member left).
+    all_owned = parse_assign_owned(args.owned or [], members, sizes, departed_ok=True)
+    departed = {name: owned for name, owned in all_owned.items() if name not in members}
+    for name, owned in all_owned.items():
+        if name in departed:
+            continue
         subscriptions[name].owned_partitions = owned
         subscriptions[name].generation_id = 1
         # The eager sticky assignor reads a member's last assignment from its user data only (as
@@ -1005,6 +1012,7 @@ def cmd_assign(args: argparse.Namespace) -> int:
     from grouplab.display import assignment_table
 
     previous = {tp: m for m, sub in subscriptions.items() for tp in sub.owned_partitions}
+    previous.update({tp: m for m, owned in departed.items() for tp in owned})
     owner = {tp: m for m, ps in result.items() for tp in ps}
     moved_to: dict[str, int] = {}
     for tp, m in owner.items():
@@ -1012,6 +1020,9 @@ def cmd_assign(args: argparse.Namespace) -> int:
             moved_to[m] = moved_to.get(m, 0) + 1
     console.print(assignment_table({m: sorted(ps) for m, ps in result.items()}, moved=moved_to if previous else None,
                                    title=f"{args.assignor} · topics {args.topics}"))
+    if departed:
+        console.print("left the group: " + "; ".join(f"{m} (owned {format_partitions(sorted(ps))})"
+                                                      for m, ps in sorted(departed.items())))
     if previous:
         withheld = sorted(tp for tp in previous if tp not in owner and tp.partition < sizes.get(tp.topic, 0))
         moved = [f"{tp}: {previous[tp]}→{owner[tp]}" for tp in sorted(owner) if previous.get(tp) not in (None, owner[tp])]

@@ -80,7 +80,6 @@ def test_run_mistakes(args: list[str], words: list[str]) -> None:
     (["--member", "c0=t0", "--owned", "c0=t0:7"], ["t0:7", "no such partition"]),
     (["--member", "c0=t0", "--owned", "c0=t5:0"], ["not in --topics"]),
     (["--member", "c0=t0", "--member", "c1=t0", "--owned", "c0=t0:0", "--owned", "c1=t0:0"], ["both"]),
-    (["--member", "c0=t0", "--owned", "c9=t0:0"], ["c9"]),
     ([], ["--member"]),
 ])
 def test_assign_mistakes(args: list[str], words: list[str]) -> None:
@@ -373,3 +372,13 @@ def test_an_explain_filter_that_matches_nothing_names_the_command_and_the_valid_
     line = " ".join(proc.stderr.split())
     assert re.search(r"grouplab explain join-stable --generation 999: no step of this run matches; its generations "
                      r"run from 0 to \d+ \(--generation\), its time from 0 to [\d.]+ s \(--from, --to\)", line), line
+
+
+def test_assign_owned_by_a_member_that_left_counts_as_moved() -> None:
+    """Issue 25, item 5: --owned for a member without --member is a member that left: what it owned
+    goes to the others and counts as moved (it was refused, and "moved" read 0)."""
+    proc = grouplab("assign", "--assignor", "range", "--topics", "t0:4", "--member", "a=t0", "--member", "b=t0",
+                    "--owned", "a=t0:0,t0:1", "--owned", "c=t0:2,t0:3")
+    assert proc.returncode == 0, proc.stderr
+    assert "left the group: c (owned t0[2,3])" in proc.stdout
+    assert "moved 2: t0-2: c→b, t0-3: c→b" in proc.stdout
