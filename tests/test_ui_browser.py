@@ -157,6 +157,9 @@ def test_kill_shows_partitions_not_consumed_then_the_rebalance(browser: Any, das
     survivors = [m for m in members if m != victim]
     moved = [p for s in survivors for p in _cells(page, s, "consumed") if p in owned]
     assert sorted(moved) == sorted(owned)
+    # Its column stays, greyed, saying why it went (issue 25: the grid dropped it).
+    head = page.inner_text(f'#grid thead th.departed[data-departed="{victim}"]')
+    assert victim in head and "session_timeout" in head, head
     # The time it was assigned but not consumed is charged to the kill.
     fault_row = page.inner_text("#faults tbody tr")
     assert "crash" in fault_row and victim in fault_row and "session_timeout" in fault_row, fault_row

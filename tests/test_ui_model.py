@@ -118,6 +118,9 @@ def test_a_killed_member_owns_its_partitions_unconsumed_until_removed_then_the_r
     fault = snap["faults"][0]
     assert (fault["removed_ms"], fault["removal_reason"], fault["not_consumed_ms"]) == (9000, "session_timeout", 5000)
     assert [m["client_id"] for m in snap["members"]] == ["consumer-1"]
+    # Issue 25: the grid keeps a column for the member that was removed, with when and why.
+    assert snap["departed"] == [{"member_id": B, "client_id": "consumer-2", "removed_ms": 9000,
+                                 "reason": "session_timeout"}]
 
     stable(model, 9100, 2, {A: [["t0", 0], ["t0", 1]]})
     snap = model.snapshot(9100)

@@ -65,6 +65,9 @@ def subscribed_topics(protocols: Any) -> list[str] | None:
         return None
 
 
+DEPARTED_SHOWN = 8  # removed members the grid keeps a column for
+
+
 @dataclass
 class MemberView:
     """One member of the group, as the coordinator knows it."""
@@ -97,6 +100,9 @@ class GroupView:
     rebalance_started_ms: int | None = None
     rebalance_trigger: str | None = None
     rebalances: list[dict[str, Any]] = field(default_factory=list)
+    # Members the coordinator removed (newest last, at most DEPARTED_SHOWN): the grid keeps a greyed
+    # column for each, so a class sees who left, when and why.
+    departed: list[dict[str, Any]] = field(default_factory=list)
 
 
 class DashboardModel:
@@ -227,6 +233,7 @@ class DashboardModel:
                 g.members[old.member_id] = old
             g.assigned = {tp: (f["member_id"] if m == f["old_member_id"] else m, gen) for tp, (m, gen) in g.assigned.items()}
         elif name == "member_removed":
+            self._departed(f["member_id"], ts, str(f.get("reason") or ""))
             self._removed(f["member_id"])
         elif name == "rebalance_started":
             if g.rebalance_started_ms is None:
@@ -272,6 +279,7 @@ class DashboardModel:
             g.assigned = {tp: a for tp, a in g.assigned.items() if a[0] != member_id}
             g.assigned.update({TP(str(t), int(p)): (member_id, epoch) for t, p in f.get("assigned") or []})
         elif name == "consumer_member_removed":
+            self._departed(member_id, ts, str(f.get("reason") or ""))
             self._removed(member_id)
         elif name == "consumer_static_member_replaced":
             old = g.members.pop(str(f["old_member_id"]), None)
@@ -291,6 +299,14 @@ class DashboardModel:
         for member_id in list(g.members):
             self._removed(member_id)
         g.rebalance_started_ms = g.rebalance_trigger = None
+
+    def _departed(self, member_id: str, ts: int, reason: str) -> None:
+        member = self.group.members.get(member_id)
+        if member is None:
+            return
+        departed = self.group.departed
+        departed.append({"member_id": member_id, "client_id": member.client_id, "removed_ms": ts, "reason": reason})
+        del departed[:-DEPARTED_SHOWN]
 
     def _removed(self, member_id: str) -> None:
         g = self.group
@@ -369,6 +385,8 @@ class DashboardModel:
             "rebalancing_ms": None if g.rebalance_started_ms is None else now_ms - g.rebalance_started_ms,
             "rebalance_trigger": g.rebalance_trigger,
             "topics": dict(self.topics), "members": members,
+            # The removed members whose client has not joined again (those are members again).
+            "departed": [d for d in g.departed if d["client_id"] not in {m["client_id"] for m in members}],
             "partitions": [{"topic": tp.topic, "partition": tp.partition, **cell} for tp, cell in cells.items()],
             "faults": [{"id": s.index + 1, "client_id": s.client_id, "kind": fault_kind(s), "member_id": s.member_id,
                         "started_ms": s.since_ms, "ended_ms": s.resumed_ms, "removed_ms": s.removed_ms,

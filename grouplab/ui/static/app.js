@@ -222,8 +222,15 @@ function renderBrokers(s) {
 function renderGrid(s, clients) {
   const members = s.members.map((m) => m);
   const leaders = s.brokers ? Object.fromEntries(s.brokers.leaders.map(([t, p, n]) => [`${t}-${p}`, n])) : {};
+  // A removed member keeps a greyed column (it owns nothing now), so a class sees who left and why.
+  const departed = s.departed || [];
+  const since = (d) => secs(s.now_ms - d.removed_ms);
   $("#grid thead").replaceChildren(el("tr", {}, el("th", {}, "partition"),
-    ...members.map((m) => el("th", {title: m.member_id}, m.client_id)), el("th", {}, "")));
+    ...members.map((m) => el("th", {title: m.member_id}, m.client_id)),
+    ...departed.map((d) => el("th", {class: "departed", "data-departed": d.client_id,
+                                     title: `${d.member_id} was removed ${since(d)} ago: ${d.reason}`},
+                             d.client_id, el("small", {}, ` ${d.reason}`))),
+    el("th", {}, "")));
   const faults = Object.fromEntries(s.faults.map((f) => [f.id, f]));
   const byMember = Object.fromEntries(s.members.map((m) => [m.member_id, m]));
   const rows = s.partitions.map((p) => {
@@ -248,7 +255,8 @@ function renderGrid(s, clients) {
     const leader = name in leaders ? leaders[name] : null;
     const head = leader === null ? el("th", {}, name)
       : el("th", {title: `led by broker ${leader}`, "data-leader": leader}, name, el("small", {}, ` @${leader >= 0 ? leader : "–"}`));
-    return el("tr", {"data-partition": name, "data-state": p.state}, head, ...cells,
+    const gone = departed.map((d) => el("td", {class: "cell departed", "data-cell": `${name}:${d.client_id}`}));
+    return el("tr", {"data-partition": name, "data-state": p.state}, head, ...cells, ...gone,
               el("td", {class: "status " + p.state}, status));
   });
   $("#grid tbody").replaceChildren(...rows);
