@@ -63,7 +63,7 @@ class CoordinatorProcess:
     async def start(self, timeout_s: float = 60.0) -> int:
         """Start it and return the port it listens on."""
         entry = ["-m", "grouplab.durability.powercut", str(self.journal)] if self.journal else ["-m", "grouplab.cli"]
-        args = [sys.executable, *entry, "coordinator", "--port", "0", "--data-dir", str(self.data_dir),
+        args = [sys.executable, *entry, "coordinator", "--port", "0", "--kafka-port", "off", "--data-dir", str(self.data_dir),
                 "--run-dir", str(self.run_dir), *[a for o in self.overrides for a in ("--config", o)]]
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
         proc = self.proc = await asyncio.create_subprocess_exec(
