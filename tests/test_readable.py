@@ -106,7 +106,7 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
 @pytest.mark.e2e
 @pytest.mark.parametrize("log_json", [False, True])
 def test_the_coordinator_command_speaks_to_a_person_or_in_json(log_json: bool) -> None:
-    server = _start("coordinator", "--port", "0", "--config", "group.initial.rebalance.delay.ms=0",
+    server = _start("coordinator", "--port", "0", "--kafka-port", "off", "--config", "group.initial.rebalance.delay.ms=0",
                     *(["--log-json"] if log_json else []))
     try:
         port = _port(server)
