@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from grouplab.teach.catalog import Catalog
+from grouplab.teach.reasons import say_text
 from grouplab.costs import CostTracker, describe_partition_time, describe_stall
 from grouplab.rebalances import Rebalance
 from grouplab.protocol import events
@@ -33,16 +35,18 @@ def short_member(member_id: str, clients: dict[str, str] | None = None) -> str:
 
 def assignment_table(assignments: dict[str, list[TopicPartition]], leader: str | None = None,
                      clients: dict[str, str] | None = None, moved: dict[str, int] | None = None,
-                     title: str | None = None, unit: str = "member", max_rows: int | None = None) -> Table:
+                     title: str | None = None, unit: str = "member", max_rows: int | None = None,
+                     c: Catalog | None = None) -> Table:
     """One row per member; with `max_rows`, at most that many (the leader among them) and a row
     counting the rest, so that a group of thousands stays one screen."""
+    said = (lambda key, default: c.t(key) if c is not None else default)  # noqa: E731 - the headers' words
     table = Table(title=title, title_justify="left", show_edge=True, header_style="bold")
-    table.add_column(unit)
-    table.add_column("role")
+    table.add_column(said("table.col.member", unit) if unit == "member" else unit)
+    table.add_column(said("table.col.role", "role"))
     table.add_column("#", justify="right")
-    table.add_column("partitions")
+    table.add_column(said("table.col.partitions", "partitions"))
     if moved is not None:
-        table.add_column("moved in", justify="right")
+        table.add_column(said("table.col.moved_in", "moved in"), justify="right")
     members = sorted(assignments, key=lambda m: (clients or {}).get(m, m))
     rest: list[str] = []
     if max_rows is not None and len(members) > max_rows:
@@ -53,14 +57,17 @@ def assignment_table(assignments: dict[str, list[TopicPartition]], leader: str |
         members = [m for m in members if m in kept]
     for member in members:
         parts = assignments[member]
-        row = [short_member(member, clients), "leader" if member == leader else "", str(len(parts)), format_partitions(parts)]
+        row = [short_member(member, clients), said("table.leader_role", "leader") if member == leader else "",
+               str(len(parts)), format_partitions(parts)]
         if moved is not None:
             row.append(str(moved.get(member, 0)))
         table.add_row(*row)
     if rest:
         counts = [len(assignments[m]) for m in rest]
-        row = [f"… {len(rest):,} more", "", f"{min(counts)}–{max(counts)}" if min(counts) != max(counts) else str(min(counts)),
-               f"{sum(counts):,} partitions"]
+        more, total = f"{len(rest):,}", f"{sum(counts):,}"
+        row = [c.t("table.more", count=more) if c is not None else f"… {more} more", "",
+               f"{min(counts)}–{max(counts)}" if min(counts) != max(counts) else str(min(counts)),
+               c.t("table.more_partitions", count=total) if c is not None else f"{total} partitions"]
         if moved is not None:
             row.append(f"{sum(moved.get(m, 0) for m in rest):,}")
         table.add_row(*row, style="dim")
@@ -135,6 +142,10 @@ class RebalanceView:
     costs: CostTracker = field(default_factory=CostTracker)
     origin_ms: int | None = None  # the first event's ts_ms: time zero of "crashed at 4.2 s"
     initial_delay_ms: int | None = None  # group.initial.rebalance.delay.ms, from coordinator_started
+    lang: str = "en"  # of the rebalance lines and tables (the cost sentences are English yet)
+
+    def __post_init__(self) -> None:
+        self.c = Catalog(self.lang)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
         if self.origin_ms is None:
@@ -156,27 +167,28 @@ class RebalanceView:
 
     def _show(self, rebalance: Rebalance) -> None:
         clients = self.costs.rebalances.group(rebalance.group_id).clients  # every member id seen so far
-        trigger = rebalance.trigger or "?"
+        trigger = say_text(rebalance.trigger, self.c) if rebalance.trigger else "?"
         for member_id in clients:
             trigger = trigger.replace(member_id, short_member(member_id, clients))
         record = RebalanceRecord(rebalance, trigger)
         self.records.append(record)
         moved_to = Counter(move.to_member for move in rebalance.moved)
+        c = self.c
         self.console.print(
             ("" if self.group_id is not None else f"\n[bold]{escape(rebalance.group_id)}[/]")
-            + f"\n[bold cyan]generation {record.generation_id}[/] · protocol [bold]{record.protocol}[/] · "
-            f"leader {short_member(record.leader, rebalance.clients)} · {len(rebalance.members)} members · "
-            f"rebalance took {record.duration_ms} ms · {record.moved} partitions moved · "
-            f"{record.revoked} revoked (eager would revoke {record.eager_revoked})"
-            + (f" · [yellow]{record.withheld} withheld until their owners revoke them[/]" if record.withheld else "")
-            + f"\n[dim]trigger: {record.trigger}[/]"
-            + (f"\n[dim]most of it waiting for more members: the group was new (empty), so the coordinator "
-               f"waits group.initial.rebalance.delay.ms ({self.initial_delay_ms} ms) before forming it, and again "
-               f"after each member that arrives meanwhile, up to the rebalance timeout (KIP-134)[/]"
+            + f"\n[bold cyan]{c.t('table.generation', generation=record.generation_id)}[/] · "
+            f"{c.t('table.protocol')} [bold]{record.protocol}[/] · "
+            f"{c.t('table.leader', leader=short_member(record.leader, rebalance.clients))} · "
+            f"{c.t('table.members', count=len(rebalance.members))} · {c.t('table.took', ms=record.duration_ms)} · "
+            f"{c.t('table.moved', count=record.moved)} · "
+            f"{c.t('table.revoked', count=record.revoked, eager=record.eager_revoked)}"
+            + (f" · [yellow]{c.t('table.withheld', count=record.withheld)}[/]" if record.withheld else "")
+            + f"\n[dim]{c.t('table.trigger', trigger=record.trigger)}[/]"
+            + (f"\n[dim]{c.t('table.initial_delay', delay_ms=self.initial_delay_ms)}[/]"
                if self._initial(rebalance) else ""))
         self._costs()  # the stops this rebalance's removals ended: their cost came before it began
         self.console.print(assignment_table(record.assignments, record.leader, rebalance.clients, moved_to,
-                                            max_rows=TABLE_ROWS))
+                                            max_rows=TABLE_ROWS, c=self.c))
 
     def _initial(self, rebalance: Rebalance) -> bool:
         """Did this rebalance form a group from empty, so that the initial delay was part of it?"""

@@ -22,7 +22,7 @@ from rich.text import Text
 from grouplab.display import RebalanceView, short_member
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.narrate_cluster import leaders_summary
-from grouplab.teach.reasons import why_rejoin
+from grouplab.teach.reasons import say_reason, say_text, why_rejoin
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent
 from grouplab.protocol.states import ConsumerGroupState, ConsumerMemberState, MembershipState, RemovalReason
@@ -84,7 +84,7 @@ class CoordinatorView:
 
     def __post_init__(self) -> None:
         self.c = _KeyedCatalog(self.lang)
-        self.rebalances = RebalanceView(self.console, None)
+        self.rebalances = RebalanceView(self.console, None, lang=self.lang)
 
     def __call__(self, node: str, ev: LogEvent) -> None:
         if node != "coordinator":
@@ -105,14 +105,15 @@ class CoordinatorView:
             line = (c.t("view.joined.static", instance=p.group_instance_id, **fields) if p.group_instance_id
                     else c.t("view.joined", **fields))
         elif isinstance(p, events.RebalanceStarted):
-            line = c.t("view.rebalance", group=p.group_id, generation=p.generation_id, trigger=self._short(p.trigger))
+            line = c.t("view.rebalance", group=p.group_id, generation=p.generation_id,
+                       trigger=self._short(say_text(p.trigger, c)))
             subject = self._subject(p)
             rule = f"why.rebalance.{p.cause.value}"
             why, style = c.t(rule, subject=subject,
                              session_ms=self.session_ms.get(subject, "?"), rebalance_ms="?"), "bold yellow"
         elif isinstance(p, events.MemberRemoved):
             line = c.t("view.removed", group=p.group_id, member=self._name(p.member_id), reason=p.reason.value,
-                       detail=p.detail)
+                       detail=say_text(p.detail, c))
             style = "yellow"
             ms = re.search(r"(\d+) ms", p.detail)  # "no heartbeat for 10000 ms" (coordinator/group.py)
             if ms:
@@ -125,7 +126,7 @@ class CoordinatorView:
             why = c.t(rule)
         elif isinstance(p, events.JoinRejected):
             line, style = c.t("view.refused", group=p.group_id, member=self._name(p.member_id), error=p.error,
-                              reason=p.reason), "red"
+                              reason=say_text(p.reason, c)), "red"
         elif isinstance(p, events.OffsetCommitRejected):
             line = c.t("view.commit_refused", group=p.group_id, member=self._name(p.member_id),
                        partitions=_pairs(p.partitions), error=p.error, request_generation=p.request_generation_id,
@@ -145,7 +146,7 @@ class CoordinatorView:
         elif isinstance(p, events.TopicCreated):
             line = c.t("view.topic.auto" if p.auto else "view.topic", topic=p.topic, count=p.partition_count)
         elif isinstance(p, events.TransactionAborted):
-            line, style = c.t("view.txn_aborted", tid=p.transactional_id, reason=p.reason), "yellow"
+            line, style = c.t("view.txn_aborted", tid=p.transactional_id, reason=say_reason(p.reason, c)), "yellow"
         elif isinstance(p, events.BadRequest):
             line, style = c.t("view.bad_request", peer=p.peer, error=p.error), "red"
         elif isinstance(p, (events.InternalError, events.LogWriteFailed, events.PartitionWriteFailed,
@@ -369,11 +370,11 @@ class ConsumerView:
         if isinstance(p, events.PartitionsAssigned):
             self._say(c.t("member.owns", generation=p.generation_id, member=p.member_id, partitions=_pairs(p.owned)))
         elif isinstance(p, events.PartitionsRevoked):
-            self._say(c.t("member.revoked", partitions=_pairs(p.partitions), reason=p.reason), "yellow")
+            self._say(c.t("member.revoked", partitions=_pairs(p.partitions), reason=say_reason(p.reason, c)), "yellow")
         elif isinstance(p, events.PartitionsLost):
-            self._say(c.t("member.lost", partitions=_pairs(p.partitions), reason=p.reason), "red")
+            self._say(c.t("member.lost", partitions=_pairs(p.partitions), reason=say_reason(p.reason, c)), "red")
         elif isinstance(p, events.JoinSent) and p.reason != "starting":
-            self._say(c.t("member.rejoin", reason=p.reason), "yellow", why_rejoin(p.reason, c))
+            self._say(c.t("member.rejoin", reason=say_reason(p.reason, c)), "yellow", why_rejoin(p.reason, c))
         elif isinstance(p, events.FatalError):
             self._say(f"fatal: {p.error} {p.message or ''}", "bold red")
 
@@ -383,7 +384,8 @@ class ConsumerView:
         if isinstance(p, events.ConsumerJoinSent):
             assignor = p.server_assignor or c.t("member.cp.any_assignor")
             key = "member.cp.join" if p.reason == "starting" else "member.cp.rejoin"
-            self._say(c.t(key, topics=", ".join(p.subscribed_topic_names) or "-", assignor=assignor, reason=p.reason),
+            self._say(c.t(key, topics=", ".join(p.subscribed_topic_names) or "-", assignor=assignor,
+                          reason=say_reason(p.reason, c)),
                       "" if p.reason == "starting" else "yellow", c.t("why.member.cp_join"))
         elif isinstance(p, events.AssignmentReceived):
             self._say(c.t("member.cp.owns", epoch=epoch, member=short_member(p.member_id, {}),
@@ -401,7 +403,7 @@ class ConsumerView:
             self._say(c.t("member.cp.fenced", error=p.error, epoch=p.fenced_epoch), "red", c.t("why.member.cp_fenced"))
         elif isinstance(p, events.ConsumerLeaveSent):
             why = c.t("why.member.cp_static_leave") if p.leave_epoch == -2 else None
-            self._say(c.t("member.cp.leave", epoch=p.leave_epoch, reason=p.reason), "yellow", why)
+            self._say(c.t("member.cp.leave", epoch=p.leave_epoch, reason=say_reason(p.reason, c)), "yellow", why)
         elif isinstance(p, events.PollTimeout):
             self._say(c.t("member.cp.poll_timeout", ms=p.max_poll_interval_ms), "red", c.t("why.member.poll_timeout"))
         elif isinstance(p, events.GroupError):

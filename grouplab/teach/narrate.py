@@ -20,6 +20,7 @@ from grouplab.teach import narrate_consumer as consumer
 from grouplab.teach.narrate_cluster import CLUSTER_EVENTS, ClusterStory
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.notes import Notes
+from grouplab.teach.reasons import say_reason
 from grouplab.teach.notes import compact as _compact
 from grouplab.protocol import events
 from grouplab.protocol.consumer_protocol import decode_assignment
@@ -256,7 +257,7 @@ class Narrator:
                 text += c.t("req.static", instance=body.group_instance_id)
             text += self.notes.join_text(body)
             if body.reason:
-                text += c.t("req.reason", reason=body.reason)
+                text += c.t("req.reason", reason=say_reason(body.reason, c))
             return text
         if api == "SyncGroup":
             if body.assignments:
@@ -268,7 +269,7 @@ class Narrator:
         if api == "LeaveGroup":
             reasons = [m.reason for m in body.members if m.reason]
             return c.t("req.LeaveGroup", members=self.names([m.member_id for m in body.members])) + (
-                c.t("req.reason", reason=reasons[0]) if reasons else "")
+                c.t("req.reason", reason=say_reason(reasons[0], c)) if reasons else "")
         if api == "OffsetCommit":
             offsets = ", ".join(f"{t.name}-{p.partition_index}@{p.committed_offset}"
                                 for t in body.topics for p in t.partitions)
@@ -376,7 +377,7 @@ class Narrator:
                             c.t("why.topic_offsets_deleted"), kind="decision")
             elif isinstance(p, (events.TransactionCommitted, events.TransactionAborted)):
                 key = "dec.transaction_committed" if isinstance(p, events.TransactionCommitted) else "dec.transaction_aborted"
-                said = Said(COORDINATOR, COORDINATOR, c.t(key, tid=p.transactional_id, reason=p.reason,
+                said = Said(COORDINATOR, COORDINATOR, c.t(key, tid=p.transactional_id, reason=say_reason(p.reason, c),
                                                           partitions=self.pairs(p.partitions)), kind="decision")
             elif isinstance(p, CLUSTER_EVENTS):
                 said = self.cluster.decision(p, ev.ts_ms)
