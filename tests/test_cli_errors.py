@@ -211,8 +211,9 @@ def test_ctrl_c_in_simulate_seeds() -> None:
 
 
 def test_ctrl_c_in_sweep_stops_spark_quietly(tmp_path: Path) -> None:
+    # Interrupted while its job runs (it says its size first, then that Spark started).
     code, took, _out, err = interrupt(["sweep", "--scenario", "crash-storm", "--seeds", "1-5000",
-                                       "--out", str(tmp_path / "sweep")], "grouplab sweep", 1.0)
+                                       "--out", str(tmp_path / "sweep")], "Spark local", 1.0)
     assert code == 130 and took < 2.0, (code, took, err)
     assert "Traceback" not in err and "py4j" not in err.lower()
     assert "grouplab sweep: interrupted" in err

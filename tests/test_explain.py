@@ -142,14 +142,38 @@ def test_mermaid_is_a_sequence_diagram_of_the_run(static_run: Path) -> None:
     aliases = {m.group(1) for m in participants if m}
     assert len(aliases) >= 1 + 6  # the coordinator and the scenario's six members (and a static member's new process)
     body = lines[1 + len(aliases):]
-    for line in body:  # every statement is a message between known participants, or a note
+    depth = 0
+    for line in body:  # every statement is a message between known participants, a note, or a block
+        if line.startswith("    rect "):
+            depth += 1
+            continue
+        if line == "    end":
+            depth -= 1
+            assert depth >= 0, "a block closed that was not open"
+            continue
         m = re.fullmatch(r"    (P\d+)(->>|-->>)(P\d+): (.+)", line) or re.fullmatch(r"    Note over (P\d+(,P\d+)*): (.+)", line)
         assert m, line
         assert ";" not in line and "#" not in line
         for alias in re.findall(r"P\d+", line.split(":")[0]):
             assert alias in aliases, line
+    assert depth == 0, "every block is closed"
     assert any("->>" in line and "JoinGroup" in line for line in body)
     assert any("-->>" in line and "SyncGroup answered" in line for line in body)
+    # Issue 25: times where time passed, and each rebalance shaded as a block.
+    assert re.search(r"Note over P0,P\d+: ⏱ \+\d+\.\d{3} s \(\d+\.\d s later\)", text)
+    assert any(line.startswith("    rect ") for line in body)
+
+
+def test_a_crashed_member_has_its_own_lifeline_and_the_handout_embeds_the_diagram() -> None:
+    """Issue 25, item 5: the crash is a note over the crashed member's lifeline (it was one over the
+    coordinator), and the markdown page carries the diagram."""
+    out = cli("explain", "crash-timeout", "--format", "mermaid")
+    assert out.returncode == 0, out.stderr
+    alias = re.search(r"participant (P\d+) as m-1\n", out.stdout)
+    assert alias, out.stdout[:500]
+    assert re.search(rf"Note over {alias.group(1)}: ⚡ m-1 crashes", out.stdout)
+    page = cli("explain", "crash-timeout", "--format", "markdown")
+    assert page.returncode == 0 and "```mermaid\nsequenceDiagram\n" in page.stdout
 
 
 def test_markdown_and_mermaid_to_a_file(static_run: Path, tmp_path: Path) -> None:

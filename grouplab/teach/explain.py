@@ -192,6 +192,9 @@ def markdown(story: Story, steps: list[Narrated], c: Catalog, title: str, intro:
         if s.changed and s.group is not None:
             out.append(f"- *{c.t(s.state_key, group=s.group, state=s.state, generation=s.generation)}*")
         out.append("")
+    # The same story as a sequence diagram, which Markdown viewers that know mermaid draw.
+    out += [f"{'#' * (level + 1)} {c.t('markdown.diagram')}", "", "```mermaid",
+            mermaid(story, steps, c, show_all).rstrip(), "```", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -202,23 +205,43 @@ def _md(text: str) -> str:
 # ----------------------------------------------------------------------------- mermaid
 
 
+# Group states in which a rebalance is under way: the diagram shades them as one block.
+_REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
+TIME_NOTE_MS = 1000  # a pause at least this long between two steps gets a note with the time
+
+
 def mermaid(story: Story, steps: list[Narrated], c: Catalog, show_all: bool = False) -> str:
-    """A mermaid `sequenceDiagram`: the coordinator and each member a participant, requests and
-    answers as arrows, decisions and state changes as notes over the coordinator (the whys are
-    left to the text and Markdown forms: a diagram is for the shape of the exchange)."""
+    """A mermaid `sequenceDiagram`: the coordinator and each member a participant (a crashed one
+    too: its crash is a note over its own lifeline), requests and answers as arrows, decisions and
+    state changes as notes over the coordinator, the time wherever a second or more passed (the
+    initial delay, a session timeout's silence), and each rebalance a shaded block from its start
+    to Stable (the whys are left to the text and Markdown forms: a diagram is for the shape)."""
     names = [COORDINATOR]  # a participant per process: a client's later member ids (`m-1·2`) are the same lifeline
     for s in steps:
         for said in s.lines:
-            for who in (said.sender, said.receiver):
-                if said.kind in ("request", "response") and _process(who) not in names:
+            if said.kind in ("request", "response"):
+                who_all = [said.sender, said.receiver]
+            elif said.kind == "fault":  # a member it strikes (a crash) has a lifeline of its own
+                who_all = [m for m in said.receiver.split(", ") if m not in (COORDINATOR, "simulator")]
+            else:
+                who_all = []
+            for who in who_all:
+                if _process(who) not in names:
                     names.append(_process(who))
     alias = {name: f"P{i}" for i, name in enumerate(names)}
     out = ["sequenceDiagram"] + [f"    participant {alias[n]} as {_mm(n)}" for n in names]
     coordinator = alias[COORDINATOR]
+    everyone = f"{coordinator},{alias[names[-1]]}" if len(names) > 1 else coordinator
+    last_ms: int | None = None
+    shaded = False
     for chunk in chunks(steps, show_all):
         if isinstance(chunk, list):
             out.append(f"    Note over {coordinator}: {_mm(c.t('mermaid.routine', count=len(chunk)))}")
             continue
+        if last_ms is None or chunk.ts_ms - last_ms >= TIME_NOTE_MS:
+            later = "" if last_ms is None else " " + c.t("mermaid.later", seconds=f"{(chunk.ts_ms - last_ms) / 1000:.1f}")
+            out.append(f"    Note over {everyone}: ⏱ {_mm(seconds(story, chunk.ts_ms) + later)}")
+        last_ms = chunk.ts_ms
         for said in chunk.lines:
             if said.kind == "fault":
                 where = ",".join(alias[_process(m)] for m in said.receiver.split(", ") if _process(m) in alias) or coordinator
@@ -237,6 +260,15 @@ def mermaid(story: Story, steps: list[Narrated], c: Catalog, show_all: bool = Fa
         if chunk.changed and chunk.group is not None:
             out.append(f"    Note over {coordinator}: "
                        + _mm(c.t(chunk.state_key, group=chunk.group, state=chunk.state, generation=chunk.generation)))
+            if chunk.state in _REBALANCING and not shaded:
+                out.append("    rect rgba(255, 190, 0, 0.12)")
+                out.append(f"    Note over {everyone}: {_mm(c.t('mermaid.rebalance'))}")
+                shaded = True
+            elif chunk.state not in _REBALANCING and shaded:
+                out.append("    end")
+                shaded = False
+    if shaded:
+        out.append("    end")
     return "\n".join(out) + "\n"
 
 
