@@ -1432,7 +1432,8 @@ def _compare_script(args: argparse.Namespace) -> Any:
     if not sep or not topic or not total.isdigit():
         raise UsageError(f"--add expects TOPIC:TOTAL (the topic's new partition count), got {grow!r}")
     settings = Settings(args.consumers, topics, (topic, int(total)), args.session_timeout_ms,
-                        args.zk_session_timeout_ms, args.metadata_max_age_ms, args.gap_ms, args.group)
+                        args.zk_session_timeout_ms, args.metadata_max_age_ms, args.gap_ms, args.group,
+                        metadata_refresh=args.metadata_refresh)
     # Both designs' configurations are checked before anything runs: a bad timeout is one line.
     ConsumerConfig(group_id=settings.group, topics=list(topics)).with_overrides(
         [f"session.timeout.ms={settings.session_timeout_ms}", f"metadata.max.age.ms={settings.metadata_max_age_ms}"])
@@ -1470,6 +1471,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         designs = parse_designs(args.designs)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.scale is not None:
+        if args.real:
+            raise UsageError("--scale runs in the simulators only (a hundred consumers per design over sockets would "
+                             "measure this machine); leave out --real")
+        return _compare_scale(args, designs)
     script = _compare_script(args)
     if args.real:
         return _run_async(lambda a: _compare_real(a, script, designs), args)
@@ -1486,6 +1492,40 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare_scale(args: argparse.Namespace, designs: list[str]) -> int:
+    """`compare --scale 10,50,100`: the script's totals per group size and design (grouplab/compare/scale.py)."""
+    from dataclasses import asdict
+
+    from grouplab.compare.scale import parse_sizes, render_scale, run_scale, scale_lines
+    from grouplab.compare.script import CompareError
+    from grouplab.progress import ProgressReport
+    from grouplab.teach.catalog import Catalog
+
+    try:
+        sizes = parse_sizes(args.scale)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    settings = _compare_script(args).settings
+    seed = 1 if args.seed is None else args.seed
+    try:
+        with ProgressReport(err, "compare --scale", total=len(sizes) * len(designs), unit="runs") as progress:
+            scaled = run_scale(settings, sizes, seed, designs, lambda n, d: progress.update(advance=1))
+    except CompareError as exc:
+        raise CliError(exc) from None
+    except AssertionError as exc:  # the ZooKeeper-era simulator's Violation names the seed
+        raise CliError(f"the ZooKeeper-era simulator: {exc}") from None
+    lines = scale_lines(scaled, Catalog("en"))
+    if args.format == "json":
+        print(json.dumps({"mode": "scale", "seed": seed, "designs": designs,
+                          "sizes": {str(n): {d: asdict(f) for d, f in by.items()} for n, by in scaled.items()},
+                          "conclusion": lines}, indent=2, ensure_ascii=False))
+        return 0
+    console.print(render_scale(scaled, seed))
+    for line in lines:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    return 0
+
+
 async def _compare_real(args: argparse.Namespace, script: Any, designs: list[str]) -> int:
     from grouplab.compare.real import run_real
     from grouplab.compare.script import CompareError
@@ -1499,7 +1539,9 @@ async def _compare_real(args: argparse.Namespace, script: Any, designs: list[str
     try:
         # Added partitions settle only once the leader's metadata is refreshed (metadata.max.age.ms,
         # Kafka's default 5 min): the default timeout covers that, or that change could never settle.
-        default_timeout = max(120.0, script.settings.metadata_max_age_ms / 1000 + 60)
+        # With --metadata-refresh on-change (the default) they are refreshed when the partitions are made.
+        waits = script.settings.metadata_max_age_ms / 1000 + 60 if script.settings.waits_for_max_age else 0
+        default_timeout = max(120.0, waits)
         results = await run_real(script, designs, args.zookeeper,
                                  default_timeout if args.timeout is None else args.timeout,
                                  1.0 if args.hold is None else args.hold, say)
@@ -1522,8 +1564,12 @@ def _compare_output(args: argparse.Namespace, script: Any, results: Any, mode: s
                   f"for the coordinator designs (classic session.timeout.ms, KIP-848 group.consumer.session.timeout.ms), "
                   f"zookeeper.session.timeout.ms {s.zk_session_timeout_ms} · heartbeats at Kafka's defaults (classic "
                   f"heartbeat.interval.ms 3000, KIP-848 group.consumer.heartbeat.interval.ms 5000) · "
-                  f"metadata.max.age.ms {s.metadata_max_age_ms} · every figure counts from the change until the group "
-                  f"settled", soft_wrap=True)
+                  + (f"metadata.max.age.ms {s.metadata_max_age_ms}: a classic group's leader sees added partitions at "
+                     f"its next refresh, as Kafka's client does (--metadata-refresh max-age)" if s.waits_for_max_age else
+                     "added partitions: every design hears of them when they are made (the classic consumers refresh "
+                     "their metadata then; --metadata-refresh max-age waits for metadata.max.age.ms as Kafka's client "
+                     "does)")
+                  + " · every figure counts from the change until the group settled", soft_wrap=True)
     console.print(render(script, results, mode))
     for line in conclusion(script, results):
         console.print(line, soft_wrap=True)
@@ -2152,8 +2198,14 @@ def build_parser() -> argparse.ArgumentParser:
                          "group.consumer.session.timeout.ms)")
     cp.add_argument("--zk-session-timeout-ms", type=at_least(1), default=10_000, metavar="MS",
                     help="the ZooKeeper era's zookeeper.session.timeout.ms")
+    cp.add_argument("--metadata-refresh", choices=["on-change", "max-age"], default="on-change",
+                    help="when a classic group's leader sees added partitions: on-change (default, fair: when they "
+                         "are made, as the ZooKeeper era's watch and KIP-848's coordinator do) or max-age (at its "
+                         "next metadata refresh, every --metadata-max-age-ms, as Kafka's client does; the wait is "
+                         "shown on its own line)")
     cp.add_argument("--metadata-max-age-ms", type=at_least(1), default=300_000, metavar="MS",
-                    help="metadata.max.age.ms: how soon the coordinator protocol's leader sees new partitions")
+                    help="metadata.max.age.ms: with --metadata-refresh max-age, how soon a classic group's leader "
+                         "sees new partitions")
     cp.add_argument("--gap-ms", type=at_least(0), default=30_000, metavar="MS",
                     help="simulators: quiet time after each change, beyond the timeouts it must wait for")
     cp.add_argument("--group", default="grouplab", help="group.id of both groups")
@@ -2164,6 +2216,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "120, or metadata.max.age.ms + 60 s if longer)")
     cp.add_argument("--hold", type=seconds, help="with --real: seconds between a change settling and the next "
                                                  "(default: 1)")
+    cp.add_argument("--scale", metavar="N,N,...", help="instead of the per-change tables, the whole script's totals "
+                                                      "at each of these group sizes, e.g. 10,50,100 (simulated): "
+                                                      "registry reads / requests, time to settle, claim conflicts")
     cp.add_argument("--format", choices=["table", "json"], default="table", help="output format")
 
     w = sub.add_parser("sweep", help="many simulations as Spark tasks: assignors × member counts × seeds, "

@@ -54,6 +54,7 @@ FAULT_KINDS = (
     "add_partitions",  # `topic` grows by `partitions`
     "join_burst",  # `count` new members join at once
     "leave_burst",  # `count` members leave at once (clean shutdown)
+    "refresh_metadata",  # every running member's client refreshes its metadata now (not at metadata.max.age.ms)
     "crash_before_commit",  # delivery: crash right after processing a batch, before committing it
     "crash_after_commit",  # delivery: crash right after committing a batch, before processing it
     "kill_broker",  # a cluster's broker `node` (an id, or "coordinator": the group's) is killed, back after duration_ms
