@@ -1127,6 +1127,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     check_lang(args.lang)
     if args.lessons:
         return cmd_lessons(args)
+    if args.lesson is not None:
+        if args.target:
+            raise UsageError(f"give either a target or --lesson {args.lesson}, not both")
+        args.target = args.lesson
+    if args.target and not Path(args.target).is_dir():
+        compared = _compare_lesson(args.target)
+        if compared is not None:
+            return _explain_compare_lesson(args, compared)
     if not args.target:
         raise UsageError("give a RUN_DIR, a scenario or a lesson to explain (grouplab lessons lists the lessons)")
     c = Catalog(args.lang)
@@ -1200,6 +1208,50 @@ def cmd_explain(args: argparse.Namespace) -> int:
         console.print(f"\n── {c.t('compare.title')} ──", style="bold", markup=False, highlight=False)
         for line in comparison_text(told, c):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _compare_lesson(target: str) -> Lesson | None:
+    """A built-in lesson told through `grouplab compare` (zk-vs-coordinator), or None."""
+    from grouplab.sim.scenario import ScenarioError, resolve_scenario
+    from grouplab.teach.lessons import find_lesson, load_lesson
+
+    try:
+        resolve_scenario(target)
+        return None  # a scenario of that name comes first, as in _lesson_or_scenario
+    except ScenarioError:
+        pass
+    path = find_lesson(target)
+    lesson = load_lesson(path) if path is not None else None
+    return lesson if lesson is not None and lesson.spec.compare else None
+
+
+def _explain_compare_lesson(args: argparse.Namespace, lesson: Lesson) -> int:
+    """The lesson's changes under every design (grouplab/teach/compare_lesson.py), as text or markdown."""
+    from grouplab.teach.catalog import Catalog
+    from grouplab.teach.compare_lesson import markdown, play, text_lines
+
+    if args.format == "mermaid":
+        raise UsageError(f"{lesson.name} compares designs change by change and has no message diagram: "
+                         "use --format text or markdown")
+    if args.from_s is not None or args.to_s is not None or args.generation is not None:
+        raise UsageError(f"{lesson.name} is told change by change: --from, --to and --generation do not apply")
+    c = Catalog(args.lang)
+    told = play(lesson.scenario, args.seed if args.seed is not None else lesson.spec.seed)
+    title, intro = c.t("title.lesson", title=lesson.title(c)), lesson.intro(c)
+    if args.format == "markdown":
+        text = markdown(told, c, title, intro)
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+            err.print(f"wrote {args.out}")
+        else:
+            sys.stdout.write(text)
+        return 0
+    console.print(title, style="bold", markup=False, highlight=False)
+    if intro:
+        console.print(intro, markup=False, highlight=False)
+    for style, line in text_lines(told, c):
+        console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -2254,6 +2306,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--seed", type=int, help="the seed to simulate a SCENARIO with (default 1; a lesson's own)")
     ex.add_argument("--lang", default="en", help="language of the explanations: en or zh")
     ex.add_argument("--lessons", action="store_true", help="list the built-in lessons (as `grouplab lessons`)")
+    ex.add_argument("--lesson", metavar="LESSON", help="a built-in lesson to tell (the same as giving its name)")
     ex.add_argument("--format", choices=["text", "markdown", "mermaid"], default="text",
                     help="text for the terminal, markdown for a page to hand out, mermaid for a sequence diagram")
     ex.add_argument("--out", metavar="FILE", help="write markdown or mermaid here instead of stdout")

@@ -110,6 +110,15 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def change_label(change: Change, c: Catalog) -> str:
+    """Change.label() in the catalogue's language."""
+    if change.kind == "add_partitions":
+        return c.t("cmp.change.grow", topic=change.topic, total=change.total)
+    if len(change.members) == 1:
+        return c.t(f"cmp.change.{change.kind}", member=change.members[0])
+    return c.t(f"cmp.change.{change.kind}_many", n=len(change.members))
+
+
 def verdict(script: Script, results: Results, c: Catalog) -> str:
     """The design that settled soonest over the whole script, by name, and the others' times."""
     totals = {d: total(figs).settle_ms for d, figs in results.items()}
@@ -122,7 +131,7 @@ def verdict(script: Script, results: Results, c: Catalog) -> str:
     others += [c.t("cmp.verdict.unsettled", design=design_name(d, c)) for d, ms in totals.items() if ms is None]
     line = _cap(c.t("cmp.verdict", designs=_joined([design_name(d, c) for d in first], c),
                     seconds=f"{settled[first[0]] / 1000:.1f}",
-                    others="; ".join(others) if others else c.t("cmp.verdict.alone")))
+                    others=c.t("cmp.sep").join(others) if others else c.t("cmp.verdict.alone")))
     messages = {d: total(figs).total for d, figs in results.items()}
     if len(messages) > 1:
         fewest, most = min(messages, key=lambda d: messages[d]), max(messages, key=lambda d: messages[d])
@@ -154,10 +163,10 @@ def firsts(script: Script, results: Results, c: Catalog) -> list[str]:
     for i, change in enumerate(script.changes):
         settled = {d: ms for d, figs in results.items() if (ms := figs[i].settle_ms) is not None}
         if not settled:
-            out.append(c.t("cmp.first.none", change=change.label()))
+            out.append(c.t("cmp.first.none", change=change_label(change, c)))
             continue
         best = _near(settled)
-        out.append(c.t("cmp.first", change=change.label(), designs=_joined([c.t(f"cmp.short.{d}") for d in best], c),
+        out.append(c.t("cmp.first", change=change_label(change, c), designs=_joined([c.t(f"cmp.short.{d}") for d in best], c),
                        seconds=f"{settled[best[0]] / 1000:.1f}", why=cause(script, results, i, c)))
     return out
 
@@ -206,7 +215,7 @@ def conclusion(script: Script, results: Results, c: Catalog | None = None) -> li
     and how the added partitions reached each design."""
     c = c or Catalog("en")
     totals = {d: total(figs) for d, figs in results.items()}
-    lines = [c.t("cmp.totals", designs="; ".join(
+    lines = [c.t("cmp.totals", designs=c.t("cmp.sep").join(
         c.t("cmp.totals.zk" if t.heartbeats is None else "cmp.totals.coordinator", design=DESIGNS[d],
             idle=f"{t.idle_ms / 1000:.1f}", ops=t.total) for d, t in totals.items()))]
     lines.append(verdict(script, results, c))

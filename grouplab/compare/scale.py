@@ -86,7 +86,7 @@ def scale_lines(scaled: Scaled, c: Catalog) -> list[str]:
         a, b = scaled[lo][d].total, scaled[hi][d].total
         grown.append(c.t("cmp.scale.grew", design=c.t(f"cmp.short.{d}"), low=a, high=b,
                          ratio=f"{b / max(a, 1):.1f}"))
-    lines = [c.t("cmp.scale.growth", low=lo, high=hi, factor=f"{hi / lo:g}", designs="; ".join(grown))]
+    lines = [c.t("cmp.scale.growth", low=lo, high=hi, factor=f"{hi / lo:.1f}".rstrip("0").rstrip("."), designs=c.t("cmp.sep").join(grown))]
     if "zk" in scaled[hi]:
         f = scaled[hi]["zk"]
         lines.append(c.t("cmp.scale.herd", n=hi, rebalances=sum(f.rebalances.values()), failed=f.failed or 0,

@@ -164,6 +164,10 @@ class LessonSpec:
     # tables merged into this one, its other keys replacing this one's) with a `label`, and
     # `assignors` to set every member's assignor list.
     variants: list[dict[str, Any]] = field(default_factory=list)
+    # Told through `grouplab compare` instead: the scenario's members, topics and changes played
+    # under the ZooKeeper era and every coordinator design, each change narrated with what each
+    # design did and why (grouplab/teach/compare_lesson.py).
+    compare: bool = False
 
 
 @dataclass
@@ -459,6 +463,10 @@ def _validate_lesson(raw: dict[str, Any], lesson: LessonSpec, source: str) -> No
         raise ScenarioError(f"{source}: lesson.seed must be an integer, got {lesson.seed!r}")
     if not isinstance(lesson.variants, list):
         raise ScenarioError(f"{source}: lesson.variants must be a list of tables")
+    if not isinstance(lesson.compare, bool):
+        raise ScenarioError(f"{source}: lesson.compare must be true or false, got {lesson.compare!r}")
+    if lesson.compare and lesson.variants:
+        raise ScenarioError(f"{source}: a lesson told through grouplab compare plays every design itself: no variants")
     for i, variant in enumerate(lesson.variants):
         where = f"{source}: lesson.variants[{i}]"
         if not isinstance(variant, dict) or not isinstance(variant.get("label"), str) or not variant["label"]:
