@@ -1127,6 +1127,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     check_lang(args.lang)
     if args.lessons:
         return cmd_lessons(args)
+    if args.lesson is not None:
+        if args.target:
+            raise UsageError(f"give either a target or --lesson {args.lesson}, not both")
+        args.target = args.lesson
+    if args.target and not Path(args.target).is_dir():
+        compared = _compare_lesson(args.target)
+        if compared is not None:
+            return _explain_compare_lesson(args, compared)
     if not args.target:
         raise UsageError("give a RUN_DIR, a scenario or a lesson to explain (grouplab lessons lists the lessons)")
     c = Catalog(args.lang)
@@ -1200,6 +1208,50 @@ def cmd_explain(args: argparse.Namespace) -> int:
         console.print(f"\n── {c.t('compare.title')} ──", style="bold", markup=False, highlight=False)
         for line in comparison_text(told, c):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _compare_lesson(target: str) -> Lesson | None:
+    """A built-in lesson told through `grouplab compare` (zk-vs-coordinator), or None."""
+    from grouplab.sim.scenario import ScenarioError, resolve_scenario
+    from grouplab.teach.lessons import find_lesson, load_lesson
+
+    try:
+        resolve_scenario(target)
+        return None  # a scenario of that name comes first, as in _lesson_or_scenario
+    except ScenarioError:
+        pass
+    path = find_lesson(target)
+    lesson = load_lesson(path) if path is not None else None
+    return lesson if lesson is not None and lesson.spec.compare else None
+
+
+def _explain_compare_lesson(args: argparse.Namespace, lesson: Lesson) -> int:
+    """The lesson's changes under every design (grouplab/teach/compare_lesson.py), as text or markdown."""
+    from grouplab.teach.catalog import Catalog
+    from grouplab.teach.compare_lesson import markdown, play, text_lines
+
+    if args.format == "mermaid":
+        raise UsageError(f"{lesson.name} compares designs change by change and has no message diagram: "
+                         "use --format text or markdown")
+    if args.from_s is not None or args.to_s is not None or args.generation is not None:
+        raise UsageError(f"{lesson.name} is told change by change: --from, --to and --generation do not apply")
+    c = Catalog(args.lang)
+    told = play(lesson.scenario, args.seed if args.seed is not None else lesson.spec.seed)
+    title, intro = c.t("title.lesson", title=lesson.title(c)), lesson.intro(c)
+    if args.format == "markdown":
+        text = markdown(told, c, title, intro)
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+            err.print(f"wrote {args.out}")
+        else:
+            sys.stdout.write(text)
+        return 0
+    console.print(title, style="bold", markup=False, highlight=False)
+    if intro:
+        console.print(intro, markup=False, highlight=False)
+    for style, line in text_lines(told, c):
+        console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -1432,7 +1484,8 @@ def _compare_script(args: argparse.Namespace) -> Any:
     if not sep or not topic or not total.isdigit():
         raise UsageError(f"--add expects TOPIC:TOTAL (the topic's new partition count), got {grow!r}")
     settings = Settings(args.consumers, topics, (topic, int(total)), args.session_timeout_ms,
-                        args.zk_session_timeout_ms, args.metadata_max_age_ms, args.gap_ms, args.group)
+                        args.zk_session_timeout_ms, args.metadata_max_age_ms, args.gap_ms, args.group,
+                        metadata_refresh=args.metadata_refresh)
     # Both designs' configurations are checked before anything runs: a bad timeout is one line.
     ConsumerConfig(group_id=settings.group, topics=list(topics)).with_overrides(
         [f"session.timeout.ms={settings.session_timeout_ms}", f"metadata.max.age.ms={settings.metadata_max_age_ms}"])
@@ -1470,6 +1523,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         designs = parse_designs(args.designs)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.scale is not None:
+        if args.real:
+            raise UsageError("--scale runs in the simulators only (a hundred consumers per design over sockets would "
+                             "measure this machine); leave out --real")
+        return _compare_scale(args, designs)
     script = _compare_script(args)
     if args.real:
         return _run_async(lambda a: _compare_real(a, script, designs), args)
@@ -1486,6 +1544,40 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare_scale(args: argparse.Namespace, designs: list[str]) -> int:
+    """`compare --scale 10,50,100`: the script's totals per group size and design (grouplab/compare/scale.py)."""
+    from dataclasses import asdict
+
+    from grouplab.compare.scale import parse_sizes, render_scale, run_scale, scale_lines
+    from grouplab.compare.script import CompareError
+    from grouplab.progress import ProgressReport
+    from grouplab.teach.catalog import Catalog
+
+    try:
+        sizes = parse_sizes(args.scale)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    settings = _compare_script(args).settings
+    seed = 1 if args.seed is None else args.seed
+    try:
+        with ProgressReport(err, "compare --scale", total=len(sizes) * len(designs), unit="runs") as progress:
+            scaled = run_scale(settings, sizes, seed, designs, lambda n, d: progress.update(advance=1))
+    except CompareError as exc:
+        raise CliError(exc) from None
+    except AssertionError as exc:  # the ZooKeeper-era simulator's Violation names the seed
+        raise CliError(f"the ZooKeeper-era simulator: {exc}") from None
+    lines = scale_lines(scaled, Catalog("en"))
+    if args.format == "json":
+        print(json.dumps({"mode": "scale", "seed": seed, "designs": designs,
+                          "sizes": {str(n): {d: asdict(f) for d, f in by.items()} for n, by in scaled.items()},
+                          "conclusion": lines}, indent=2, ensure_ascii=False))
+        return 0
+    console.print(render_scale(scaled, seed))
+    for line in lines:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    return 0
+
+
 async def _compare_real(args: argparse.Namespace, script: Any, designs: list[str]) -> int:
     from grouplab.compare.real import run_real
     from grouplab.compare.script import CompareError
@@ -1499,7 +1591,9 @@ async def _compare_real(args: argparse.Namespace, script: Any, designs: list[str
     try:
         # Added partitions settle only once the leader's metadata is refreshed (metadata.max.age.ms,
         # Kafka's default 5 min): the default timeout covers that, or that change could never settle.
-        default_timeout = max(120.0, script.settings.metadata_max_age_ms / 1000 + 60)
+        # With --metadata-refresh on-change (the default) they are refreshed when the partitions are made.
+        waits = script.settings.metadata_max_age_ms / 1000 + 60 if script.settings.waits_for_max_age else 0
+        default_timeout = max(120.0, waits)
         results = await run_real(script, designs, args.zookeeper,
                                  default_timeout if args.timeout is None else args.timeout,
                                  1.0 if args.hold is None else args.hold, say)
@@ -1522,8 +1616,12 @@ def _compare_output(args: argparse.Namespace, script: Any, results: Any, mode: s
                   f"for the coordinator designs (classic session.timeout.ms, KIP-848 group.consumer.session.timeout.ms), "
                   f"zookeeper.session.timeout.ms {s.zk_session_timeout_ms} · heartbeats at Kafka's defaults (classic "
                   f"heartbeat.interval.ms 3000, KIP-848 group.consumer.heartbeat.interval.ms 5000) · "
-                  f"metadata.max.age.ms {s.metadata_max_age_ms} · every figure counts from the change until the group "
-                  f"settled", soft_wrap=True)
+                  + (f"metadata.max.age.ms {s.metadata_max_age_ms}: a classic group's leader sees added partitions at "
+                     f"its next refresh, as Kafka's client does (--metadata-refresh max-age)" if s.waits_for_max_age else
+                     "added partitions: every design hears of them when they are made (the classic consumers refresh "
+                     "their metadata then; --metadata-refresh max-age waits for metadata.max.age.ms as Kafka's client "
+                     "does)")
+                  + " · every figure counts from the change until the group settled", soft_wrap=True)
     console.print(render(script, results, mode))
     for line in conclusion(script, results):
         console.print(line, soft_wrap=True)
@@ -2152,8 +2250,14 @@ def build_parser() -> argparse.ArgumentParser:
                          "group.consumer.session.timeout.ms)")
     cp.add_argument("--zk-session-timeout-ms", type=at_least(1), default=10_000, metavar="MS",
                     help="the ZooKeeper era's zookeeper.session.timeout.ms")
+    cp.add_argument("--metadata-refresh", choices=["on-change", "max-age"], default="on-change",
+                    help="when a classic group's leader sees added partitions: on-change (default, fair: when they "
+                         "are made, as the ZooKeeper era's watch and KIP-848's coordinator do) or max-age (at its "
+                         "next metadata refresh, every --metadata-max-age-ms, as Kafka's client does; the wait is "
+                         "shown on its own line)")
     cp.add_argument("--metadata-max-age-ms", type=at_least(1), default=300_000, metavar="MS",
-                    help="metadata.max.age.ms: how soon the coordinator protocol's leader sees new partitions")
+                    help="metadata.max.age.ms: with --metadata-refresh max-age, how soon a classic group's leader "
+                         "sees new partitions")
     cp.add_argument("--gap-ms", type=at_least(0), default=30_000, metavar="MS",
                     help="simulators: quiet time after each change, beyond the timeouts it must wait for")
     cp.add_argument("--group", default="grouplab", help="group.id of both groups")
@@ -2164,6 +2268,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "120, or metadata.max.age.ms + 60 s if longer)")
     cp.add_argument("--hold", type=seconds, help="with --real: seconds between a change settling and the next "
                                                  "(default: 1)")
+    cp.add_argument("--scale", metavar="N,N,...", help="instead of the per-change tables, the whole script's totals "
+                                                      "at each of these group sizes, e.g. 10,50,100 (simulated): "
+                                                      "registry reads / requests, time to settle, claim conflicts")
     cp.add_argument("--format", choices=["table", "json"], default="table", help="output format")
 
     w = sub.add_parser("sweep", help="many simulations as Spark tasks: assignors × member counts × seeds, "
@@ -2199,6 +2306,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--seed", type=int, help="the seed to simulate a SCENARIO with (default 1; a lesson's own)")
     ex.add_argument("--lang", default="en", help="language of the explanations: en or zh")
     ex.add_argument("--lessons", action="store_true", help="list the built-in lessons (as `grouplab lessons`)")
+    ex.add_argument("--lesson", metavar="LESSON", help="a built-in lesson to tell (the same as giving its name)")
     ex.add_argument("--format", choices=["text", "markdown", "mermaid"], default="text",
                     help="text for the terminal, markdown for a page to hand out, mermaid for a sequence diagram")
     ex.add_argument("--out", metavar="FILE", help="write markdown or mermaid here instead of stdout")

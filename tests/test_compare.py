@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def test_a_seed_gives_the_same_figures_and_another_seed_others() -> None:
 
 
 def test_the_figures_show_what_each_design_does() -> None:
-    s, results = simulated(1)
+    s, results = simulated(1, metadata_refresh="max-age")  # Kafka's client: the leader's periodic refresh
     co, zk, kip848 = results["eager"], results["zk"], results["consumer"]
     changes, live, settings = s.changes, s.live_after, s.settings
     assert [c.kind for c in changes] == ["join", "leave", "crash", "add_partitions", "join"]
@@ -116,8 +117,9 @@ def test_the_json_form_has_every_figure() -> None:
     assert list(first["figures"]) == list(doc["designs"]) and list(doc["totals"]) == list(doc["designs"])
     for figures in first["figures"].values():
         assert set(figures) == {"settle_ms", "messages", "offsets", "heartbeats", "idle_ms", "rebalances", "failed",
-                                "gave_up"}
+                                "gave_up", "metadata_wait_ms", "metadata_wait_idle_ms"}
     assert doc["conclusion"][0].startswith("Over the whole script: ZooKeeper era")
+    assert first["figures"]["eager"]["metadata_wait_ms"] is None
 
 
 def test_designs_can_be_chosen_and_an_unknown_one_is_refused() -> None:
@@ -129,3 +131,99 @@ def test_designs_can_be_chosen_and_an_unknown_one_is_refused() -> None:
     out = subprocess.run([sys.executable, "-m", "grouplab.cli", "compare", "--designs", "zk,paxos"],
                          capture_output=True, env=env, cwd=ROOT, timeout=120, text=True)
     assert out.returncode == 2 and "unknown paxos" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------- issue 25: fair and explained
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160", "TERM": "dumb", "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-m", "grouplab.cli", "compare", *args], capture_output=True, env=env,
+                          cwd=ROOT, timeout=120, text=True)
+
+
+def test_by_default_every_design_hears_of_added_partitions_when_they_are_made() -> None:
+    """The classic consumers' metadata is refreshed when the partitions are made (as the watch and
+    KIP-848's coordinator tell theirs), so the classic group no longer waits metadata.max.age.ms."""
+    s, results = simulated(1)
+    grow = 3
+    assert s.changes[grow].kind == "add_partitions"
+    for design in ("eager", "cooperative"):
+        f = results[design][grow]
+        assert f.settle_ms is not None and f.settle_ms < 2 * 3000, design  # a rebalance, not 300 s
+        assert f.metadata_wait_ms is not None and f.metadata_wait_ms < 100, design
+    # ... and the script no longer leaves metadata.max.age.ms after the change for it
+    assert s.changes[grow + 1].at_ms - s.changes[grow].at_ms < s.settings.metadata_max_age_ms
+
+
+def test_kafkas_client_wait_is_a_line_of_its_own_with_its_cause() -> None:
+    out = cli("--metadata-refresh", "max-age", "--designs", "zk,eager")
+    assert out.returncode == 0, out.stderr
+    assert "↳ waiting for" in out.stdout  # its row, beneath the classic design's (the cell wraps)
+    assert "Waiting for metadata refresh (metadata.max.age.ms = 300000): the group coordinator (classic protocol, " \
+           "eager range) waited 268.8 s" in out.stdout
+    _, results = simulated(1, metadata_refresh="max-age")
+    f = results["eager"][3]
+    assert f.metadata_wait_ms is not None and 250_000 < f.metadata_wait_ms <= f.settle_ms  # type: ignore[operator]
+    assert f.metadata_wait_idle_ms >= 2 * f.metadata_wait_ms  # the two new partitions, without a consumer meanwhile
+
+
+def test_the_verdict_names_the_design_and_each_winner_has_its_cause() -> None:
+    out = cli("--consumers", "20", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    lines = json.loads(out.stdout)["conclusion"]
+    verdict = next(line for line in lines if line.startswith("Verdict: "))
+    assert re.match(r"Verdict: the (ZooKeeper era|group coordinator) \(.+\) settled sooner, [\d.]+ s over the whole "
+                    r"script \(", verdict), verdict
+    assert "coordinated with the fewest messages" in verdict
+    whys = [line for line in lines if ". Why: " in line]
+    assert len(whys) == 5 and all(" first (" in line for line in whys)
+    assert "group.initial.rebalance.delay.ms" in whys[0] and "session times out" in whys[2]
+    costs = next(line for line in lines if line.startswith("What the ZooKeeper era's speed cost: "))
+    assert all(word in costs for word in ("registry operations", "the herd effect", "failed claims",
+                                          "rebalance.max.retries"))
+    # With 20 consumers the registry operations are many times the coordinator's requests, and said so.
+    assert float(re.search(r"([\d.]+)× the", costs).group(1)) > 5  # type: ignore[union-attr]
+
+
+def test_the_scaling_table_has_every_design_at_every_size() -> None:
+    out = cli("--scale", "4,20", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["mode"] == "scale" and list(doc["sizes"]) == ["4", "20"]
+    for by_design in doc["sizes"].values():
+        assert list(by_design) == ["zk", "eager", "cooperative", "consumer"]  # KIP-848 a column of the same table
+        assert all(f["settle_ms"] is not None for f in by_design.values())
+        assert by_design["zk"]["failed"] is not None and by_design["zk"]["gave_up"] is not None
+    small, large = doc["sizes"]["4"], doc["sizes"]["20"]
+    reads = [s["zk"]["messages"]["reads"] for s in (small, large)]
+    requests = [sum(s["eager"]["messages"].values()) for s in (small, large)]
+    assert reads[1] / reads[0] > 2 * requests[1] / requests[0]  # the herd: reads grow with the square
+    assert doc["conclusion"][0].startswith("From 4 to 20 consumers (5× the group): ZooKeeper era ")
+    assert cli("--scale", "2,10").returncode == 2 and cli("--scale", "10", "--real").returncode == 2
+
+
+def test_the_scaling_table_of_a_seed_is_identical_to_golden() -> None:
+    out = cli("--scale", "3,10", "--seed", "1")
+    assert out.returncode == 0, out.stderr
+    compare(out.stdout.encode(), GOLDEN / "compare-scale-3-10.txt")
+
+
+def test_a_metadata_refresh_fault_makes_a_classic_leader_rejoin_at_once() -> None:
+    from grouplab.protocol import events
+    from grouplab.sim.runner import run_seed
+    from grouplab.sim.scenario import parse_scenario
+
+    raw = {"name": "refresh", "topics": {"t0": 2}, "duration_ms": 40_000, "faults_from_ms": 0,
+           "consumer": {"metadata.max.age.ms": 300_000}, "members": [{"count": 2}],
+           "schedule": [{"at_ms": 20_000, "fault": "add_partitions", "topic": "t0", "partitions": 2},
+                        {"at_ms": 20_000, "fault": "refresh_metadata"}]}
+    seen: list[tuple[int, str]] = []
+    run_seed(parse_scenario(raw, "test"), 1, listener=lambda node, ev: seen.append((ev.ts_ms, node))
+             if isinstance(ev.payload, events.MetadataChanged) else None)
+    assert len(seen) == 1 and 20_000 <= seen[0][0] < 20_100  # the leader alone, at once
+    seen.clear()
+    del raw["schedule"][1]  # without it: the leader's periodic refresh, metadata.max.age.ms after it assigned
+    run_seed(parse_scenario(raw, "test"), 1, listener=lambda node, ev: seen.append((ev.ts_ms, node))
+             if isinstance(ev.payload, events.MetadataChanged) else None)
+    assert len(seen) == 1 and seen[0][0] >= 300_000

@@ -40,6 +40,8 @@ LONG: dict[str, str] = {
     "grouplab run --protocol zk --zookeeper": "needs a ZooKeeper on 127.0.0.1:2181 (tests/test_zk_e2e.py starts one)",
     "grouplab compare --real --zookeeper": "needs a ZooKeeper on 127.0.0.1:2181 (tests/test_compare.py)",
     "grouplab compare --real": "over real sockets, about 2 minutes (tests/test_compare.py runs each change)",
+    "grouplab compare --scale 10,50,100": "the script under every design at 10, 50 and 100 consumers, about 15 s "
+                                          "(tests/test_compare.py: 4,20, and 3,10 against a golden file)",
     "grouplab run": "the demo's script over sockets, 20 s to 70 s each (the crashes wait out a 45 s session "
                     "timeout); tests/test_cli_run.py, tests/test_delivery_demos.py",
     "grouplab sweep": "12,000 simulations on Spark, about 20 minutes on 2 cores (tests/test_pipeline_sweep.py: a small one)",

@@ -17,6 +17,7 @@ import pytest
 
 from grouplab.sim.runner import run_seed
 from grouplab.sim.scenario import ScenarioError, builtin_scenario_names, resolve_scenario, scenario_from_text
+from grouplab.teach import compare_lesson
 from grouplab.teach.catalog import Catalog, languages, load
 from grouplab.teach.explain import Filter, text_lines
 from grouplab.teach.lessons import Lesson, find_lesson, lesson_names, load_lesson, markdown_page, measure, tell
@@ -61,6 +62,9 @@ RULES: dict[str, tuple[list[str], list[str]]] = {
                             "world.crash.txn", "world.aborted", "world.account.missing", "world.account.twice",
                             "world.account.clean", "compare.lost", "compare.duplicated"],
                            ["in-1@35..39", "KIP-447", "read_committed"]),
+    "zk-vs-coordinator": (["cmp.why.first_join", "cmp.why.notify", "cmp.why.crash", "cmp.why.grow.on_change",
+                           "cmp.costs.herd_all", "cmp.lesson.summary"],
+                          ["group.initial.rebalance.delay.ms", "rebalance.max.retries", "KIP-848", "ZooKeeper"]),
 }
 
 
@@ -78,6 +82,10 @@ def words(template: str) -> str:
 
 def told_text(lesson: Lesson, lang: str, tmp: Path) -> str:
     c = Catalog(lang)
+    if lesson.spec.compare:  # told through grouplab compare (grouplab/teach/compare_lesson.py)
+        told = compare_lesson.play(lesson.scenario, lesson.spec.seed)
+        return compare_lesson.markdown(told, c, c.t("title.lesson", title=lesson.title(c)), lesson.intro(c)) + \
+            "\n".join(line for _, line in compare_lesson.text_lines(told, c))
     told = tell(lesson, lesson.spec.seed, lang, Filter(), tmp)
     return markdown_page(told, c, c.t("title.lesson", title=lesson.title(c)), lesson.intro(c)) + "\n".join(
         line for t in told for _, line in text_lines(t.story, t.steps, c))
@@ -182,6 +190,27 @@ def test_lesson_page_is_identical_to_golden(name: str, lang: str, tmp_path: Path
     told = tell(lesson, lesson.spec.seed, lang, Filter(), tmp_path)
     page = markdown_page(told, c, c.t("title.lesson", title=lesson.title(c)), lesson.intro(c))
     compare(page.encode(), GOLDEN / "lessons" / f"{name}-{lang}.md")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_zk_vs_coordinator_page_is_identical_to_golden(lang: str) -> None:
+    """Told through grouplab compare: every change under every design with its cause, then the
+    verdict naming the design and what the ZooKeeper era's speed cost."""
+    lesson = load_lesson(find_lesson("zk-vs-coordinator") or "")
+    c = Catalog(lang)
+    told = compare_lesson.play(lesson.scenario, lesson.spec.seed)
+    assert list(told.results) == ["zk", "eager", "cooperative", "consumer"] and len(told.script.changes) == 5
+    page = compare_lesson.markdown(told, c, c.t("title.lesson", title=lesson.title(c)), lesson.intro(c))
+    compare(page.encode(), GOLDEN / "lessons" / f"zk-vs-coordinator-{lang}.md")
+
+
+def test_the_zk_vs_coordinator_lesson_runs_from_the_command_line() -> None:
+    for args in (["explain", "zk-vs-coordinator"], ["explain", "--lesson", "zk-vs-coordinator", "--lang", "zh"]):
+        out = cli(*args)
+        assert out.returncode == 0, out.stderr
+        assert "ZooKeeper" in out.stdout and "KIP-848" in out.stdout
+    out = cli("explain", "zk-vs-coordinator", "--format", "mermaid")
+    assert out.returncode == 2 and "no message diagram" in out.stderr
 
 
 # ----------------------------------------------------------------------------- the command line

@@ -40,6 +40,8 @@ class _Window:
     members: set[str] = field(default_factory=set)  # the consumers of the last one
     settled_ms: int | None = None
     idle_ms: int | None = None
+    noticed_ms: int | None = None  # a classic leader saw changed metadata (the partitions added)
+    idle_at_notice: int = 0
 
 
 class CoordinatorProbe:
@@ -85,7 +87,9 @@ class CoordinatorProbe:
                         messages={api: n for api, n in sorted(w.requests.items()) if api != "Heartbeat"},
                         offsets=w.requests["OffsetCommit"] + w.requests["OffsetFetch"],
                         heartbeats=w.requests["Heartbeat"], idle_ms=w.idle_ms or 0,
-                        rebalances=dict(sorted(w.rebalances.items())), failed=None, gave_up=None)
+                        rebalances=dict(sorted(w.rebalances.items())), failed=None, gave_up=None,
+                        metadata_wait_ms=None if w.noticed_ms is None else w.noticed_ms - w.start_ms,
+                        metadata_wait_idle_ms=w.idle_at_notice)
                 for w in self.windows]
 
     @property
@@ -103,6 +107,12 @@ class CoordinatorProbe:
             w.rebalances.update(rebalance.clients.values())
             w.rebalanced, w.members = True, set(rebalance.clients.values())
         p = ev.payload
+        if isinstance(p, events.MetadataChanged) and node in self.consumers and w is not None and w.noticed_ms is None:
+            # The new partitions had no consumer from the change on; the cost fold counts them only
+            # once the group hands them out, so they are added here.
+            added = sum(new - old for old, new in p.changed.values() if new > old)
+            w.noticed_ms = ev.ts_ms
+            w.idle_at_notice = self._idle(ev.ts_ms) - w.idle_at_start + added * (ev.ts_ms - w.start_ms)
         if node == "coordinator" and isinstance(p, events.ConsumerGroupEvent) and p.group_id == self.group_id:
             self._consumer_group(p, w)
         self._check(ev.ts_ms)

@@ -71,6 +71,9 @@ async def _coordinator(script: Script, design: str, timeout_s: float, hold_s: fl
                     await cluster.stop_consumer(cluster.app(name), leave=change.kind == "leave")
             else:
                 await cluster.add_partitions(change.topic, change.total)
+                if not s.waits_for_max_age:  # the fair default: the classic leader hears of them at once
+                    for app in cluster.apps:
+                        app.client.driver.refresh_metadata()
             if not await _until(lambda: probe.settled, timeout_s):
                 raise _not_settled(DESIGNS[design], change.label(), timeout_s)
             settled = probe.windows[-1].settled_ms

@@ -13,6 +13,7 @@ from rich.console import Group
 from rich.table import Table
 
 from grouplab.compare.script import DESIGNS, Change, Figures, Script
+from grouplab.teach.catalog import Catalog
 
 Results = dict[str, list[Figures]]
 
@@ -80,47 +81,175 @@ def total(figures: list[Figures]) -> Figures:
                    messages=dict(sorted(messages.items())), offsets=sum(f.offsets for f in figures),
                    heartbeats=add([f.heartbeats for f in figures]), idle_ms=sum(f.idle_ms for f in figures),
                    rebalances=dict(sorted(rebalances.items())), failed=add([f.failed for f in figures]),
-                   gave_up=add([f.gave_up for f in figures]))
+                   gave_up=add([f.gave_up for f in figures]),
+                   metadata_wait_ms=None if all(f.metadata_wait_ms is None for f in figures)
+                   else sum(f.metadata_wait_ms or 0 for f in figures),
+                   metadata_wait_idle_ms=sum(f.metadata_wait_idle_ms for f in figures))
 
 
-def conclusion(script: Script, results: Results) -> list[str]:
-    """The lines under the tables: each design's totals, which design settled first after each
-    change, and what the added partitions cost a classic group (its leader's metadata refresh)."""
-    totals = {d: total(figs) for d, figs in results.items()}
-    lines = ["Over the whole script: " + "; ".join(
-        f"{DESIGNS[d]} {t.idle_ms / 1000:.1f} partition-s without a consumer, {t.total} "
-        + ("registry operations" if t.heartbeats is None else "requests") for d, t in totals.items()) + "."]
-    firsts = []
+# Who a design's sentences name, and which family of waits explains it (cmp.why.* say them).
+SIDES = {"zk": "zk", "eager": "classic", "cooperative": "classic", "consumer": "kip848"}
+
+
+def design_name(design: str, c: Catalog) -> str:
+    """The design as the verdict names it: "the group coordinator (classic protocol, eager range)"."""
+    return c.t(f"cmp.design.{design}")
+
+
+def _near(values: dict[str, int]) -> list[str]:
+    """The designs within 10 % (or 100 ms) of the smallest value, in DESIGNS' order."""
+    best = min(values.values())
+    return [d for d, v in values.items() if v - best <= max(100, best // 10)]
+
+
+def _joined(names: list[str], c: Catalog) -> str:
+    return c.t("cmp.and").join(names)
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def change_label(change: Change, c: Catalog) -> str:
+    """Change.label() in the catalogue's language."""
+    if change.kind == "add_partitions":
+        return c.t("cmp.change.grow", topic=change.topic, total=change.total)
+    if len(change.members) == 1:
+        return c.t(f"cmp.change.{change.kind}", member=change.members[0])
+    return c.t(f"cmp.change.{change.kind}_many", n=len(change.members))
+
+
+def verdict(script: Script, results: Results, c: Catalog) -> str:
+    """The design that settled soonest over the whole script, by name, and the others' times."""
+    totals = {d: total(figs).settle_ms for d, figs in results.items()}
+    settled = {d: ms for d, ms in totals.items() if ms is not None}
+    if not settled:
+        return c.t("cmp.verdict.none")
+    first = _near(settled)
+    others = [c.t("cmp.verdict.other", design=design_name(d, c), seconds=f"{ms / 1000:.1f}")
+              for d, ms in settled.items() if d not in first]
+    others += [c.t("cmp.verdict.unsettled", design=design_name(d, c)) for d, ms in totals.items() if ms is None]
+    line = _cap(c.t("cmp.verdict", designs=_joined([design_name(d, c) for d in first], c),
+                    seconds=f"{settled[first[0]] / 1000:.1f}",
+                    others=c.t("cmp.sep").join(others) if others else c.t("cmp.verdict.alone")))
+    messages = {d: total(figs).total for d, figs in results.items()}
+    if len(messages) > 1:
+        fewest, most = min(messages, key=lambda d: messages[d]), max(messages, key=lambda d: messages[d])
+        line += c.t("cmp.verdict.cheapest", design=_cap(design_name(fewest, c)), ops=messages[fewest],
+                    most=messages[most], costliest=design_name(most, c))
+    return line
+
+
+def cause(script: Script, results: Results, i: int, c: Catalog) -> str:
+    """Why the designs settled in the order they did after change `i`: what each one waited for."""
+    s, change = script.settings, script.changes[i]
+    if change.kind == "join" and i == 0:
+        return c.t("cmp.why.first_join", n=len(change.members))
+    if change.kind in ("join", "leave"):
+        return c.t("cmp.why.notify")
+    if change.kind == "crash":
+        return c.t("cmp.why.crash")
+    if s.waits_for_max_age:
+        waits = [f.metadata_wait_ms for d, figs in results.items() if SIDES[d] == "classic"
+                 if (f := figs[i]).metadata_wait_ms is not None]
+        return c.t("cmp.why.grow.max_age", age=s.metadata_max_age_ms,
+                   wait=f"{max(waits) / 1000:.1f}" if waits else "?")
+    return c.t("cmp.why.grow.on_change")
+
+
+def firsts(script: Script, results: Results, c: Catalog) -> list[str]:
+    """Per change: the design(s) that settled first, and why."""
+    out = []
     for i, change in enumerate(script.changes):
-        settled: dict[str, int] = {d: ms for d, figs in results.items() if (ms := figs[i].settle_ms) is not None}
+        settled = {d: ms for d, figs in results.items() if (ms := figs[i].settle_ms) is not None}
         if not settled:
-            firsts.append(f"{change.label()}: none settled")
+            out.append(c.t("cmp.first.none", change=change_label(change, c)))
             continue
-        best = min(settled.values())
-        near = [DESIGNS[d] for d, ms in settled.items() if ms - best <= max(100, best // 10)]
-        firsts.append(f"{change.label()}: {' and '.join(near)} ({best / 1000:.1f} s)")
-    lines.append("Settled first after each change — " + "; ".join(firsts) + ".")
-    grow = next((i for i, c in enumerate(script.changes) if c.kind == "add_partitions"), None)
-    classic = [d for d in ("eager", "cooperative") if d in results]
-    if grow is not None and classic:
-        d = classic[0]
-        f, whole = results[d][grow], totals[d]
-        age = script.settings.metadata_max_age_ms
-        share = f" — {f.idle_ms / whole.idle_ms:.0%} of its whole script's" if whole.idle_ms else ""
-        lines.append(
-            f"Added partitions: a classic group learns of them only when its leader's metadata is refreshed "
-            f"(metadata.max.age.ms = {age / 1000:g} s), so they waited {_seconds(f.settle_ms)} and cost "
-            f"{f.idle_ms / 1000:.1f} partition-s{share}; the ZooKeeper-era consumers are told by a watch, and "
-            f"KIP-848's coordinator notices at the members' next heartbeat. Lower --metadata-max-age-ms to see "
-            f"the rest of the script without that wait.")
+        best = _near(settled)
+        out.append(c.t("cmp.first", change=change_label(change, c), designs=_joined([c.t(f"cmp.short.{d}") for d in best], c),
+                       seconds=f"{settled[best[0]] / 1000:.1f}", why=cause(script, results, i, c)))
+    return out
+
+
+def costs(script: Script, results: Results, c: Catalog) -> str | None:
+    """What the ZooKeeper era paid for its watches, beside a coordinator design: registry
+    operations against requests, the herd (every consumer rebalancing on every change) and its
+    claim conflicts and give-ups."""
+    if "zk" not in results:
+        return None
+    other = next((d for d in ("eager", "cooperative", "consumer") if d in results), None)
+    if other is None:
+        return None
+    zk, co = total(results["zk"]), total(results[other])
+    heard = [f for f in results["zk"]]
+    everyone = all(set(f.rebalances) >= live for f, live in zip(heard, script.live_after))
+    return c.t("cmp.costs", ops=zk.total, reads=zk.messages.get("reads", 0), design=design_name(other, c),
+               requests=co.total, ratio=f"{zk.total / max(co.total, 1):.1f}",
+               herd=c.t("cmp.costs.herd_all") if everyone else c.t("cmp.costs.herd_most"),
+               zk_rebalances=sum(zk.rebalances.values()), rebalances=sum(co.rebalances.values()),
+               failed=zk.failed or 0, gave_up=zk.gave_up or 0)
+
+
+def metadata_line(script: Script, results: Results, c: Catalog) -> str | None:
+    """What the added partitions waited for: shown with its cause under Kafka's client behaviour,
+    or how to see it under the fair default."""
+    s = script.settings
+    grow = next((i for i, ch in enumerate(script.changes) if ch.kind == "add_partitions"), None)
+    classic = [d for d in results if SIDES[d] == "classic"]
+    if grow is None or not classic:
+        return None
+    if not s.waits_for_max_age:
+        return c.t("cmp.metadata.on_change", age=s.metadata_max_age_ms)
+    d = classic[0]
+    f, whole = results[d][grow], total(results[d])
+    wait = f.metadata_wait_ms if f.metadata_wait_ms is not None else f.settle_ms
+    share = f"{f.metadata_wait_idle_ms / whole.idle_ms:.0%}" if whole.idle_ms else "0%"
+    return c.t("cmp.metadata.max_age", age=s.metadata_max_age_ms, design=design_name(d, c),
+               wait="?" if wait is None else f"{wait / 1000:.1f}", idle=f"{f.metadata_wait_idle_ms / 1000:.1f}",
+               share=share)
+
+
+def conclusion(script: Script, results: Results, c: Catalog | None = None) -> list[str]:
+    """The lines under the tables: each design's totals, the verdict naming the design that settled
+    soonest, which settled first after each change and why, what the ZooKeeper era's speed cost,
+    and how the added partitions reached each design."""
+    c = c or Catalog("en")
+    totals = {d: total(figs) for d, figs in results.items()}
+    lines = [c.t("cmp.totals", designs=c.t("cmp.sep").join(
+        c.t("cmp.totals.zk" if t.heartbeats is None else "cmp.totals.coordinator", design=DESIGNS[d],
+            idle=f"{t.idle_ms / 1000:.1f}", ops=t.total) for d, t in totals.items()))]
+    lines.append(verdict(script, results, c))
+    lines += firsts(script, results, c)
+    for line in (costs(script, results, c), metadata_line(script, results, c)):
+        if line is not None:
+            lines.append(line)
     return lines
+
+
+def _wait_row(script: Script, f: Figures) -> list[tuple[str, ...]]:
+    """Under Kafka's client behaviour, a classic group's wait for its leader's metadata refresh,
+    on a line of its own beneath the design's: part of the row above, shown with its cause."""
+    s = script.settings
+    if not s.waits_for_max_age or f.metadata_wait_ms is None:
+        return []
+    label = Catalog("en").t("cmp.wait.row", age=s.metadata_max_age_ms)
+    return [(label, "", "", "", _seconds(f.metadata_wait_ms), f"{f.metadata_wait_idle_ms / 1000:.1f}", "", "")]
+
+
+def _rows(script: Script, results: Results, pick: Any) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for d, figs in results.items():
+        f = pick(figs)
+        rows.append(_row(d, f))
+        rows += _wait_row(script, f)
+    return rows
 
 
 def render(script: Script, results: Results, heading: str) -> Group:
     tables: list[Any] = []
     for i, change in enumerate(script.changes):
-        tables.append(_table(f"{i + 1}. {_title(change, heading)}", [_row(d, figs[i]) for d, figs in results.items()]))
-    tables.append(_table("all changes, summed", [_row(d, total(figs)) for d, figs in results.items()]))
+        tables.append(_table(f"{i + 1}. {_title(change, heading)}", _rows(script, results, lambda figs: figs[i])))
+    tables.append(_table("all changes, summed", _rows(script, results, total)))
     return Group(*tables)
 
 

@@ -4,11 +4,20 @@ settings both designs share, and what one change cost under one design (`Figures
 
 In the simulators every change happens at a fixed virtual time, far enough after the previous
 one that both designs can settle: `gap_ms` after it, plus the session timeout after a crash (the
-group cannot notice sooner) and the consumers' `metadata.max.age.ms` after added partitions (the
-coordinator protocol's leader notices only at its next metadata refresh; the ZooKeeper-era
-consumers watch the topic's node), plus up to JITTER_MS drawn from the seed, so that a change does
-not always fall at the same moment of the heartbeats' and pings' cycles. Over real sockets each
-change waits until both designs have settled.
+group cannot notice sooner) and, when the classic consumers wait for their periodic metadata
+refresh (`metadata_refresh = "max-age"`), their `metadata.max.age.ms` after added partitions,
+plus up to JITTER_MS drawn from the seed, so that a change does not always fall at the same moment
+of the heartbeats' and pings' cycles. Over real sockets each change waits until both designs have
+settled.
+
+How the designs hear of added partitions (`MetadataRefresh`): the ZooKeeper-era consumers watch
+the topic's node and are told at once; KIP-848's coordinator knows its topics itself and tells
+each member at its next heartbeat; a classic group learns of them only when its leader's metadata
+is refreshed, which Kafka's client does every `metadata.max.age.ms` (300000 by default; Kafka's
+ConsumerCoordinator then rejoins: "cached metadata has changed"). By default the comparison is fair
+(ON_CHANGE): the classic consumers refresh their metadata when the partitions are made, so every
+design starts at the same moment and the figures compare how each rebalances. MAX_AGE keeps
+Kafka's client behaviour, and the report shows that wait on a line of its own, with its cause.
 """
 
 from __future__ import annotations
@@ -18,6 +27,11 @@ from dataclasses import dataclass, field
 
 KINDS = ("join", "leave", "crash", "add_partitions")
 JITTER_MS = 5000
+
+# Settings.metadata_refresh: when a classic group's leader hears of added partitions.
+ON_CHANGE = "on-change"  # when they are made, as every other design does (the fair default)
+MAX_AGE = "max-age"  # at its next periodic refresh, every metadata.max.age.ms (Kafka's client)
+METADATA_REFRESHES = (ON_CHANGE, MAX_AGE)
 
 
 # The designs `grouplab compare` plays the script under, in the order of its tables: the ZooKeeper
@@ -76,8 +90,16 @@ class Settings:
     metadata_max_age_ms: int = 300_000  # Kafka's default
     gap_ms: int = 30_000  # the simulators: quiet time after each change (beyond the timeouts above)
     group: str = "grouplab"
+    metadata_refresh: str = ON_CHANGE  # see the module docstring
+
+    @property
+    def waits_for_max_age(self) -> bool:
+        """A classic group hears of added partitions only at its leader's periodic refresh."""
+        return self.metadata_refresh == MAX_AGE
 
     def __post_init__(self) -> None:
+        if self.metadata_refresh not in METADATA_REFRESHES:
+            raise ValueError(f"--metadata-refresh {self.metadata_refresh}: choose {' or '.join(METADATA_REFRESHES)}")
         if self.consumers < 3:
             raise ValueError("the script needs at least 3 consumers (one leaves, one crashes, one stays)")
         topic, total = self.grow
@@ -128,7 +150,7 @@ def script(settings: Settings, names: list[str], seed: int | None = None) -> Scr
     for c in steps:
         timed.append(Change(c.kind, c.members, c.topic, c.total, at))
         wait = {"crash": max(s.session_timeout_ms, s.zk_session_timeout_ms),
-                "add_partitions": s.metadata_max_age_ms}.get(c.kind, 0)
+                "add_partitions": s.metadata_max_age_ms if s.waits_for_max_age else 0}.get(c.kind, 0)
         at += s.gap_ms + wait + (rng.randrange(JITTER_MS) if seed is not None else 0)
     return Script(settings, tuple(timed), at)
 
@@ -155,6 +177,10 @@ class Figures:
     rebalances: dict[str, int]  # consumer -> rebalances it went through
     failed: int | None  # ZooKeeper: failed rebalance attempts (claim conflicts); coordinator: None
     gave_up: int | None  # ZooKeeper: rebalances abandoned after rebalance.max.retries
+    # A classic group: from the change until its leader saw the new metadata (metadata_changed),
+    # and the partition-ms without a consumer meanwhile; None where nobody had to look.
+    metadata_wait_ms: int | None = None
+    metadata_wait_idle_ms: int = 0
 
     @property
     def total(self) -> int:

@@ -46,6 +46,8 @@ def coordinator_scenario(script: Script, design: str = "eager") -> Scenario:
         else:
             grown = c.total - s.topics[c.topic]
             schedule.append({"at_ms": c.at_ms, "fault": "add_partitions", "topic": c.topic, "partitions": grown})
+            if not s.waits_for_max_age:  # the fair default: the classic leader hears of them at once
+                schedule.append({"at_ms": c.at_ms, "fault": "refresh_metadata"})
     consumer, broker, assignors = design_config(script, design)
     return parse_scenario({
         "name": "compare", "description": f"grouplab compare: the {design} design's side",

@@ -174,6 +174,14 @@ class ConsumerCoordinator(MemberSteps):
             self._request_rejoin("coordinator connection lost", backoff=True)
         return self._end()
 
+    def refresh_metadata(self, now_ms: int) -> list[Any]:
+        """The application asks for fresh metadata now rather than at the next metadata.max.age.ms
+        (Kafka's Metadata.requestUpdate): a stable leader fetches it at once and, if a partition
+        count changed, rejoins as its periodic refresh would. Others ignore it (only the leader
+        compares metadata with its assignment). `grouplab compare`'s default gives every design
+        the news of added partitions when they are created (docs/legacy.md §7)."""
+        return self.on_timer(_TIMER_METADATA, now_ms)
+
     def on_timer(self, key: tuple, now_ms: int) -> list[Any]:
         self._begin(now_ms)
         if key == FIND_COORDINATOR_TIMER:

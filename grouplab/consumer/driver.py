@@ -215,6 +215,14 @@ class MemberDriver(Generic[M]):
         if machine is not None:
             self.apply(machine.on_timer(key, self.clock()))
 
+    def refresh_metadata(self) -> None:
+        """A metadata refresh asked for now (a classic consumer's `refresh_metadata`); a machine
+        without one (a KIP-848 member: its coordinator watches the topics) ignores it."""
+        machine = self.machine
+        refresh = getattr(machine, "refresh_metadata", None)
+        if refresh is not None:
+            self.apply(refresh(self.clock()))
+
     def on_response(self, correlation_id: int, body: Any) -> None:
         machine = self.machine
         if machine is not None:

@@ -54,6 +54,7 @@ FAULT_KINDS = (
     "add_partitions",  # `topic` grows by `partitions`
     "join_burst",  # `count` new members join at once
     "leave_burst",  # `count` members leave at once (clean shutdown)
+    "refresh_metadata",  # every running member's client refreshes its metadata now (not at metadata.max.age.ms)
     "crash_before_commit",  # delivery: crash right after processing a batch, before committing it
     "crash_after_commit",  # delivery: crash right after committing a batch, before processing it
     "kill_broker",  # a cluster's broker `node` (an id, or "coordinator": the group's) is killed, back after duration_ms
@@ -163,6 +164,10 @@ class LessonSpec:
     # tables merged into this one, its other keys replacing this one's) with a `label`, and
     # `assignors` to set every member's assignor list.
     variants: list[dict[str, Any]] = field(default_factory=list)
+    # Told through `grouplab compare` instead: the scenario's members, topics and changes played
+    # under the ZooKeeper era and every coordinator design, each change narrated with what each
+    # design did and why (grouplab/teach/compare_lesson.py).
+    compare: bool = False
 
 
 @dataclass
@@ -458,6 +463,10 @@ def _validate_lesson(raw: dict[str, Any], lesson: LessonSpec, source: str) -> No
         raise ScenarioError(f"{source}: lesson.seed must be an integer, got {lesson.seed!r}")
     if not isinstance(lesson.variants, list):
         raise ScenarioError(f"{source}: lesson.variants must be a list of tables")
+    if not isinstance(lesson.compare, bool):
+        raise ScenarioError(f"{source}: lesson.compare must be true or false, got {lesson.compare!r}")
+    if lesson.compare and lesson.variants:
+        raise ScenarioError(f"{source}: a lesson told through grouplab compare plays every design itself: no variants")
     for i, variant in enumerate(lesson.variants):
         where = f"{source}: lesson.variants[{i}]"
         if not isinstance(variant, dict) or not isinstance(variant.get("label"), str) or not variant["label"]:

@@ -593,6 +593,11 @@ class Simulation:
             spec = self.scenario.members[0]
             for k in range(f.count or int(f.members)):
                 chosen.append(self._add_member(spec, f"burst-{len(self.members)}", self.now))
+        elif kind == "refresh_metadata":
+            # As if every client were told at once; only a classic leader acts on it (grouplab compare).
+            for m in self.members:
+                if alive(m) and not m.hung and not m.partitioned:
+                    m.refresh_metadata()
         elif kind == "leave_burst":
             chosen = self._pick(f.count or f.members, lambda m: alive(m) and not m.hung)
             for m in chosen:
@@ -604,7 +609,7 @@ class Simulation:
                                 and (m.config.group_instance_id is not None or not static_only))
             for m in chosen:
                 self._member_fault(m, kind, f.duration_ms)
-        if kind in ("coordinator_restart", "add_partitions") or kind in BROKER_KINDS or chosen:
+        if kind in ("coordinator_restart", "add_partitions", "refresh_metadata") or kind in BROKER_KINDS or chosen:
             self.stats.faults[kind] = self.stats.faults.get(kind, 0) + 1
             self.log_sim(events.FaultInjected, fault=kind, members=[m.name for m in chosen], duration_ms=f.duration_ms,
                           topic=f.topic or None)
