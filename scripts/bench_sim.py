@@ -74,13 +74,13 @@ def many_seeds(members: int, count: int, workers: int) -> dict:
 # One seed measured in another checkout's own code, in a fresh process (for --baseline).
 _MEASURE_IN_TREE = """
 import json, sys, time
-tree, members = sys.argv[1], int(sys.argv[2])
+tree, scenario_file, members = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sys.path.insert(0, tree)
 import grouplab
 assert grouplab.__file__.startswith(tree), grouplab.__file__
 from grouplab.sim.scenario import load_scenario
 from grouplab.sim.world import Simulation
-scenario = load_scenario(tree + "/scenarios/crash-storm.toml").with_members(members)
+scenario = load_scenario(scenario_file).with_members(members)
 t0 = time.perf_counter()
 stats = Simulation(scenario, 1).run().stats
 print(json.dumps({"wall_s": time.perf_counter() - t0, "messages": stats.messages_sent, "events": stats.events}))
@@ -88,7 +88,8 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "messages": stats.messages
 
 
 def _measure_in(tree: Path, members: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", _MEASURE_IN_TREE, str(tree), str(members)], check=True,
+    # Both trees read this tree's scenario file: the same inputs (scenarios/ moved under grouplab/).
+    out = subprocess.run([sys.executable, "-c", _MEASURE_IN_TREE, str(tree), str(SCENARIO), str(members)], check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout)
 
