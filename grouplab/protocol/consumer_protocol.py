@@ -60,6 +60,27 @@ class _WireAssignment:
     user_data: bytes | None = None
 
 
+class _Memo(dict[Any, Any]):
+    """A pure function's recent results, by argument: a subscription's or an assignment's bytes do
+    not change between rebalances for most members (and a leader reads every member's subscription
+    twice a rebalance). Bounded: it empties when full; keys (and so values) are small, or not kept."""
+
+    LIMIT = 4096
+    KEY_BYTES = 4096  # longer metadata (a sticky assignor's user data) is not kept
+
+    def keep(self, key: Any, value: Any) -> Any:
+        if len(self) >= self.LIMIT:
+            self.clear()
+        self[key] = value
+        return value
+
+
+_subscriptions_read = _Memo()
+_assignments_read = _Memo()
+_subscriptions_written = _Memo()
+_assignments_written = _Memo()
+
+
 def _from_wire(items: list[_TopicPartitions]) -> list[TopicPartition]:
     return [TopicPartition(i.topic, p) for i in items for p in i.partitions]
 
@@ -88,12 +109,30 @@ def _kafka_decode(cls: Any, data: bytes, what: str) -> Any:
 def encode_subscription(sub: Subscription) -> bytes:
     """Kafka's Subscription v3 bytes (consumer_codec writes them; kafka-python's classes where it
     cannot, with the same result)."""
+    key = _written_key(sub.user_data, tuple(sub.topics), tuple(sub.owned_partitions), sub.generation_id, sub.rack)
+    done = _subscriptions_written.get(key) if key is not None else None
+    if done is not None:
+        return done
     owned = group_by_topic(sub.owned_partitions)
     topics = sorted(sub.topics)
-    fast = consumer_codec.encode_subscription(topics, sub.user_data, owned, sub.generation_id, sub.rack, VERSION)
-    if fast is not None:
-        return fast
-    return kafka_encode_subscription(topics, sub.user_data, owned, sub.generation_id, sub.rack, VERSION)
+    data = (consumer_codec.encode_subscription(topics, sub.user_data, owned, sub.generation_id, sub.rack, VERSION)
+            or kafka_encode_subscription(topics, sub.user_data, owned, sub.generation_id, sub.rack, VERSION))
+    if key is not None and len(data) <= _Memo.KEY_BYTES:
+        _subscriptions_written.keep(key, data)
+    return data
+
+
+def _written_key(user_data: object, *fields: object) -> tuple | None:
+    """What an encoding is kept under: the fields it is made of, if they are all of the plain types
+    the codec's output depends on only by value (None: not kept)."""
+    if user_data is not None and type(user_data) is not bytes:
+        return None
+    key = (user_data, *fields)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def kafka_encode_subscription(topics: list[str], user_data: bytes | None, owned: dict[str, list[int]],
@@ -115,9 +154,13 @@ def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Su
         return Subscription(topics=list(old.topics), user_data=old.user_data,
                             owned_partitions=_from_wire(old.owned_partitions), generation_id=old.generation_id,
                             rack=old.rack, group_instance_id=group_instance_id)
-    fast = consumer_codec.decode_subscription(data, VERSION)
+    if type(data) is not bytes:
+        data = bytes(data)
+    fast = _subscriptions_read.get(data)
     if fast is None:
-        fast = kafka_decode_subscription(data)
+        fast = consumer_codec.decode_subscription(data, VERSION) or kafka_decode_subscription(data)
+        if len(data) <= _Memo.KEY_BYTES:
+            _subscriptions_read.keep(data, fast)
     topics, user_data, owned, generation_id, rack = fast
     return Subscription(topics=list(topics), user_data=user_data, owned_partitions=list(owned),
                         generation_id=generation_id, rack=rack, group_instance_id=group_instance_id)
@@ -137,11 +180,16 @@ def kafka_decode_subscription(data: bytes) -> consumer_codec.DecodedSubscription
 
 
 def encode_assignment(assignment: Assignment, version: int = VERSION) -> bytes:
+    key = _written_key(assignment.user_data, tuple(assignment.partitions), version)
+    done = _assignments_written.get(key) if key is not None else None
+    if done is not None:
+        return done
     grouped = group_by_topic(assignment.partitions)
-    fast = consumer_codec.encode_assignment(grouped, assignment.user_data, version, VERSION)
-    if fast is not None:
-        return fast
-    return kafka_encode_assignment(grouped, assignment.user_data, version)
+    data = (consumer_codec.encode_assignment(grouped, assignment.user_data, version, VERSION)
+            or kafka_encode_assignment(grouped, assignment.user_data, version))
+    if key is not None and len(data) <= _Memo.KEY_BYTES:
+        _assignments_written.keep(key, data)
+    return data
 
 
 def kafka_encode_assignment(grouped: dict[str, list[int]], user_data: bytes | None, version: int) -> bytes:
@@ -168,9 +216,13 @@ def decode_assignment(data: bytes) -> Assignment:
         except ProtocolError as exc:
             raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, exc.message) from None
         return Assignment(partitions=_from_wire(old.partitions), user_data=old.user_data)
-    fast = consumer_codec.decode_assignment(data, VERSION)
+    if type(data) is not bytes:
+        data = bytes(data)
+    fast = _assignments_read.get(data)
     if fast is None:
-        fast = kafka_decode_assignment(data)
+        fast = consumer_codec.decode_assignment(data, VERSION) or kafka_decode_assignment(data)
+        if len(data) <= _Memo.KEY_BYTES:
+            _assignments_read.keep(data, fast)
     partitions, user_data = fast
     return Assignment(partitions=list(partitions), user_data=user_data)
 

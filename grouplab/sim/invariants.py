@@ -93,6 +93,7 @@ class Invariants:
         # 8.: commits on their way, by reply address: what the coordinator knew of the committer
         # (generation or member epoch; None: not a member) when the request reached it.
         self._commits: dict[tuple, tuple[str, int, int | None]] = {}
+        self._cluster = sim.scenario.brokers > 1  # 7. applies (read after every event)
 
     # ------------------------------------------------------------------ events from the world
 
@@ -103,7 +104,7 @@ class Invariants:
         machine = m.machine
         assert machine is not None
         group = self.sim.group_state() or self.sim.consumer_group_state()
-        in_group = set(group.members) if group is not None else set()
+        in_group = group.members if group is not None else {}  # (a dict: looked up, never copied)
         # A consumer-protocol member (KIP-848) has a member epoch, not a generation shared by the
         # group: only "one owner at a time" applies to it, and no leader assigned its partitions.
         kip848 = isinstance(machine.state, MembershipState)
@@ -248,7 +249,7 @@ class Invariants:
     # ------------------------------------------------------------------ per step
 
     def check(self) -> None:
-        if self.sim.scenario.brokers > 1:
+        if self._cluster:
             self._check_one_coordinator()
         group = self.sim.group_state()
         if group is None:
