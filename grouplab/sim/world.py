@@ -52,6 +52,7 @@ from grouplab.sim.stats import SimStats
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
 from grouplab.protocol.kernel import UnhandledOutput
+from grouplab.protocol.memory import gc_relaxed
 from grouplab.protocol.messages import (CreatePartitionsRequest, CreatePartitionsTopic, OffsetCommitResponse,
                                         TxnOffsetCommitResponse)
 from grouplab.protocol.types import TopicPartition
@@ -249,35 +250,39 @@ class Simulation:
 
     def run(self, until_ms: int | None = None) -> "SimResult":
         """Run until settled after the faults (or the liveness bound passes), or `until_ms`."""
-        bound = self.liveness_bound_ms()
-        # Locals for what every event touches (this loop is the simulator's hot path).
-        heap, pop, dispatch, stats, invariants = self._heap, heapq.heappop, self._dispatch, self.stats, self.invariants
         try:
-            while heap:
-                at = heap[0][0]
-                if until_ms is not None and at > until_ms:
-                    break
-                if not self.faults_on and stats.settled_at_ms is None and at > stats.quiet_at_ms + bound:
-                    self.now = stats.quiet_at_ms + bound
-                    invariants.fail("liveness", f"not settled {bound} ms after the last fault "
-                                                f"(quiet since t={stats.quiet_at_ms})")
-                _, _, kind, payload = pop(heap)
-                if at > self.now:  # time passes: account for the partitions nobody owned meanwhile
-                    stats.unowned_partition_ms += (at - self.now) * invariants.unowned_count()
-                self.now = at
-                dispatch(kind, payload)
-                stats.events += 1
-                invariants.check()
-                if not self.faults_on and stats.settled_at_ms is None and invariants.settled():
-                    stats.settled_at_ms = self.now
-                    stats.final_imbalance = invariants.imbalance()
-                    self.log_sim(events.Settled, quiet_at_ms=stats.quiet_at_ms)
-                    if self.delivery is not None:
-                        self.delivery.finish()
-                    break
+            with gc_relaxed():  # a step makes many short-lived objects and next to no cycles
+                self._loop(until_ms, self.liveness_bound_ms())
         except Violation as v:
             return SimResult(self.scenario.name, self.seed, self.stats, v, v.trace, self.now)
         return SimResult(self.scenario.name, self.seed, self.stats, None, [format_step(s) for s in self.trace], self.now)
+
+    def _loop(self, until_ms: int | None, bound: int) -> None:
+        # Locals for what every event touches (this loop is the simulator's hot path).
+        heap, pop, dispatch, stats, invariants = self._heap, heapq.heappop, self._dispatch, self.stats, self.invariants
+        check = invariants.check
+        while heap:
+            at = heap[0][0]
+            if until_ms is not None and at > until_ms:
+                break
+            if not self.faults_on and stats.settled_at_ms is None and at > stats.quiet_at_ms + bound:
+                self.now = stats.quiet_at_ms + bound
+                invariants.fail("liveness", f"not settled {bound} ms after the last fault "
+                                            f"(quiet since t={stats.quiet_at_ms})")
+            _, _, kind, payload = pop(heap)
+            if at > self.now:  # time passes: account for the partitions nobody owned meanwhile
+                stats.unowned_partition_ms += (at - self.now) * invariants.unowned_count()
+            self.now = at
+            dispatch(kind, payload)
+            stats.events += 1
+            check()
+            if not self.faults_on and stats.settled_at_ms is None and invariants.settled():
+                stats.settled_at_ms = self.now
+                stats.final_imbalance = invariants.imbalance()
+                self.log_sim(events.Settled, quiet_at_ms=stats.quiet_at_ms)
+                if self.delivery is not None:
+                    self.delivery.finish()
+                break
 
     def _dispatch(self, kind: int, payload: tuple) -> None:
         if kind == _TO_BROKER:
