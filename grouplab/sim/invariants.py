@@ -94,6 +94,7 @@ class Invariants:
         # (generation or member epoch; None: not a member) when the request reached it.
         self._commits: dict[tuple, tuple[str, int, int | None]] = {}
         self._cluster = sim.scenario.brokers > 1  # 7. applies (read after every event)
+        self._group_id = sim.scenario.group_id
 
     # ------------------------------------------------------------------ events from the world
 
@@ -251,7 +252,8 @@ class Invariants:
     def check(self) -> None:
         if self._cluster:
             self._check_one_coordinator()
-        group = self.sim.group_state()
+        broker = self.sim.broker  # (group_state(), inlined: this runs after every event)
+        group = broker.groups.get(self._group_id) if broker is not None else None
         if group is None:
             if self.sim.consumer_group_state() is not None:
                 # The group changed type (online migration): a classic group made again from it starts

@@ -62,6 +62,9 @@ POLL_KEY = ("poll",)
 _COMMITS = frozenset({"OffsetCommit", "TxnOffsetCommit"})
 _COMMIT_ANSWERS = (OffsetCommitResponse, TxnOffsetCommitResponse)
 
+# A member machine's states that end its process.
+_ENDED = frozenset({MemberState.FAILED, MembershipState.FATAL})
+
 # Heap event kinds.
 _TO_BROKER, _TO_MEMBER, _BROKER_TIMER, _MEMBER_TIMER, _ACTION = range(5)
 
@@ -132,7 +135,7 @@ class _SimMemberShell:
 
     def on_step(self) -> None:
         machine = self._m.machine
-        if machine is not None and machine.state in (MemberState.FAILED, MembershipState.FATAL):
+        if machine is not None and machine.state in _ENDED:
             self._sim._member_failed(self._m)
 
 
@@ -322,13 +325,22 @@ class Simulation:
         return False
 
     def _transmit(self, m: SimMember, kind: int, *payload: Any) -> None:
-        self.stats.messages_sent += 1
+        stats = self.stats
+        stats.messages_sent += 1
         if self._link_drops(m):
             return
-        if self.fault_rules is None:
-            self.on_wire(kind, payload)
-        else:
+        if self.fault_rules is not None:
             self.fault_rules.transmit(m, kind, payload)
+            return
+        # on_wire(kind, payload), inlined (every message takes this path): the same draws in the
+        # same order, the same heap entries.
+        rng, now = self.rng, self.now
+        heapq.heappush(self._heap, (now + self._delay_lo + int(rng.random() * self._delay_span), next(self._seq),
+                                    kind, payload))
+        if self.faults_on and self._duplicate and rng.random() < self._duplicate:
+            stats.messages_duplicated += 1
+            heapq.heappush(self._heap, (now + self._delay_lo + int(rng.random() * self._delay_span),
+                                        next(self._seq), kind, payload))
 
     def on_wire(self, kind: int, payload: tuple, extra_ms: int = 0) -> int:
         """Put a message on the network: a delay from the scenario's range (plus `extra_ms`) and,
