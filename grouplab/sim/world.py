@@ -261,9 +261,13 @@ class Simulation:
         return SimResult(self.scenario.name, self.seed, self.stats, None, [format_step(s) for s in self.trace], self.now)
 
     def _loop(self, until_ms: int | None, bound: int) -> None:
-        # Locals for what every event touches (this loop is the simulator's hot path).
-        heap, pop, dispatch, stats, invariants = self._heap, heapq.heappop, self._dispatch, self.stats, self.invariants
-        check = invariants.check
+        # The simulator's hot path: what every event touches in locals, and the dispatch of the
+        # commonest kinds inline (_dispatch does the same for the rest). A timer event whose timer
+        # was cancelled or re-armed since changes nothing, so the per-event check is skipped for it.
+        heap, pop, stats, invariants = self._heap, heapq.heappop, self.stats, self.invariants
+        check, members = invariants.check, self.members
+        deliver_to_broker, deliver_to_member, dispatch = self._deliver_to_broker, self._deliver_to_member, self._dispatch
+        stale = False
         while heap:
             at = heap[0][0]
             if until_ms is not None and at > until_ms:
@@ -276,16 +280,41 @@ class Simulation:
             if at > self.now:  # time passes: account for the partitions nobody owned meanwhile
                 stats.unowned_partition_ms += (at - self.now) * invariants.unowned_count()
             self.now = at
-            dispatch(kind, payload)
+            if kind == _TO_BROKER:
+                idx, epoch, send = payload
+                deliver_to_broker(members[idx], epoch, send)
+            elif kind == _TO_MEMBER:
+                idx, epoch, cid, body = payload
+                deliver_to_member(members[idx], epoch, cid, body, payload)
+            elif kind == _MEMBER_TIMER:
+                idx, timers, key, token = payload
+                if timers.armed.get(key) != token:  # cancelled or re-armed since: nothing happens
+                    stale = True
+                else:
+                    m = members[idx]
+                    if m.hung:
+                        m.held.append((kind, payload))
+                    else:
+                        del timers.armed[key]
+                        self._member_timer(m, key)
+            else:
+                dispatch(kind, payload)
             stats.events += 1
-            check()
+            if stale:
+                stale = False  # nothing changed since the last check
+            else:
+                check()
             if not self.faults_on and stats.settled_at_ms is None and invariants.settled():
-                stats.settled_at_ms = self.now
-                stats.final_imbalance = invariants.imbalance()
-                self.log_sim(events.Settled, quiet_at_ms=stats.quiet_at_ms)
-                if self.delivery is not None:
-                    self.delivery.finish()
+                self._settled()
                 break
+
+    def _settled(self) -> None:
+        stats = self.stats
+        stats.settled_at_ms = self.now
+        stats.final_imbalance = self.invariants.imbalance()
+        self.log_sim(events.Settled, quiet_at_ms=stats.quiet_at_ms)
+        if self.delivery is not None:
+            self.delivery.finish()
 
     def _dispatch(self, kind: int, payload: tuple) -> None:
         if kind == _TO_BROKER:
