@@ -85,7 +85,7 @@ class Invariants:
         self.group = self.tracker.group(sim.scenario.group_id)
         # The same for a consumer-protocol group: its epochs, moves and convergences.
         self.epochs = EpochTracker()
-        self._all: set[TopicPartition] | None = None
+        self.every_partition: set[TopicPartition] | None = None  # all_partitions(), once known (read per event)
         self.owned_count = 0  # partitions with at least one owner
         self._blocker: "SimMember | None" = None
         # Set by anything that can change whether the group has settled; heartbeats do not.
@@ -178,7 +178,7 @@ class Invariants:
                       f"{member_id} committed in generation (member epoch) {generation}, the coordinator's was {knows}")
 
     def on_topics_changed(self) -> None:
-        self._all = None
+        self.every_partition = None
         self.dirty = True
 
     def on_coordinator_event(self, ev: LogEvent) -> None:
@@ -292,9 +292,9 @@ class Invariants:
     # ------------------------------------------------------------------ liveness and metrics
 
     def all_partitions(self) -> set[TopicPartition]:
-        if self._all is None:
-            self._all = self.sim.all_partitions()
-        return self._all
+        if self.every_partition is None:
+            self.every_partition = self.sim.all_partitions()
+        return self.every_partition
 
     def settled(self) -> bool:
         if not self.dirty:

@@ -278,7 +278,9 @@ class Simulation:
                                             f"(quiet since t={stats.quiet_at_ms})")
             _, _, kind, payload = pop(heap)
             if at > self.now:  # time passes: account for the partitions nobody owned meanwhile
-                stats.unowned_partition_ms += (at - self.now) * invariants.unowned_count()
+                every = invariants.every_partition  # (unowned_count(), inlined)
+                stats.unowned_partition_ms += (at - self.now) * (
+                    len(every if every is not None else invariants.all_partitions()) - invariants.owned_count)
             self.now = at
             if kind == _TO_BROKER:
                 idx, epoch, send = payload
@@ -356,7 +358,11 @@ class Simulation:
     def _transmit(self, m: SimMember, kind: int, *payload: Any) -> None:
         stats = self.stats
         stats.messages_sent += 1
-        if self._link_drops(m):
+        # _link_drops(m), inlined: the same draw
+        if m.partitioned:
+            return
+        if self.faults_on and self._loss and self.rng.random() < self._loss:
+            stats.messages_lost += 1
             return
         if self.fault_rules is not None:
             self.fault_rules.transmit(m, kind, payload)
@@ -389,7 +395,8 @@ class Simulation:
     def _deliver_to_broker(self, m: SimMember, epoch: int, send: Send) -> None:
         coordinator = self.coordinator
         node = send.node
-        if coordinator is None or not (m.is_open(epoch, node) or epoch == m.closed_epoch):
+        if coordinator is None or not ((m.connected and epoch == m.epoch) if node is None else m.is_open(epoch, node)
+                                       or epoch == m.closed_epoch):
             return  # the coordinator is down, or the connection it came on is gone
         if node is not None and not self.broker_live(node):
             return  # a stopped broker: its connections are gone
@@ -402,7 +409,7 @@ class Simulation:
 
     def _deliver_to_member(self, m: SimMember, epoch: int, cid: int, body: Any, payload: tuple) -> None:
         machine = m.machine
-        if machine is None or not m.epoch_open(epoch):
+        if machine is None or not ((m.connected and epoch == m.epoch) or m.epoch_open(epoch)):
             return
         if m.hung:
             m.held.append((_TO_MEMBER, payload))
