@@ -126,12 +126,16 @@ class _Reader:
             raise _Unsupported  # a null array
         return n
 
-    def string(self, nullable: bool = False) -> str | None:
+    def string(self) -> str:
+        value = self.nullable_string()
+        if value is None:
+            raise _Unsupported  # a null where Kafka's schema has a plain string
+        return value
+
+    def nullable_string(self) -> str | None:
         n: int = _INT16.unpack_from(self.data, self.pos)[0]
         start = self.pos + 2
         if n < 0:
-            if not nullable:
-                raise _Unsupported
             self.pos = start
             return None
         stop = start + n
@@ -178,11 +182,11 @@ def decode_subscription(data: bytes, newest: int) -> DecodedSubscription | None:
     try:
         version = _version(data, newest)
         r = _Reader(data, 2)
-        topics = tuple([r.string() for _ in range(r.count())])  # type: ignore[misc]
+        topics = tuple([r.string() for _ in range(r.count())])
         user_data = r.nullable_bytes()
         owned = r.topic_partitions() if version >= 1 else ()
         generation_id = r.int32() if version >= 2 else -1
-        rack = r.string(nullable=True) if version >= 3 else None
+        rack = r.nullable_string() if version >= 3 else None
     except (_Unsupported, struct.error, UnicodeDecodeError):
         return None
     return topics, user_data, owned, generation_id, rack
