@@ -23,7 +23,7 @@ user_data = st.none() | st.binary(max_size=40)
 racks = st.none() | names
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(topics=st.lists(names, max_size=8), data=user_data, owned=partition_lists, generation=int32, rack=racks,
        version=st.integers(min_value=0, max_value=3))
 def test_a_subscription_encodes_to_kafka_pythons_bytes(topics: list[str], data: bytes | None,
@@ -34,7 +34,7 @@ def test_a_subscription_encodes_to_kafka_pythons_bytes(topics: list[str], data: 
     assert fast == kafka_encode_subscription(topics, data, grouped, generation, rack, version)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(owned=partition_lists, data=user_data, version=st.integers(min_value=0, max_value=3))
 def test_an_assignment_encodes_to_kafka_pythons_bytes(owned: list[TopicPartition], data: bytes | None,
                                                         version: int) -> None:
@@ -43,7 +43,7 @@ def test_an_assignment_encodes_to_kafka_pythons_bytes(owned: list[TopicPartition
     assert fast == kafka_encode_assignment(grouped, data, version)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(topics=st.lists(names, max_size=8), data=user_data, owned=partition_lists, generation=int32, rack=racks,
        version=st.integers(min_value=0, max_value=3), trailing=st.binary(max_size=4))
 def test_a_subscription_decodes_to_kafka_pythons_values_in_every_version(
@@ -55,7 +55,7 @@ def test_a_subscription_decodes_to_kafka_pythons_values_in_every_version(
     assert fast == kafka_decode_subscription(raw)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(owned=partition_lists, data=user_data, version=st.integers(min_value=0, max_value=3),
        trailing=st.binary(max_size=4))
 def test_an_assignment_decodes_to_kafka_pythons_values(owned: list[TopicPartition], data: bytes | None,
@@ -73,7 +73,7 @@ def _slow_or_error(decode, raw: bytes) -> object:  # type: ignore[no-untyped-def
         return exc
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(raw=st.binary(max_size=60) | st.builds(lambda head, rest: head + rest,
                                               st.sampled_from([b"\x00\x00", b"\x00\x01", b"\x00\x03", b"\x00\x07"]),
                                               st.binary(max_size=60)))
@@ -123,3 +123,53 @@ def test_the_public_functions_round_trip_and_refuse_as_before() -> None:
                 assert "not Kafka's ConsumerProtocol encoding" in exc.message
             else:
                 raise AssertionError(f"{decode.__name__} took {bad!r}")
+
+
+def test_kept_decodings_are_the_fresh_ones_and_hand_out_their_own_lists() -> None:
+    raw = kafka_encode_subscription(["t"], None, {"t": [0, 1]}, 3, None, VERSION)
+    consumer_protocol._subscriptions_read.clear()
+    first = consumer_protocol.decode_subscription(raw, "a")
+    assert raw in consumer_protocol._subscriptions_read
+    first.topics.append("mutated")
+    first.owned_partitions.clear()
+    again = consumer_protocol.decode_subscription(raw, "b")
+    assert again == Subscription(topics=["t"], owned_partitions=[TopicPartition("t", 0), TopicPartition("t", 1)],
+                                 generation_id=3, group_instance_id="b")
+    assignment = kafka_encode_assignment({"t": [2]}, b"u", VERSION)
+    mine = consumer_protocol.decode_assignment(assignment)
+    mine.partitions.append(TopicPartition("x", 9))
+    assert consumer_protocol.decode_assignment(assignment) == Assignment([TopicPartition("t", 2)], b"u")
+
+
+def test_kept_encodings_are_the_fresh_ones() -> None:
+    consumer_protocol._subscriptions_written.clear()
+    consumer_protocol._assignments_written.clear()
+    sub = Subscription(topics=["b", "a"], owned_partitions=[TopicPartition("a", 1)], generation_id=4)
+    for _ in range(2):
+        assert consumer_protocol.encode_subscription(sub) == \
+            kafka_encode_subscription(["a", "b"], None, {"a": [1]}, 4, None, VERSION)
+    assert len(consumer_protocol._subscriptions_written) == 1
+    # The same fields in another generation, or another version of an assignment, are other bytes.
+    sub.generation_id = 5
+    assert consumer_protocol.encode_subscription(sub) == \
+        kafka_encode_subscription(["a", "b"], None, {"a": [1]}, 5, None, VERSION)
+    empty = Assignment([])
+    assert [consumer_protocol.encode_assignment(empty, v) for v in (0, 3, 0)] == \
+        [kafka_encode_assignment({}, None, 0), kafka_encode_assignment({}, None, 3), kafka_encode_assignment({}, None, 0)]
+    # A bytearray's user data may change under the key: such encodings are not kept.
+    mutable = bytearray(b"x")
+    consumer_protocol.encode_assignment(Assignment([], mutable))  # type: ignore[arg-type]
+    mutable[0] = ord("y")
+    assert consumer_protocol.encode_assignment(Assignment([], mutable)) == \
+        kafka_encode_assignment({}, b"y", VERSION)  # type: ignore[arg-type]
+
+
+def test_the_memo_is_bounded_and_keeps_no_long_metadata() -> None:
+    memo = consumer_protocol._subscriptions_read
+    memo.clear()
+    long = kafka_encode_subscription(["t"], b"x" * 5000, {}, -1, None, VERSION)
+    consumer_protocol.decode_subscription(long)
+    assert long not in memo
+    for n in range(consumer_protocol._Memo.LIMIT + 5):
+        consumer_protocol.decode_subscription(kafka_encode_subscription([f"t{n}"], None, {}, -1, None, VERSION))
+    assert len(memo) <= consumer_protocol._Memo.LIMIT

@@ -62,8 +62,8 @@ POLL_KEY = ("poll",)
 _COMMITS = frozenset({"OffsetCommit", "TxnOffsetCommit"})
 _COMMIT_ANSWERS = (OffsetCommitResponse, TxnOffsetCommitResponse)
 
-# A member machine's states that end its process.
-_ENDED = frozenset({MemberState.FAILED, MembershipState.FATAL})
+# A member machine's states that end its process (compared by identity: an Enum's hash is Python code).
+_FAILED, _FATAL = MemberState.FAILED, MembershipState.FATAL
 
 # Heap event kinds.
 _TO_BROKER, _TO_MEMBER, _BROKER_TIMER, _MEMBER_TIMER, _ACTION = range(5)
@@ -135,7 +135,7 @@ class _SimMemberShell:
 
     def on_step(self) -> None:
         machine = self._m.machine
-        if machine is not None and machine.state in _ENDED:
+        if machine is not None and (machine.state is _FAILED or machine.state is _FATAL):
             self._sim._member_failed(self._m)
 
 
