@@ -395,7 +395,7 @@ class Simulation:
     def _deliver_to_broker(self, m: SimMember, epoch: int, send: Send) -> None:
         coordinator = self.coordinator
         node = send.node
-        if coordinator is None or not ((m.connected and epoch == m.epoch) if node is None else m.is_open(epoch, node)
+        if coordinator is None or not (((m.connected and epoch == m.epoch) if node is None else m.is_open(epoch, node))
                                        or epoch == m.closed_epoch):
             return  # the coordinator is down, or the connection it came on is gone
         if node is not None and not self.broker_live(node):
