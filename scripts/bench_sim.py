@@ -9,10 +9,12 @@
    with 100 members, one process per core (the plain-Python way; the Spark sweep comes later).
 
 3. With --baseline REF, instead: this tree against another commit (a refactor's before and after),
-   one seed per size, each tree's own code in a fresh process, the two in turn.
+   one seed per size, each tree's own code in a fresh process, the two in turn; then (unless
+   --seeds 0) --seeds seeds of crash-storm as written (10 members) on --workers processes, each
+   tree in turn, wall time (what `grouplab simulate --seeds 1-1000` does, split over workers).
 
     scripts/bench_sim.py [--sizes 10,100,1000] [--seeds 1000] [--workers 2] [--no-write]
-    scripts/bench_sim.py --baseline ade2ad3 [--sizes 10,100,1000] [--rounds 3] [--no-write]
+    scripts/bench_sim.py --baseline ade2ad3 [--sizes 10,100,1000] [--rounds 3] [--seeds 1000] [--workers 2] [--no-write]
 """
 
 from __future__ import annotations
@@ -74,28 +76,64 @@ def many_seeds(members: int, count: int, workers: int) -> dict:
 # One seed measured in another checkout's own code, in a fresh process (for --baseline).
 _MEASURE_IN_TREE = """
 import json, sys, time
-tree, members = sys.argv[1], int(sys.argv[2])
+tree, scenario_file, members = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sys.path.insert(0, tree)
 import grouplab
 assert grouplab.__file__.startswith(tree), grouplab.__file__
 from grouplab.sim.scenario import load_scenario
 from grouplab.sim.world import Simulation
-scenario = load_scenario(tree + "/scenarios/crash-storm.toml").with_members(members)
+scenario = load_scenario(scenario_file).with_members(members)
 t0 = time.perf_counter()
 stats = Simulation(scenario, 1).run().stats
 print(json.dumps({"wall_s": time.perf_counter() - t0, "messages": stats.messages_sent, "events": stats.events}))
 """
 
 
+# Many seeds of one scenario in another checkout's own code, over worker processes (for --baseline).
+_MANY_IN_TREE = """
+import json, multiprocessing as mp, sys, time
+tree, scenario_file, count, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+sys.path.insert(0, tree)
+import grouplab
+assert grouplab.__file__.startswith(tree), grouplab.__file__
+from grouplab.sim.scenario import load_scenario
+from grouplab.sim.world import Simulation
+
+def chunk(seeds):
+    scenario = load_scenario(scenario_file)
+    failed = messages = 0
+    for seed in seeds:
+        result = Simulation(scenario, seed).run()
+        failed += not result.ok
+        messages += result.stats.messages_sent
+    return failed, messages
+
+seeds = list(range(1, count + 1))
+t0 = time.perf_counter()
+with mp.get_context("fork").Pool(workers) as pool:
+    parts = pool.map(chunk, [seeds[i::workers] for i in range(workers)])
+print(json.dumps({"wall_s": time.perf_counter() - t0, "failed": sum(p[0] for p in parts),
+                  "messages": sum(p[1] for p in parts)}))
+"""
+
+
+def _many_in(tree: Path, count: int, workers: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", _MANY_IN_TREE, str(tree), str(SCENARIO), str(count), str(workers)],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
 def _measure_in(tree: Path, members: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", _MEASURE_IN_TREE, str(tree), str(members)], check=True,
+    # Both trees read this tree's scenario file: the same inputs (scenarios/ moved under grouplab/).
+    out = subprocess.run([sys.executable, "-c", _MEASURE_IN_TREE, str(tree), str(SCENARIO), str(members)], check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout)
 
 
-def versus_baseline(ref: str, sizes: list[int], rounds: int) -> str:
+def versus_baseline(ref: str, sizes: list[int], rounds: int, seeds: int = 0, workers: int = 2) -> str:
     """This tree against git `ref`, one seed per size, the two in turn `rounds` times (A B A B ...,
-    so a drifting machine hurts both alike); each side's best run counts."""
+    so a drifting machine hurts both alike); each side's best run counts. With `seeds`: that many
+    seeds of the scenario as written on `workers` processes, each tree in turn, best of `rounds`."""
     with tempfile.TemporaryDirectory(prefix="bench-sim-base-") as tmp:
         base = Path(tmp) / "tree"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(base), ref], check=True)
@@ -114,6 +152,22 @@ def versus_baseline(ref: str, sizes: list[int], rounds: int) -> str:
                 line = f"| {n} | {t['messages']:,}{same} | {b_rate:,.0f} | {t_rate:,.0f} | {t_rate / b_rate:.2f}× |"
                 rows.append(line)
                 print(line, flush=True)
+            if seeds:
+                many: dict[str, dict] = {}
+                for _ in range(rounds):
+                    for side, tree in (("base", base), ("this", ROOT)):
+                        r = _many_in(tree, seeds, workers)
+                        if side not in many or r["wall_s"] < many[side]["wall_s"]:
+                            many[side] = r
+                b, t = many["base"], many["this"]
+                rows += ["", f"| {seeds:,} seeds of crash-storm (10 members), {workers} workers | {ref} wall s | "
+                             f"this tree wall s | ratio | failed seeds ({ref} / this tree) |",
+                         "|---|---:|---:|---:|---:|",
+                         f"| messages: {t['messages']:,}" + ("" if b["messages"] == t["messages"] else
+                                                             f" ({ref}: {b['messages']:,})")
+                         + f" | {b['wall_s']:.1f} | {t['wall_s']:.1f} | {b['wall_s'] / t['wall_s']:.2f}× | "
+                           f"{b['failed']} / {t['failed']} |"]
+                print("\n".join(rows[-3:]), flush=True)
             return "\n".join(rows)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
@@ -131,17 +185,20 @@ def main() -> None:
     args = ap.parse_args()
     if args.baseline:
         sizes = [int(x) for x in args.sizes.split(",")]
-        text = versus_baseline(args.baseline, sizes, args.rounds)
+        text = versus_baseline(args.baseline, sizes, args.rounds, args.seeds, args.workers)
         print()
         print(text)
         if not args.no_write:
             append_to_benchmarks(
                 f"\n## Simulator throughput against {args.baseline} ({utc_stamp()})\n\n"
-                f"`scripts/bench_sim.py --baseline {args.baseline} --sizes {args.sizes} --rounds {args.rounds}` on "
-                f"{os.cpu_count()} cores, Python {platform.python_version()}: one seed of scenarios/crash-storm.toml "
-                f"resized, each tree's own code in a fresh process, the two in turn, each side's best of "
-                f"{args.rounds} runs. *Messages* are protocol requests and responses sent; both trees must run "
-                f"the same simulation (the same messages and events), or the row says so.\n\n" + text)
+                f"`scripts/bench_sim.py --baseline {args.baseline} --sizes {args.sizes} --rounds {args.rounds} "
+                f"--seeds {args.seeds} --workers {args.workers}` on "
+                f"{os.cpu_count()} cores, Python {platform.python_version()}: one seed of "
+                f"grouplab/scenarios/crash-storm.toml resized (both trees read this tree's file), each tree's own "
+                f"code in a fresh process, the two in turn, each side's best of {args.rounds} runs (wall time). "
+                f"*Messages* are protocol requests and responses sent; a row says when the two trees' runs differ "
+                f"(the same inputs, but the trees' machines behave differently since). Then the scenario as "
+                f"written over {args.seeds} seeds on {args.workers} worker processes, each tree in turn.\n\n" + text)
         return
 
     rows = ["| members | wall s | virtual s | speed-up vs real time | events/s | messages/s | rebalances | faults | invariants |",

@@ -77,11 +77,11 @@ class ErrorCode(IntEnum):
 
     @classmethod
     def from_code(cls, code: int) -> "ErrorCode":
-        try:
-            return cls(code)
-        except ValueError:
-            return cls.UNKNOWN_SERVER_ERROR
+        # (a dict of the values: Enum's own lookup by value is slow, and every answer is read through here)
+        return _BY_CODE.get(code, cls.UNKNOWN_SERVER_ERROR)
 
+
+_BY_CODE: dict[int, ErrorCode] = {int(e): e for e in ErrorCode}
 
 _RETRIABLE = frozenset(
     {

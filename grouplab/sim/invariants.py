@@ -85,7 +85,7 @@ class Invariants:
         self.group = self.tracker.group(sim.scenario.group_id)
         # The same for a consumer-protocol group: its epochs, moves and convergences.
         self.epochs = EpochTracker()
-        self._all: set[TopicPartition] | None = None
+        self.every_partition: set[TopicPartition] | None = None  # all_partitions(), once known (read per event)
         self.owned_count = 0  # partitions with at least one owner
         self._blocker: "SimMember | None" = None
         # Set by anything that can change whether the group has settled; heartbeats do not.
@@ -93,6 +93,8 @@ class Invariants:
         # 8.: commits on their way, by reply address: what the coordinator knew of the committer
         # (generation or member epoch; None: not a member) when the request reached it.
         self._commits: dict[tuple, tuple[str, int, int | None]] = {}
+        self._cluster = sim.scenario.brokers > 1  # 7. applies (read after every event)
+        self._group_id = sim.scenario.group_id
 
     # ------------------------------------------------------------------ events from the world
 
@@ -103,7 +105,7 @@ class Invariants:
         machine = m.machine
         assert machine is not None
         group = self.sim.group_state() or self.sim.consumer_group_state()
-        in_group = set(group.members) if group is not None else set()
+        in_group = group.members if group is not None else {}  # (a dict: looked up, never copied)
         # A consumer-protocol member (KIP-848) has a member epoch, not a generation shared by the
         # group: only "one owner at a time" applies to it, and no leader assigned its partitions.
         kip848 = isinstance(machine.state, MembershipState)
@@ -176,7 +178,7 @@ class Invariants:
                       f"{member_id} committed in generation (member epoch) {generation}, the coordinator's was {knows}")
 
     def on_topics_changed(self) -> None:
-        self._all = None
+        self.every_partition = None
         self.dirty = True
 
     def on_coordinator_event(self, ev: LogEvent) -> None:
@@ -248,9 +250,10 @@ class Invariants:
     # ------------------------------------------------------------------ per step
 
     def check(self) -> None:
-        if self.sim.scenario.brokers > 1:
+        if self._cluster:
             self._check_one_coordinator()
-        group = self.sim.group_state()
+        broker = self.sim.broker  # (group_state(), inlined: this runs after every event)
+        group = broker.groups.get(self._group_id) if broker is not None else None
         if group is None:
             if self.sim.consumer_group_state() is not None:
                 # The group changed type (online migration): a classic group made again from it starts
@@ -289,9 +292,9 @@ class Invariants:
     # ------------------------------------------------------------------ liveness and metrics
 
     def all_partitions(self) -> set[TopicPartition]:
-        if self._all is None:
-            self._all = self.sim.all_partitions()
-        return self._all
+        if self.every_partition is None:
+            self.every_partition = self.sim.all_partitions()
+        return self.every_partition
 
     def settled(self) -> bool:
         if not self.dirty:

@@ -52,6 +52,7 @@ from grouplab.sim.stats import SimStats
 from grouplab.protocol import events
 from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Reply, TimerKey
 from grouplab.protocol.kernel import UnhandledOutput
+from grouplab.protocol.memory import gc_relaxed
 from grouplab.protocol.messages import (CreatePartitionsRequest, CreatePartitionsTopic, OffsetCommitResponse,
                                         TxnOffsetCommitResponse)
 from grouplab.protocol.types import TopicPartition
@@ -60,6 +61,9 @@ POLL_KEY = ("poll",)
 # Commits and their answers, which the invariants check against each other (invariant 8).
 _COMMITS = frozenset({"OffsetCommit", "TxnOffsetCommit"})
 _COMMIT_ANSWERS = (OffsetCommitResponse, TxnOffsetCommitResponse)
+
+# A member machine's states that end its process (compared by identity: an Enum's hash is Python code).
+_FAILED, _FATAL = MemberState.FAILED, MembershipState.FATAL
 
 # Heap event kinds.
 _TO_BROKER, _TO_MEMBER, _BROKER_TIMER, _MEMBER_TIMER, _ACTION = range(5)
@@ -131,7 +135,7 @@ class _SimMemberShell:
 
     def on_step(self) -> None:
         machine = self._m.machine
-        if machine is not None and machine.state in (MemberState.FAILED, MembershipState.FATAL):
+        if machine is not None and (machine.state is _FAILED or machine.state is _FATAL):
             self._sim._member_failed(self._m)
 
 
@@ -249,35 +253,70 @@ class Simulation:
 
     def run(self, until_ms: int | None = None) -> "SimResult":
         """Run until settled after the faults (or the liveness bound passes), or `until_ms`."""
-        bound = self.liveness_bound_ms()
-        # Locals for what every event touches (this loop is the simulator's hot path).
-        heap, pop, dispatch, stats, invariants = self._heap, heapq.heappop, self._dispatch, self.stats, self.invariants
         try:
-            while heap:
-                at = heap[0][0]
-                if until_ms is not None and at > until_ms:
-                    break
-                if not self.faults_on and stats.settled_at_ms is None and at > stats.quiet_at_ms + bound:
-                    self.now = stats.quiet_at_ms + bound
-                    invariants.fail("liveness", f"not settled {bound} ms after the last fault "
-                                                f"(quiet since t={stats.quiet_at_ms})")
-                _, _, kind, payload = pop(heap)
-                if at > self.now:  # time passes: account for the partitions nobody owned meanwhile
-                    stats.unowned_partition_ms += (at - self.now) * invariants.unowned_count()
-                self.now = at
-                dispatch(kind, payload)
-                stats.events += 1
-                invariants.check()
-                if not self.faults_on and stats.settled_at_ms is None and invariants.settled():
-                    stats.settled_at_ms = self.now
-                    stats.final_imbalance = invariants.imbalance()
-                    self.log_sim(events.Settled, quiet_at_ms=stats.quiet_at_ms)
-                    if self.delivery is not None:
-                        self.delivery.finish()
-                    break
+            with gc_relaxed():  # a step makes many short-lived objects and next to no cycles
+                self._loop(until_ms, self.liveness_bound_ms())
         except Violation as v:
             return SimResult(self.scenario.name, self.seed, self.stats, v, v.trace, self.now)
         return SimResult(self.scenario.name, self.seed, self.stats, None, [format_step(s) for s in self.trace], self.now)
+
+    def _loop(self, until_ms: int | None, bound: int) -> None:
+        # The simulator's hot path: what every event touches in locals, and the dispatch of the
+        # commonest kinds inline (_dispatch does the same for the rest). A timer event whose timer
+        # was cancelled or re-armed since changes nothing, so the per-event check is skipped for it.
+        heap, pop, stats, invariants = self._heap, heapq.heappop, self.stats, self.invariants
+        check, members = invariants.check, self.members
+        deliver_to_broker, deliver_to_member, dispatch = self._deliver_to_broker, self._deliver_to_member, self._dispatch
+        stale = False
+        while heap:
+            at = heap[0][0]
+            if until_ms is not None and at > until_ms:
+                break
+            if not self.faults_on and stats.settled_at_ms is None and at > stats.quiet_at_ms + bound:
+                self.now = stats.quiet_at_ms + bound
+                invariants.fail("liveness", f"not settled {bound} ms after the last fault "
+                                            f"(quiet since t={stats.quiet_at_ms})")
+            _, _, kind, payload = pop(heap)
+            if at > self.now:  # time passes: account for the partitions nobody owned meanwhile
+                every = invariants.every_partition  # (unowned_count(), inlined)
+                stats.unowned_partition_ms += (at - self.now) * (
+                    len(every if every is not None else invariants.all_partitions()) - invariants.owned_count)
+            self.now = at
+            if kind == _TO_BROKER:
+                idx, epoch, send = payload
+                deliver_to_broker(members[idx], epoch, send)
+            elif kind == _TO_MEMBER:
+                idx, epoch, cid, body = payload
+                deliver_to_member(members[idx], epoch, cid, body, payload)
+            elif kind == _MEMBER_TIMER:
+                idx, timers, key, token = payload
+                if timers.armed.get(key) != token:  # cancelled or re-armed since: nothing happens
+                    stale = True
+                else:
+                    m = members[idx]
+                    if m.hung:
+                        m.held.append((kind, payload))
+                    else:
+                        del timers.armed[key]
+                        self._member_timer(m, key)
+            else:
+                dispatch(kind, payload)
+            stats.events += 1
+            if stale:
+                stale = False  # nothing changed since the last check
+            else:
+                check()
+            if not self.faults_on and stats.settled_at_ms is None and invariants.settled():
+                self._settled()
+                break
+
+    def _settled(self) -> None:
+        stats = self.stats
+        stats.settled_at_ms = self.now
+        stats.final_imbalance = self.invariants.imbalance()
+        self.log_sim(events.Settled, quiet_at_ms=stats.quiet_at_ms)
+        if self.delivery is not None:
+            self.delivery.finish()
 
     def _dispatch(self, kind: int, payload: tuple) -> None:
         if kind == _TO_BROKER:
@@ -317,13 +356,26 @@ class Simulation:
         return False
 
     def _transmit(self, m: SimMember, kind: int, *payload: Any) -> None:
-        self.stats.messages_sent += 1
-        if self._link_drops(m):
+        stats = self.stats
+        stats.messages_sent += 1
+        # _link_drops(m), inlined: the same draw
+        if m.partitioned:
             return
-        if self.fault_rules is None:
-            self.on_wire(kind, payload)
-        else:
+        if self.faults_on and self._loss and self.rng.random() < self._loss:
+            stats.messages_lost += 1
+            return
+        if self.fault_rules is not None:
             self.fault_rules.transmit(m, kind, payload)
+            return
+        # on_wire(kind, payload), inlined (every message takes this path): the same draws in the
+        # same order, the same heap entries.
+        rng, now = self.rng, self.now
+        heapq.heappush(self._heap, (now + self._delay_lo + int(rng.random() * self._delay_span), next(self._seq),
+                                    kind, payload))
+        if self.faults_on and self._duplicate and rng.random() < self._duplicate:
+            stats.messages_duplicated += 1
+            heapq.heappush(self._heap, (now + self._delay_lo + int(rng.random() * self._delay_span),
+                                        next(self._seq), kind, payload))
 
     def on_wire(self, kind: int, payload: tuple, extra_ms: int = 0) -> int:
         """Put a message on the network: a delay from the scenario's range (plus `extra_ms`) and,
@@ -343,7 +395,8 @@ class Simulation:
     def _deliver_to_broker(self, m: SimMember, epoch: int, send: Send) -> None:
         coordinator = self.coordinator
         node = send.node
-        if coordinator is None or not (m.is_open(epoch, node) or epoch == m.closed_epoch):
+        if coordinator is None or not (((m.connected and epoch == m.epoch) if node is None else m.is_open(epoch, node))
+                                       or epoch == m.closed_epoch):
             return  # the coordinator is down, or the connection it came on is gone
         if node is not None and not self.broker_live(node):
             return  # a stopped broker: its connections are gone
@@ -356,7 +409,7 @@ class Simulation:
 
     def _deliver_to_member(self, m: SimMember, epoch: int, cid: int, body: Any, payload: tuple) -> None:
         machine = m.machine
-        if machine is None or not m.epoch_open(epoch):
+        if machine is None or not ((m.connected and epoch == m.epoch) or m.epoch_open(epoch)):
             return
         if m.hung:
             m.held.append((_TO_MEMBER, payload))
