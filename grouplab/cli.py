@@ -26,7 +26,8 @@ from grouplab.protocol.effects import wall_clock_ms
 from grouplab.protocol.types import Subscription, TopicPartition, format_partitions
 
 if TYPE_CHECKING:
-    from grouplab.teach.lessons import Lesson
+    from grouplab.teach.catalog import Catalog
+    from grouplab.teach.lessons import Lesson, Told
 
 # Piped output (not a terminal, no COLUMNS) is laid out this wide, so that no table cell is cut to
 # "partiti…" at rich's default of 80; on a terminal rich measures it, and COLUMNS always wins.
@@ -1121,7 +1122,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     from grouplab.replay import ReplayRefused
     from grouplab.teach.catalog import Catalog
-    from grouplab.teach.explain import Filter, extent, mermaid, narrate_run, select, text_lines
+    from grouplab.teach.explain import Filter, extent, narrate_run, select, text_lines
     from grouplab.teach.lessons import Told, comparison_text, markdown_page, tell
 
     check_lang(args.lang)
@@ -1161,7 +1162,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.format == "markdown":
         text = markdown_page(told, c, title, intro, args.all)
     elif args.format == "mermaid":
-        text = mermaid(story, steps, c, show_all=args.all)  # a lesson's variants: the first one's diagram
+        return _write_diagrams(told, c, args.all, args.out)
     else:
         text = ""
     if text:
@@ -1209,6 +1210,36 @@ def cmd_explain(args: argparse.Namespace) -> int:
         for line in comparison_text(told, c):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _write_diagrams(told: list[Told], c: Catalog, show_all: bool, out: str | None) -> int:
+    """Every variant's sequence diagram. A mermaid file holds one diagram, so with `--out FILE` a
+    lesson in variants writes FILE-<variant>.mmd each; on stdout each diagram follows a `%%` comment
+    naming its variant (mermaid's comment), separated by a blank line."""
+    from grouplab.teach.explain import mermaid
+
+    diagrams = [(t, mermaid(t.story, t.steps, c, show_all=show_all)) for t in told]
+    if len(diagrams) == 1:
+        text = diagrams[0][1]
+        if out:
+            Path(out).write_text(text, encoding="utf-8")
+            err.print(f"wrote {out}")
+        else:
+            sys.stdout.write(text)
+        return 0
+    if out:
+        base = Path(out)
+        for t, text in diagrams:
+            path = base.with_name(f"{base.stem}-{t.variant}{base.suffix or '.mmd'}")
+            path.write_text(text, encoding="utf-8")
+            err.print(f"wrote {path}")
+        return 0
+    sys.stdout.write("\n".join(f"%% {_mm_comment(t.label or t.variant or '')}\n{text}" for t, text in diagrams))
+    return 0
+
+
+def _mm_comment(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _compare_lesson(target: str) -> Lesson | None:

@@ -176,6 +176,19 @@ def test_a_crashed_member_has_its_own_lifeline_and_the_handout_embeds_the_diagra
     assert page.returncode == 0 and "```mermaid\nsequenceDiagram\n" in page.stdout
 
 
+def test_mermaid_draws_every_variant_of_a_lesson(tmp_path: Path) -> None:
+    """Issue 25, item 5: a lesson told in variants has a diagram per variant (it was the first's
+    only): on stdout each after a `%%` comment naming it, with --out one file per variant."""
+    out = cli("explain", "eager-vs-cooperative", "--format", "mermaid")
+    assert out.returncode == 0, out.stderr
+    assert re.findall(r"^%% (.*)$", out.stdout, re.M) == ["eager: range", "cooperative: cooperative-sticky"]
+    assert out.stdout.count("sequenceDiagram\n") == 2
+    written = cli("explain", "eager-vs-cooperative", "--format", "mermaid", "--out", str(tmp_path / "lesson.mmd"))
+    assert written.returncode == 0, written.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lesson-cooperative.mmd", "lesson-eager.mmd"]
+    assert all(p.read_text().startswith("sequenceDiagram\n") for p in tmp_path.iterdir())
+
+
 def test_markdown_and_mermaid_to_a_file(static_run: Path, tmp_path: Path) -> None:
     for fmt in ("markdown", "mermaid"):
         out_file = tmp_path / f"story.{fmt}"

@@ -108,6 +108,7 @@ class Told:
     story: Story
     steps: list[Narrated]
     measures: Measures = field(default_factory=Measures)
+    variant: str | None = None  # the variant's label in the lesson's file (`eager`), for file names
 
 
 def tell(lesson: Lesson, seed: int, lang: str, f: Filter, workdir: Path) -> list[Told]:
@@ -123,7 +124,7 @@ def tell(lesson: Lesson, seed: int, lang: str, f: Filter, workdir: Path) -> list
         story = narrate_run(run_dir, lang)
         measures = measure(run_dir, story.start_ms, window) if len(variants) > 1 else Measures()  # compared only
         title = lesson.variant_title(label, Catalog(lang)) if label is not None else None
-        told.append(Told(title, story, select(story, window), measures))
+        told.append(Told(title, story, select(story, window), measures, label))
     return told
 
 
