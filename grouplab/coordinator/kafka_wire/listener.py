@@ -586,8 +586,8 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is None:
             self.inflight = None
             return  # the client went while its request ran: no one to encode the answer for
-        api, version = token.request.api, token.request.version
-        key = reuse_key(api.name, version, body)
+        request = token.request
+        key = reuse_key(request.api.name, request.version, body)
         cached = _ENCODED_BODIES.get(key) if key is not None else None
         if cached is not None and self._loop is not None:
             # A running group's Heartbeat or OffsetCommit answer: framed, not encoded, and kept with
