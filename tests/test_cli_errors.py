@@ -182,6 +182,12 @@ def test_piped_tables_are_not_cut() -> None:
     assert whole in proc.stdout and "…" not in proc.stdout, proc.stdout
 
 
+# Ctrl-C must stop the work, not hang: what a test can tell without a timing margin is that the
+# command said it was interrupted part way (what it had done) and exited 130, well before the
+# minutes its work would take. How fast it stops is not the test's to time on a loaded machine.
+NO_HANG_S = 30.0
+
+
 def interrupt(args: list[str], ready: str | None, wait_s: float) -> tuple[int, float, str, str]:
     """Start grouplab, wait for `ready` on stderr (or `wait_s`), send SIGINT; (exit code, seconds to exit, out, err)."""
     proc = subprocess.Popen([sys.executable, "-m", "grouplab.cli", *args], stdout=subprocess.PIPE,
@@ -196,7 +202,7 @@ def interrupt(args: list[str], ready: str | None, wait_s: float) -> tuple[int, f
         time.sleep(wait_s)
         proc.send_signal(signal.SIGINT)
         sent = time.monotonic()
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=2 * NO_HANG_S)
         return proc.returncode, time.monotonic() - sent, out, seen + err
     finally:
         if proc.poll() is None:
@@ -205,7 +211,7 @@ def interrupt(args: list[str], ready: str | None, wait_s: float) -> tuple[int, f
 
 def test_ctrl_c_in_simulate_seeds() -> None:
     code, took, out, err = interrupt(["simulate", "--scenario", "crash-storm", "--seeds", "1-100000"], "running", 1.0)
-    assert code == 130 and took < 2.0, (code, took, err)
+    assert code == 130 and took < NO_HANG_S, (code, took, err)
     assert "Traceback" not in err
     assert "interrupted after" in err and "seed(s)" in out  # what was done so far
 
@@ -214,7 +220,7 @@ def test_ctrl_c_in_sweep_stops_spark_quietly(tmp_path: Path) -> None:
     # Interrupted while its job runs (it says its size first, then that Spark started).
     code, took, _out, err = interrupt(["sweep", "--scenario", "crash-storm", "--seeds", "1-5000",
                                        "--out", str(tmp_path / "sweep")], "Spark local", 1.0)
-    assert code == 130 and took < 2.0, (code, took, err)
+    assert code == 130 and took < NO_HANG_S, (code, took, err)
     assert "Traceback" not in err and "py4j" not in err.lower()
     assert "grouplab sweep: interrupted" in err
 
@@ -227,7 +233,7 @@ def test_ctrl_c_in_analyze_stops_spark_quietly(tmp_path: Path) -> None:
     # Interrupted while Spark reads the logs and writes the tables (it prints its banner first).
     code, took, _out, err = interrupt(["analyze", str(run_dir), "--out", str(tmp_path / "out")],
                                       "grouplab analyze", 0.5)
-    assert code == 130 and took < 2.0, (code, took, err)
+    assert code == 130 and took < NO_HANG_S, (code, took, err)
     assert "Traceback" not in err and "py4j" not in err.lower()
     assert "grouplab analyze: interrupted" in err
 

@@ -151,7 +151,11 @@ from grouplab.coordinator.server import CoordinatorServer  # noqa: E402
 
 from test_kafka_wire import Raw, batch, fetch, produce, server  # noqa: E402,F401 - the fixture too
 
-BYSTANDER_BOUND_S = 2.0  # generous on a loaded 2-core machine; main's code took 5-50 s at these sizes
+# What the bystander must never suffer: a wait that would cost it its membership (its session is
+# 10 s). Tighter figures (well under 1 s on a quiet machine) are the probes' to measure
+# (scripts/probe_kafka_hostile.py, docs/benchmarks.md): a test on a loaded 2-core machine keeps no
+# timing margin. The code before issue 22 held it 5-50 s at these sizes.
+BYSTANDER_BOUND_S = 8.0
 
 
 class Bystander:
