@@ -9,6 +9,7 @@ the target as the cooperative client-side assignors withhold it.
 from __future__ import annotations
 
 import json
+from itertools import chain
 from typing import Mapping
 
 from rich.console import Console
@@ -36,14 +37,17 @@ def as_partitions(result: TargetAssignment) -> dict[str, list[TopicPartition]]:
 
 def print_server_assignment(console: Console, assignor: str, topics_text: str, sizes: Mapping[str, int],
                             topics_by_member: Mapping[str, list[str]], owned: Mapping[str, list[TopicPartition]],
-                            output_format: str) -> int:
+                            output_format: str, departed: Mapping[str, list[TopicPartition]] | None = None) -> int:
+    """`departed`: members that left, with what they owned; their partitions go to the others and
+    count as moved (the coordinator drops a member it removed from the target assignment)."""
+    departed = departed or {}
     result = as_partitions(server_assignor(assignor).assign(member_specs(topics_by_member, owned), sizes))
     if output_format == "json":
         print(json.dumps({m: [[tp.topic, tp.partition] for tp in ps] for m, ps in result.items()}))
         return 0
-    from grouplab.display import assignment_table
+    from grouplab.display import assignment_table, print_departed
 
-    previous = {tp: m for m, ps in owned.items() for tp in ps}
+    previous = {tp: m for m, ps in chain(owned.items(), departed.items()) for tp in ps}
     owner = {tp: m for m, ps in result.items() for tp in ps}
     moved = [tp for tp in sorted(owner) if previous.get(tp) not in (None, owner[tp])]
     moved_to: dict[str, int] = {}
@@ -51,6 +55,7 @@ def print_server_assignment(console: Console, assignor: str, topics_text: str, s
         moved_to[owner[tp]] = moved_to.get(owner[tp], 0) + 1
     console.print(assignment_table(result, moved=moved_to if previous else None,
                                    title=f"{assignor} (server-side, consumer protocol) · topics {topics_text}"))
+    print_departed(console, departed)
     if previous:
         console.print(f"moved {len(moved)}: {', '.join(f'{tp}: {previous[tp]}→{owner[tp]}' for tp in moved) or '-'}")
         if moved:

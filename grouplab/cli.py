@@ -988,8 +988,10 @@ def cmd_assign(args: argparse.Namespace) -> int:
         from grouplab.assign_server import print_server_assignment
 
         members = parse_assign_members(args.member, sizes, allow_none=True)
+        given = parse_assign_owned(args.owned or [], members, sizes, departed_ok=True)  # as below: one that left
         return print_server_assignment(console, args.assignor, args.topics, sizes, members,
-                                       parse_assign_owned(args.owned or [], members, sizes), args.format)
+                                       {m: ps for m, ps in given.items() if m in members}, args.format,
+                                       departed={m: ps for m, ps in given.items() if m not in members})
     if args.streams is not None or any(":" in spec.partition("=")[2] for spec in args.member):
         return assign_over_threads(args, sizes)
     members = parse_assign_members(args.member, sizes, allow_none=False)
@@ -1010,7 +1012,7 @@ def cmd_assign(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps({m: [[tp.topic, tp.partition] for tp in sorted(ps)] for m, ps in result.items()}))
         return 0
-    from grouplab.display import assignment_table
+    from grouplab.display import assignment_table, print_departed
 
     previous = {tp: m for m, sub in subscriptions.items() for tp in sub.owned_partitions}
     previous.update({tp: m for m, owned in departed.items() for tp in owned})
@@ -1021,9 +1023,7 @@ def cmd_assign(args: argparse.Namespace) -> int:
             moved_to[m] = moved_to.get(m, 0) + 1
     console.print(assignment_table({m: sorted(ps) for m, ps in result.items()}, moved=moved_to if previous else None,
                                    title=f"{args.assignor} · topics {args.topics}"))
-    if departed:
-        console.print("left the group: " + "; ".join(f"{m} (owned {format_partitions(sorted(ps))})"
-                                                      for m, ps in sorted(departed.items())))
+    print_departed(console, departed)
     if previous:
         withheld = sorted(tp for tp in previous if tp not in owner and tp.partition < sizes.get(tp.topic, 0))
         moved = [f"{tp}: {previous[tp]}→{owner[tp]}" for tp in sorted(owner) if previous.get(tp) not in (None, owner[tp])]

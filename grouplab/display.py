@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Console
 from rich.markup import escape
@@ -311,3 +311,10 @@ def configs_table(title: str, configs: list[Any]) -> Table:
         table.add_row(escape(e.name), escape("-" if e.value is None else e.value),
                       CONFIG_SOURCES.get(e.config_source, str(e.config_source)))
     return table
+
+
+def print_departed(console: Console, departed: Mapping[str, list[TopicPartition]]) -> None:
+    """`grouplab assign`'s line for members given --owned but no --member: they left the group."""
+    if departed:
+        console.print("left the group: " + "; ".join(f"{m} (owned {format_partitions(sorted(ps))})"
+                                                      for m, ps in sorted(departed.items())))

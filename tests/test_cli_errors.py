@@ -389,3 +389,13 @@ def test_assign_owned_by_a_member_that_left_counts_as_moved() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "left the group: c (owned t0[2,3])" in proc.stdout
     assert "moved 2: t0-2: c→b, t0-3: c→b" in proc.stdout
+
+
+def test_assign_owned_by_a_member_that_left_the_consumer_protocol_group() -> None:
+    """The same for KIP-848's server-side assignors: the coordinator drops a removed member from
+    the target assignment, and its partitions count as moved."""
+    proc = grouplab("assign", "--protocol", "consumer", "--assignor", "uniform", "--topics", "t0:4",
+                    "--member", "a=t0", "--member", "b=t0", "--owned", "a=t0:0,t0:1", "--owned", "c=t0:2,t0:3")
+    assert proc.returncode == 0, proc.stderr
+    assert "left the group: c (owned t0[2,3])" in proc.stdout
+    assert "moved 2: t0-2: c→b, t0-3: c→b" in proc.stdout
