@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grouplab.costs import (ASSIGNED_NOT_CONSUMED, COST_EVENTS, CONSUMED, UNOWNED, CostTracker, Segment,
-                            StallReport, describe_stall)
+from grouplab.cost_sentences import describe_stall
+from grouplab.costs import ASSIGNED_NOT_CONSUMED, COST_EVENTS, CONSUMED, UNOWNED, CostTracker, Segment, StallReport
 from grouplab.eventlog import EventLog, run_dir_log
 from grouplab.runlog import payload_of, read_run
 from grouplab.sim.runner import run_seed
