@@ -194,6 +194,7 @@ class Dashboard:
 
         require("ui", command)  # the web server's; checked before the cluster starts
         check_lang(lang)
+        self.lang = lang
         self.cluster: Any = None
         # The timeline told by grouplab explain's narrator, reading the live Broker after each step.
         self.hub = Hub(group, lang=lang, broker=self._broker)
@@ -210,7 +211,7 @@ class Dashboard:
         self.cluster = cluster
         self.hub.extras = lambda: cluster_info(cluster)
         port = DEFAULT_UI_PORT if args.ui_port is None else args.ui_port
-        server = UiServer(self.hub, Controls(cluster), "127.0.0.1", port)
+        server = UiServer(self.hub, Controls(cluster, self.lang), "127.0.0.1", port)
         try:
             await server.start()
         except OSError as exc:
@@ -290,7 +291,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
     # broker's group.consumer.session.timeout.ms (consumer protocol, KIP-848).
     session_ms = (broker_config(args).consumer_session_timeout_ms if consumer_config.consumer_protocol
                   else consumer_config.session_timeout_ms)
-    view = RebalanceView(console, args.group, session_timeout_ms=session_ms)
+    check_lang(args.lang)
+    view = RebalanceView(console, args.group, session_timeout_ms=session_ms, lang=args.lang)
     run_dir = Path(args.run_dir) if args.run_dir else None
     delivery = None
     if args.delivery:
@@ -400,7 +402,8 @@ async def cmd_ui(args: argparse.Namespace) -> int:
 
     _group_protocol_args(args)
     topics, assignors = _cluster_args(args)
-    view = RebalanceView(console, args.group)
+    check_lang(args.lang)
+    view = RebalanceView(console, args.group, lang=args.lang)
     run_dir = Path(args.run_dir) if args.run_dir else None
     dashboard = Dashboard(args.group, args.lang, "ui")
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config, run_dir,
@@ -2124,7 +2127,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--ui-port", type=port_number, metavar="PORT",
                         help=f"the dashboard's port on 127.0.0.1 (default: {DEFAULT_UI_PORT}; 0: any free port, printed)")
         sp.add_argument("--open", action="store_true", help="open the dashboard in the default web browser")
-        sp.add_argument("--lang", default="en", help="language of the dashboard's message timeline: en or zh")
+        sp.add_argument("--lang", default="en", help="language of the dashboard (its page, timeline and answers) "
+                        "and of the rebalances and costs printed here: en or zh")
 
     r = sub.add_parser("run", help="a coordinator plus N simulated consumers, showing each rebalance live",
                        epilog=FAULTS_HELP)

@@ -13,7 +13,7 @@ tables). It never reads a clock: time is the events' `ts_ms`.
     for node, ev in events:
         rebalance = costs.feed(node, ev)        # a completed Rebalance, as RebalanceTracker.feed
         for report in costs.take_reports():     # stalls whose cost is now known, once each
-            print(describe_stall(report))
+            print(describe_stall(report))       # grouplab/cost_sentences.py, in any language
     costs.finish(end_ms)                        # a whole run: close everything at the log's end
     costs.segments, costs.holdings, costs.stalls, costs.totals()
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
@@ -49,10 +48,6 @@ STATES: tuple[State, ...] = (CONSUMED, ASSIGNED_NOT_CONSUMED, UNOWNED)
 STOPPING_FAULTS = ("crash", "static_restart", "hang", "slow")
 TIMED_FAULTS = ("hang", "slow")
 
-# What a fault did, for sentences: "m-3 crashed at 12.0 s".
-VERBS = {"crash": "crashed", "static_restart": "crashed (static restart)", "hang": "hung",
-         "slow": "stopped polling (slow)", "process_crashed": "crashed", "process_exited": "exited",
-         "app_crashed": "crashed", "partition": "was cut off"}
 
 
 @dataclass
@@ -82,14 +77,6 @@ class Stall:
     removal_reason: str | None = None
     consumer_protocol: bool = False  # removed from a consumer-protocol group (KIP-848): its timeouts' names differ
     repaired_generation: int | None = None  # whose assignment (stable after since_ms) got its partitions consumed again
-
-    @property
-    def verb(self) -> str:
-        """What happened, for sentences: `crashed`, `hung`, `crashed (producer fenced)`, ..."""
-        verb = VERBS.get(self.fault, self.fault)
-        if self.detail and self.fault in ("process_crashed", "process_exited"):
-            verb += f" ({self.detail.replace('_', ' ') if self.fault == 'process_crashed' else self.detail})"
-        return verb
 
     @property
     def span_ms(self) -> int | None:
@@ -766,82 +753,6 @@ _MEMBER: dict[type, Handler] = {
     events.ConsumerJoinSent: CostTracker._member_other,  # a consumer-protocol member's id, from its first heartbeat
     events.AssignmentReceived: CostTracker._member_other,
 }
-
-
-# ----------------------------------------------------------------------------- sentences
-
-
-def seconds(ms: int, origin_ms: int = 0) -> str:
-    return f"{(ms - origin_ms) / 1000:.1f} s"
-
-
-def _until(stall: Stall, session_timeout_ms: int | None) -> str:
-    by = stall.ended_by
-    if by == "session_timeout":
-        name = "group.consumer.session.timeout.ms" if stall.consumer_protocol else "session.timeout.ms"
-        setting = f" ({name}={session_timeout_ms})" if session_timeout_ms else ""
-        return f"until the session timeout{setting} removed it"
-    if by == "rebalance_timeout" and stall.consumer_protocol:
-        return "until the coordinator removed it for not revoking within its rebalance timeout"
-    if by == "rebalance_timeout":
-        return "until the coordinator removed it for not rejoining within the rebalance timeout"
-    if by == "sync_timeout":
-        return "until the coordinator removed it for sending no SyncGroup (sync timeout)"
-    if by == "left":
-        return "until it left the group"
-    if by == "fenced":
-        return "until its replacement with the same group.instance.id fenced it"
-    if by in ("lost", "revoked", "closed"):
-        why = f" ({stall.ended_detail})" if stall.ended_detail else ""
-        return f"until it {'gave them up as lost' if by == 'lost' else 'revoked them'}{why}"
-    if by == "reassigned":
-        return "until another member took them over"
-    if by == "assigned":
-        return "until a live member was given them"
-    if by == "resumed":
-        return "until it resumed"
-    if by == "stopped":
-        return "until it stopped again"
-    if by == "deleted":
-        return "until their topic was deleted"
-    return "until the end of the log"
-
-
-def describe_stall(report: StallReport, origin_ms: int = 0, session_timeout_ms: int | None = None) -> str:
-    """`m-3 crashed at 12.0 s; its 4 partitions were assigned but not consumed for 10.0 s until the
-    session timeout (session.timeout.ms=10000) removed it; the rebalance then took 30 ms`: the cost
-    of the fault, where a rebalance's own duration alone would say 30 ms."""
-    s = report.stall
-    n = len(s.partitions)
-    what = f"its {n} partition{'s' if n != 1 else ''} {'were' if n != 1 else 'was'}"
-    span = s.span_ms if s.span_ms is not None else report.ts_ms - s.since_ms
-    text = (f"{s.client_id} {s.verb} at {seconds(s.since_ms, origin_ms)}; {what} assigned but not consumed "
-            f"for {span / 1000:.1f} s {_until(s, session_timeout_ms)}")
-    if n > 1 and report.assigned_not_consumed_ms != n * span:
-        text += f" ({report.assigned_not_consumed_ms / 1000:,.1f} partition-s in all)"
-    r = report.rebalance
-    if r is not None and s.removed_ms is not None:
-        if r.started_ms is not None and r.started_ms < s.removed_ms:
-            text += (f"; the rebalance under way since {seconds(r.started_ms, origin_ms)} "
-                     f"ended {r.ended_ms - s.removed_ms:,} ms later")
-        else:
-            text += f"; the rebalance then took {r.ended_ms - s.removed_ms:,} ms"
-    return text
-
-
-def describe_partition_time(t: PartitionTime, stalls: Iterable[Stall] = ()) -> str:
-    """`partition time (24 partitions, 15,130.7 partition-s): 80.7% consumed · 47.2 partition-s
-    assigned but not consumed (charged to 3 stops: crash ×3) · 2,874.3 partition-s unowned`."""
-    if not t.total_ms:
-        return "partition time: no partition was ever assigned"
-    charged = [s for s in stalls if s.partitions]
-    kinds = Counter(s.fault.replace("_", " ") for s in charged)
-    which = ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items()))
-    return (f"partition time ({t.partitions} partitions, {t.total_ms / 1000:,.1f} partition-s): "
-            f"{t.consumed_ms / t.total_ms:.1%} consumed · "
-            f"{t.assigned_not_consumed_ms / 1000:,.1f} partition-s assigned but not consumed"
-            + (f" (charged to {len(charged)} stop{'s' if len(charged) != 1 else ''}: {which})" if charged else "")
-            + f" · {t.unowned_ms / 1000:,.1f} partition-s unowned")
 
 
 def _names(types: Iterable[type]) -> set[str]:

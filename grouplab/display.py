@@ -13,7 +13,8 @@ from rich.table import Table
 
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.reasons import say_text
-from grouplab.costs import CostTracker, describe_partition_time, describe_stall
+from grouplab.cost_sentences import describe_partition_time, describe_stall
+from grouplab.costs import CostTracker
 from grouplab.rebalances import Rebalance
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent
@@ -142,7 +143,7 @@ class RebalanceView:
     costs: CostTracker = field(default_factory=CostTracker)
     origin_ms: int | None = None  # the first event's ts_ms: time zero of "crashed at 4.2 s"
     initial_delay_ms: int | None = None  # group.initial.rebalance.delay.ms, from coordinator_started
-    lang: str = "en"  # of the rebalance lines and tables (the cost sentences are English yet)
+    lang: str = "en"  # of the rebalance lines and tables and the cost sentences
 
     def __post_init__(self) -> None:
         self.c = Catalog(self.lang)
@@ -162,8 +163,8 @@ class RebalanceView:
         """A line for each stop whose cost is known (grouplab/costs.py's sentence)."""
         for report in self.costs.take_reports():
             if self.group_id in (None, report.stall.group_id):
-                sentence = describe_stall(report, self.origin_ms or 0, self.session_timeout_ms)
-                self.console.print(f"[yellow]cost: {escape(sentence)}[/]")
+                sentence = describe_stall(report, self.origin_ms or 0, self.session_timeout_ms, self.lang)
+                self.console.print(f"[yellow]{escape(self.c.t('cost.line', sentence=sentence))}[/]")
 
     def _show(self, rebalance: Rebalance) -> None:
         clients = self.costs.rebalances.group(rebalance.group_id).clients  # every member id seen so far
@@ -212,7 +213,7 @@ class RebalanceView:
         self.costs.finish(end_ms)
         self._costs()
         return describe_partition_time(self.costs.totals(group_id=self.group_id),
-                                       (s for s in self.costs.stalls if s.group_id == self.group_id))
+                                       (s for s in self.costs.stalls if s.group_id == self.group_id), self.lang)
 
 
 def summary_table(records: list[RebalanceRecord]) -> Table:

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grouplab.costs import (ASSIGNED_NOT_CONSUMED, COST_EVENTS, CONSUMED, UNOWNED, CostTracker, Segment,
-                            StallReport, describe_stall)
+from grouplab.cost_sentences import describe_stall
+from grouplab.costs import ASSIGNED_NOT_CONSUMED, COST_EVENTS, CONSUMED, UNOWNED, CostTracker, Segment, StallReport
 from grouplab.eventlog import EventLog, run_dir_log
 from grouplab.runlog import payload_of, read_run
 from grouplab.sim.runner import run_seed
@@ -225,6 +225,43 @@ def test_a_slow_consumer_past_its_poll_interval_gives_its_partitions_up() -> Non
     assert describe_stall(reports[0]) == ("b stopped polling (slow) at 10.0 s; its 2 partitions were assigned but not "
                                           "consumed for 30.0 s until it gave them up as lost (poll timeout)")
     assert_adds_up(costs, 50_000)
+
+
+def test_the_cost_sentences_in_chinese() -> None:
+    """`--lang zh` (issue 25): the same sentences from the zh catalogue, Kafka's names kept, no
+    English sentence left; the member's own reason said in Chinese too."""
+    from grouplab.cost_sentences import describe_partition_time
+    from tests.test_zh_output import untranslated
+
+    costs, reports = run(crash_then_session_timeout(fault(10_000, "crash", "b", 5_000)), end_ms=30_000)
+    assert describe_stall(reports[0], session_timeout_ms=10_000, lang="zh") == (
+        "b 在 10.0 秒崩溃；它的 2 个分区已分配但未消费，持续 9.0 秒，直到会话超时（session.timeout.ms=10000）将它移除；"
+        "随后的再均衡用时 300 毫秒")
+    assert describe_partition_time(costs.totals(), costs.stalls, lang="zh") == (
+        "分区时间（4 个分区，120.0 分区·秒）：80.6% 被消费 · 18.0 分区·秒已分配但未消费（记在 1 次停顿上：崩溃 ×1） · "
+        "5.3 分区·秒无主")
+    assert describe_partition_time(costs.totals(), costs.stalls) == (
+        "partition time (4 partitions, 120.0 partition-s): 80.6% consumed · 18.0 partition-s assigned but not consumed "
+        "(charged to 1 stop: crash ×1) · 5.3 partition-s unowned")
+    _, slow = run([*two_members(), fault(10_000, "slow", "b", 60_000), lost(40_000, "b", "b-1", 1, 2, 3)], end_ms=50_000)
+    assert describe_stall(slow[0], lang="zh").endswith("直到它把这些分区当作丢失而放弃（poll 超时）")
+    every_way = [describe_stall(r, lang="zh") for r in (*reports, *slow)]
+    assert [untranslated(s) for s in every_way] == [[], []]
+
+
+def test_runs_display_prints_the_costs_in_its_language() -> None:
+    import io
+
+    from rich.console import Console
+
+    from grouplab.display import RebalanceView
+
+    out = io.StringIO()
+    view = RebalanceView(Console(file=out, width=200, color_system=None), G, session_timeout_ms=10_000, lang="zh")
+    for node, ev in crash_then_session_timeout(fault(10_000, "crash", "b", 5_000)):
+        view(node, ev)
+    assert view.finish(30_000).startswith("分区时间（4 个分区")
+    assert "代价：b 在 10.0 秒崩溃；它的 2 个分区已分配但未消费" in out.getvalue()
 
 
 def test_a_static_restart_is_fenced_and_its_new_process_consumes() -> None:

@@ -64,13 +64,15 @@ CONSUMER_PROTOCOL = ["--group-protocol", "consumer",
 @pytest.fixture
 def dashboard(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, subprocess.Popen]]:
     """`grouplab ui` with 3 consumers and a 6 s session, as a user starts it; its URL. Indirectly
-    parametrized with "consumer" it runs a KIP-848 group."""
+    parametrized with "consumer" it runs a KIP-848 group, with "zh" it speaks Chinese."""
     cmd = [sys.executable, "-m", "grouplab.cli", "ui", "--ui-port", "0", "--consumers", "3", "--topics", "t0:3,t1:3",
            "--run-dir", str(tmp_path / "run"),
            "--config", "group.initial.rebalance.delay.ms=0", "--config", "group.min.session.timeout.ms=1000"]
-    if getattr(request, "param", "classic") == "consumer":
+    mode = getattr(request, "param", "classic")
+    if mode == "consumer":
         cmd += CONSUMER_PROTOCOL  # (a consumer-protocol client sets no session or heartbeat of its own)
     else:
+        cmd += ["--lang", "zh"] if mode == "zh" else []
         cmd += ["--consumer-config", f"session.timeout.ms={SESSION_MS}", "--consumer-config", "heartbeat.interval.ms=500"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "COLUMNS": "200"})
@@ -206,6 +208,37 @@ def test_a_consumer_protocol_group_shows_its_epoch_and_moves_a_killed_members_pa
         timeout=(SESSION_MS / 1000 + SETTLE_S) * 1000)
     survivors = [m for m in ("consumer-1", "consumer-3")]
     assert sorted(p for s in survivors for p in _cells(page, s, "consumed") if p in owned) == sorted(owned)
+    page.close()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("dashboard", ["zh"], indirect=True)
+def test_a_zh_dashboard_shows_no_english_sentence(browser: Any, dashboard: tuple[str, subprocess.Popen]) -> None:
+    """`grouplab ui --lang zh` (issue 25): the buttons, headers, costs and status lines are Chinese,
+    and once the group is Stable the whole page's text holds no English sentence (Kafka's names
+    stay: JoinGroup, session.timeout.ms, Stable, range)."""
+    from tests.test_zh_output import untranslated
+
+    url, proc = dashboard
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.goto(url)
+    page.wait_for_function(
+        """() => document.querySelector('#group-state').textContent === 'Stable'
+                 && document.querySelectorAll('#members tbody tr[data-member]:not(.outside)').length === 3
+                 && document.querySelectorAll('#grid tbody tr[data-state="consumed"]').length === 6
+                 && document.querySelectorAll('#timeline li').length > 0""",
+        timeout=SETTLE_S * 1000)
+    assert page.evaluate("document.documentElement.lang") == "zh" and page.title() == "grouplab · 实时消费组"
+    assert page.inner_text("#add-member") == "添加成员"
+    assert page.inner_text('tr[data-member="consumer-2"] button[data-action="kill"]') == "杀掉"
+    assert page.get_attribute("#topic-total", "title") == "新的分区总数"
+    assert page.inner_text("#cost-not-consumed").startswith("已分配但未消费：")
+    page.check("#show-routine")  # the routine messages too
+    text = page.evaluate("document.body.innerText")
+    assert untranslated(text) == [], text
     page.close()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)

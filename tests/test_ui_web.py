@@ -138,6 +138,31 @@ async def test_every_button_does_what_it_says(live: Any) -> None:
     assert kinds == ["hang", "slow", "partition"] and all(f["ended_ms"] for f in state["faults"])
 
 
+async def test_a_zh_dashboard_answers_in_chinese(live: Any) -> None:
+    """`--lang zh`: the page comes with its Chinese words, and the buttons' answers and refusals
+    (the cluster's own included) are Chinese; en's stay as the tests above read them."""
+    from tests.test_zh_output import untranslated
+
+    cluster, _, _ = live
+    app = create_app(Hub("g", lang="zh"), Controls(cluster, "zh"))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://dashboard") as client:
+        page = (await client.get("/")).text
+        assert '<html lang="zh">' in page and '"ui.page.btn.add_member": "添加成员"' in page
+        texts = (await client.get("/api/texts")).json()
+        assert texts["lang"] == "zh" and texts["texts"]["ui.page.btn.kill"] == "杀掉"
+        said = []
+        for path, body, status in [("/api/members/consumer-2/hang", None, 200), ("/api/members/consumer-2/hang", None, 400),
+                                   ("/api/members/consumer-2/resume", None, 200), ("/api/members/nope/kill", None, 400),
+                                   ("/api/members/consumer-2/partition", {"seconds": "soon"}, 400),
+                                   ("/api/topics/t0/partitions", {"partitions": 1}, 400),
+                                   ("/api/members", b"[1]", 400)]:
+            resp = await (client.post(path, content=body) if isinstance(body, bytes) else client.post(path, json=body))
+            assert resp.status_code == status, (path, resp.text)
+            said.append(resp.json()["message"])
+    assert said[0].startswith("consumer-2 卡住了") and said[3].startswith("没有正在运行的成员 'nope'"), said
+    assert [m for m in said if untranslated(m)] == []
+
+
 async def test_a_timeline_entry_gives_its_raw_request_and_answer(live: Any) -> None:
     _, hub, client = live
     join = next(e for e in hub.timeline.entries if e.get("api") == "JoinGroup" and e["kind"] == "request")

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
-from grouplab.costs import CostTracker, StallReport, describe_partition_time, describe_stall
+from grouplab.cost_sentences import describe_partition_time, describe_stall
+from grouplab.costs import CostTracker, StallReport
 from grouplab.epochs import Convergence, EpochTracker
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent

@@ -2,19 +2,24 @@
 only the processes know (records processed, lag, which apps run) for the page.
 
 Each action returns a one-line message for the page, or raises ActionError (the web layer answers
-400 with it): an unknown member, a bad number, a fault the cluster refuses. Nothing half-done.
+400 with it): an unknown member, a bad number, a fault the cluster refuses. Nothing half-done. The
+messages are the catalogue's `ui.answer.*` texts in the dashboard's language; a refusal the
+cluster words itself (ClusterError, NodeError, UnknownAssignor) is said again from `ui.refused.*`
+(`say_refusal`), so grouplab/cluster.py keeps one language.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import re
 from typing import Any
 
 from grouplab.consumer.assignors import UnknownAssignor, assignor_names
 from grouplab.cluster import ClusterError, LocalCluster
 from grouplab.coordinator.nodes import NodeError
 from grouplab.protocol.types import TopicPartition
+from grouplab.teach.catalog import Catalog
 
 DEFAULT_PARTITION_S = 15.0
 
@@ -23,33 +28,71 @@ class ActionError(ValueError):
     """A request the dashboard refuses: one line saying why; nothing was changed."""
 
 
-def _text(params: dict[str, Any], key: str, default: str | None = None) -> str:
+# The cluster's own refusals (grouplab/cluster.py, coordinator/nodes.py, server.py, the assignors'
+# registry) -> catalogue key; the en templates say them exactly as written (tests/test_ui_texts.py).
+REFUSALS = [
+    (re.compile(r"no running member '(?P<name>[^']*)' \(running: (?P<known>.*)\)"), "ui.refused.no_member"),
+    (re.compile(r"(?P<name>\S+) is already hung; resume it first"), "ui.refused.already.hang"),
+    (re.compile(r"(?P<name>\S+) is already slowed down; resume it first"), "ui.refused.already.slow"),
+    (re.compile(r"(?P<name>\S+) is already partitioned from the coordinator; resume it first"),
+     "ui.refused.already.partition"),
+    (re.compile(r"no fault proxy in this cluster: start it with proxy=True \(grouplab ui does\)"), "ui.refused.no_proxy"),
+    (re.compile(r"a partition lasts from more than 0 to 3600 seconds, not (?P<seconds>\S+)"),
+     "ui.refused.partition_seconds"),
+    (re.compile(r"(?P<name>\S+) is running normally: nothing to resume"), "ui.refused.not_faulted"),
+    (re.compile(r"unknown topic '(?P<topic>[^']*)' \(topics: (?P<topics>.*)\)"), "ui.refused.unknown_topic"),
+    (re.compile(r"(?P<topic>\S+) has (?P<current>\d+) partitions: give a larger total, not (?P<total>-?\d+)"),
+     "ui.refused.smaller_total"),
+    (re.compile(r"CreatePartitions (?P<topic>\S+) -> (?P<total>\d+) refused: (?P<error>.*)"), "ui.refused.create_partitions"),
+    (re.compile(r"give at least one assignor"), "ui.refused.no_assignor"),
+    (re.compile(r"unknown assignor '(?P<name>[^']*)'; available: (?P<names>.*)"), "ui.refused.unknown_assignor"),
+    (re.compile(r"no broker (?P<node>-?\d+): this cluster's brokers are 0\.\.(?P<last>\d+)"), "ui.refused.no_broker"),
+    (re.compile(r"broker (?P<node>-?\d+) is already down"), "ui.refused.broker_down"),
+    (re.compile(r"broker (?P<node>-?\d+) is already running"), "ui.refused.broker_running"),
+    (re.compile(r"this coordinator is one broker \(start it with --brokers N for a cluster\)"),
+     "ui.refused.one_broker_server"),
+]
+
+
+def say_refusal(text: str, c: Catalog) -> str:
+    """A refusal of the cluster's in the catalogue's language; one it does not know, as it came."""
+    for pattern, key in REFUSALS:
+        m = pattern.fullmatch(text)
+        if m is not None:
+            fields = m.groupdict()
+            if fields.get("known") == "none":
+                fields["known"] = c.t("none")
+            return c.t(key, **fields)
+    return text
+
+
+def _text(params: dict[str, Any], key: str, c: Catalog, default: str | None = None) -> str:
     value = params.get(key, default)
     if value is None:
-        raise ActionError(f"missing {key!r}")
+        raise ActionError(c.t("ui.answer.missing", key=key))
     if isinstance(value, list):
         value = ",".join(str(v) for v in value)
     if not isinstance(value, str):
-        raise ActionError(f"{key!r} must be text, got {value!r}")
+        raise ActionError(c.t("ui.answer.not_text", key=key, value=repr(value)))
     return value
 
 
-def _number(params: dict[str, Any], key: str, default: float | None = None) -> float:
+def _number(params: dict[str, Any], key: str, c: Catalog, default: float | None = None) -> float:
     value = params.get(key, default)
     if isinstance(value, str):
         try:
             value = float(value)
         except ValueError:
-            raise ActionError(f"{key!r} must be a number, got {value!r}") from None
+            raise ActionError(c.t("ui.answer.not_number", key=key, value=repr(value))) from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ActionError(f"{key!r} must be a number, got {value!r}")
+        raise ActionError(c.t("ui.answer.not_number", key=key, value=repr(value)))
     return float(value)
 
 
-def _assignors(text: str) -> list[str]:
+def _assignors(text: str, c: Catalog) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
     if not names:
-        raise ActionError(f"give one or more assignors: {', '.join(assignor_names())}")
+        raise ActionError(c.t("ui.answer.no_assignors", names=", ".join(assignor_names())))
     return names
 
 
@@ -58,41 +101,43 @@ class Controls:
 
     MEMBER_ACTIONS = ("kill", "hang", "slow", "resume", "partition", "assignor")
 
-    def __init__(self, cluster: LocalCluster) -> None:
+    def __init__(self, cluster: LocalCluster, lang: str = "en") -> None:
         self.cluster = cluster
+        self.c = Catalog(lang)
         self._lock = asyncio.Lock()  # one action at a time: a restart is not interleaved with a kill
 
     async def member(self, name: str, action: str, params: dict[str, Any]) -> str:
+        say = self.c.t
         if action not in self.MEMBER_ACTIONS:
-            raise ActionError(f"unknown member action {action!r}; known: {', '.join(self.MEMBER_ACTIONS)}")
+            raise ActionError(say("ui.answer.unknown_action", action=repr(action), known=", ".join(self.MEMBER_ACTIONS)))
         c = self.cluster
         async with self._lock:
             try:
                 if action == "kill":
                     await c.crash_consumer(name)
-                    return f"killed {name}: no LeaveGroup; the coordinator removes it after its session timeout"
+                    return say("ui.answer.killed", name=name)
                 if action == "hang":
                     c.hang_consumer(name)
-                    return f"{name} hangs: no heartbeats, no polls; resume it, or wait for its session timeout"
+                    return say("ui.answer.hangs", name=name)
                 if action == "slow":
                     c.slow_consumer(name)
-                    return f"{name} stopped polling (heartbeats go on): it leaves after max.poll.interval.ms"
+                    return say("ui.answer.slow", name=name)
                 if action == "resume":
                     c.resume_consumer(name)
-                    return f"{name} resumed"
+                    return say("ui.answer.resumed", name=name)
                 if action == "partition":
-                    seconds = _number(params, "seconds", DEFAULT_PARTITION_S)
+                    seconds = _number(params, "seconds", self.c, DEFAULT_PARTITION_S)
                     c.partition_consumer(name, seconds)
-                    return f"{name} is cut off from the coordinator for {seconds:g} s"
-                assignors = _assignors(_text(params, "assignors"))
+                    return say("ui.answer.partitioned", name=name, seconds=seconds)
+                assignors = _assignors(_text(params, "assignors", self.c), self.c)
                 await c.switch_assignor(name, assignors)
-                return f"{name} restarted with assignors {','.join(assignors)}"
+                return say("ui.answer.switched", name=name, assignors=",".join(assignors))
             except (ClusterError, UnknownAssignor) as exc:
-                raise ActionError(str(exc)) from None
+                raise ActionError(say_refusal(str(exc), self.c)) from None
 
     async def add_member(self, params: dict[str, Any]) -> str:
         raw = params.get("assignors")
-        assignors = _assignors(_text(params, "assignors")) if raw not in (None, "", []) else None
+        assignors = _assignors(_text(params, "assignors", self.c), self.c) if raw not in (None, "", []) else None
         async with self._lock:
             try:
                 if assignors is not None:
@@ -102,58 +147,58 @@ class Controls:
                         get_assignor(a)
                 app = await self.cluster.add_member(assignors)
             except (ClusterError, UnknownAssignor) as exc:
-                raise ActionError(str(exc)) from None
-        return f"added {app.client.config.client_id}"
+                raise ActionError(say_refusal(str(exc), self.c)) from None
+        return self.c.t("ui.answer.added", client=app.client.config.client_id)
 
     async def add_partitions(self, topic: str, params: dict[str, Any]) -> str:
-        total = _number(params, "partitions")
+        total = _number(params, "partitions", self.c)
         if total != int(total) or not 1 <= total <= 10_000:
-            raise ActionError(f"'partitions' is the new total, a whole number from 1 to 10000, not {total:g}")
+            raise ActionError(self.c.t("ui.answer.bad_total", total=total))
         async with self._lock:
             try:
                 await self.cluster.add_partitions(topic, int(total))
             except ClusterError as exc:
-                raise ActionError(str(exc)) from None
-        return f"{topic} now has {int(total)} partitions; the leader will notice and rebalance"
+                raise ActionError(say_refusal(str(exc), self.c)) from None
+        return self.c.t("ui.answer.partitions_added", topic=topic, total=int(total))
 
     BROKER_ACTIONS = ("kill", "restart")
 
     async def broker(self, node_text: str, action: str) -> str:
         """Kill or restart one broker of a cluster (CoordinatorServer.kill_broker / restart_broker):
         its partitions move, and the group's coordinator with its __consumer_offsets partition."""
+        say = self.c.t
         if action not in self.BROKER_ACTIONS:
-            raise ActionError(f"unknown broker action {action!r}; known: {', '.join(self.BROKER_ACTIONS)}")
+            raise ActionError(say("ui.answer.unknown_broker_action", action=repr(action),
+                                  known=", ".join(self.BROKER_ACTIONS)))
         try:
             node = int(node_text)
         except ValueError:
-            raise ActionError(f"a broker is a node id, not {node_text!r}") from None
+            raise ActionError(say("ui.answer.not_a_node", node=repr(node_text))) from None
         server = self.cluster.server
         if server is None or server.broker.cluster is None:
-            raise ActionError("this coordinator is one broker: start a cluster of brokers to kill one")
+            raise ActionError(say("ui.answer.one_broker"))
         async with self._lock:
             try:
                 if action == "kill":
                     await server.kill_broker(node)
                     after = server.coordinator_of(self.cluster.group_id)
-                    where = f"broker {after}" if after >= 0 else "no broker (none is live)"
-                    return f"killed broker {node}: its connections are cut; {self.cluster.group_id}'s coordinator is {where}"
+                    where = say("ui.answer.where", node=after) if after >= 0 else say("ui.answer.where_none")
+                    return say("ui.answer.broker_killed", node=node, group=self.cluster.group_id, where=where)
                 await server.restart_broker(node)
-                return (f"broker {node} is back: it leads nothing until the next preferred-leader election "
-                        "(auto.leader.rebalance.enable)")
+                return say("ui.answer.broker_back", node=node)
             except NodeError as exc:
-                raise ActionError(str(exc)) from None
+                raise ActionError(say_refusal(str(exc), self.c)) from None
 
     async def restart_coordinator(self) -> str:
         async with self._lock:
             try:
                 await self.cluster.restart_coordinator()
             except OSError as exc:
-                raise ActionError(f"the coordinator could not listen again on port {self.cluster.port}: "
-                                  f"{exc.strerror or exc}") from None
+                raise ActionError(self.c.t("ui.answer.listen_again", port=self.cluster.port,
+                                           error=exc.strerror or exc)) from None
         if self.cluster.data_dir is None:
-            return ("coordinator restarted without a data directory: groups, offsets and records are gone; "
-                    "the members rejoin from scratch")
-        return "coordinator restarted from its data directory: groups and offsets are back"
+            return self.c.t("ui.answer.restarted_lost")
+        return self.c.t("ui.answer.restarted_durable")
 
 
 def cluster_info(cluster: LocalCluster) -> dict[str, Any]:

@@ -26,12 +26,14 @@ def sse(event: str, data: Any) -> str:
 class Hub:
     """With `lang`, the timeline is told by grouplab explain's narrator in that language (each step
     with its why; `broker` gives the live Broker it reads the group's state from); without, each
-    trace line by `narrate` (grouplab/ui/timeline.py's `describe`)."""
+    trace line by `narrate` (grouplab/ui/timeline.py's `describe`). The page, its state's free texts
+    and its answers speak `lang` (English without)."""
 
     def __init__(self, group_id: str, lang: str | None = None, broker: Callable[[], Any] = lambda: None,
                  narrate: Narrate = describe, extras: Callable[[], dict[str, Any]] | None = None,
                  clock: Callable[[], int] = wall_clock_ms) -> None:
-        self.model = DashboardModel(group_id)
+        self.lang = lang or "en"
+        self.model = DashboardModel(group_id, self.lang)
         self.timeline = Timeline(narrate if lang is None else None, lang or "en")
         self.steps = None
         if lang is not None:
@@ -85,7 +87,7 @@ class Hub:
             if new:
                 last = new[-1]["id"]
                 yield sse("timeline", new)
-        yield sse("bye", {"message": "the grouplab process is shutting down"})
+        yield sse("bye", {"message": self.model.c.t("ui.answer.bye")})
 
     def close(self) -> None:
         """End every open stream, so the web server can shut down at once."""

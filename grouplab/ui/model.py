@@ -13,6 +13,9 @@ Inputs:
 - `trace(line)`: a message-trace line. JoinGroup requests give each member's session timeout and
   subscription, Heartbeat / JoinGroup / SyncGroup requests when the coordinator last heard from it.
 
+The free texts the page shows as they are (a rebalance's trigger) are said in the model's language
+(`say_trigger`); the page's own words come with the page (grouplab/ui/texts.py).
+
 The honest costs (issue 12, docs/events.md §6) are the CostTracker's, read at `now_ms`: which
 partitions are assigned but not consumed and to which stop, what each stop cost, the group's
 totals, and the stopped members not removed yet (`waiting`), whose countdown the page shows. The
@@ -23,6 +26,7 @@ sessions from the trace.
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +37,8 @@ from grouplab.protocol.consumer_protocol import decode_subscription
 from grouplab.protocol.effects import LogEvent
 from grouplab.protocol.errors import ErrorCode, ProtocolError
 from grouplab.protocol.types import TopicPartition
+from grouplab.teach.catalog import Catalog
+from grouplab.teach.reasons import say_text
 
 TP = TopicPartition
 
@@ -66,6 +72,25 @@ def subscribed_topics(protocols: Any) -> list[str] | None:
 
 
 DEPARTED_SHOWN = 8  # removed members the grid keeps a column for
+# The member a consumer-protocol group's epoch move names first (coordinator/consumer_group.py's
+# details: "member M joined", "M, N removed: ...").
+_FIRST_MEMBER = re.compile(r"(?:member )?([^\s,]+)")
+
+
+def say_trigger(text: str | None, cause: str | None, c: Catalog) -> str | None:
+    """A rebalance's trigger in the catalogue's language: the coordinator's texts as `explain` says
+    them; a consumer-protocol group's epoch move that none of them matches by its cause (English:
+    the text as it came)."""
+    if text is None:
+        return None
+    said = say_text(text, c)
+    key = f"cg.cause.{cause}"
+    if said != text or c.lang == "en" or cause is None or not c.has(key):
+        return said
+    first = _FIRST_MEMBER.match(text)
+    detail = text.partition(" now ")[2] or text  # metadata_changed: "subscribed topics now {...}"
+    return c.t(key, member=first.group(1) if first else "?", detail=detail)
+
 
 
 @dataclass
@@ -99,6 +124,7 @@ class GroupView:
     assigned: dict[TP, tuple[str, int]] = field(default_factory=dict)
     rebalance_started_ms: int | None = None
     rebalance_trigger: str | None = None
+    rebalance_cause: str | None = None  # its enumeration (RebalanceCause, GroupEpochCause)
     rebalances: list[dict[str, Any]] = field(default_factory=list)
     # Members the coordinator removed (newest last, at most DEPARTED_SHOWN): the grid keeps a greyed
     # column for each, so a class sees who left, when and why.
@@ -108,8 +134,9 @@ class GroupView:
 class DashboardModel:
     """The fold. `snapshot(now_ms)` is what the page renders (docs/ui.md §4)."""
 
-    def __init__(self, group_id: str) -> None:
+    def __init__(self, group_id: str, lang: str = "en") -> None:
         self.group_id = group_id
+        self.c = Catalog(lang)
         self.group = GroupView(group_id)
         self.costs = CostTracker()
         self.topics: dict[str, int] = {}
@@ -237,7 +264,7 @@ class DashboardModel:
             self._removed(f["member_id"])
         elif name == "rebalance_started":
             if g.rebalance_started_ms is None:
-                g.rebalance_started_ms, g.rebalance_trigger = ts, f.get("trigger")
+                g.rebalance_started_ms, g.rebalance_trigger, g.rebalance_cause = ts, f.get("trigger"), f.get("cause")
         elif name == "generation_completed":
             g.generation, g.leader, g.protocol = int(f["generation_id"]), f.get("leader"), f.get("protocol_name")
         elif name == "group_loaded":
@@ -271,7 +298,7 @@ class DashboardModel:
             member.session_timeout_ms = self.consumer_session_ms
         elif name == "group_epoch_bumped":
             if g.rebalance_started_ms is None:
-                g.rebalance_started_ms, g.rebalance_trigger = ts, f.get("detail")
+                g.rebalance_started_ms, g.rebalance_trigger, g.rebalance_cause = ts, f.get("detail"), f.get("cause")
         elif name == "target_assignment_computed":
             g.protocol = f.get("assignor")
         elif name == "consumer_member_reconciled":
@@ -316,7 +343,8 @@ class DashboardModel:
     def _rebalanced(self, r: Rebalance) -> None:
         summary = {"generation": r.generation, "protocol": r.protocol, "leader": r.leader,
                    "members": len(r.members), "started_ms": r.started_ms, "ended_ms": r.ended_ms,
-                   "duration_ms": r.duration_ms, "moved": len(r.moved), "trigger": r.trigger,
+                   "duration_ms": r.duration_ms, "moved": len(r.moved),
+                   "trigger": say_trigger(r.trigger, r.cause, self.c),
                    "removed": [[x.member_id, x.reason] for x in r.removed]}
         self.group.rebalances = (self.group.rebalances + [summary])[-MAX_REBALANCES:]
 
@@ -383,7 +411,7 @@ class DashboardModel:
             "now_ms": now_ms, "group_id": g.group_id, "state": g.state, "type": g.type, "generation": g.generation,
             "leader": g.leader, "protocol": g.protocol, "coordinator_up": self.coordinator_up, "durable": self.durable,
             "rebalancing_ms": None if g.rebalance_started_ms is None else now_ms - g.rebalance_started_ms,
-            "rebalance_trigger": g.rebalance_trigger,
+            "rebalance_trigger": say_trigger(g.rebalance_trigger, g.rebalance_cause, self.c),
             "topics": dict(self.topics), "members": members,
             # The removed members whose client has not joined again (those are members again).
             "departed": [d for d in g.departed if d["client_id"] not in {m["client_id"] for m in members}],

@@ -1,7 +1,8 @@
 """The dashboard's HTTP side: a Starlette app served by uvicorn as a task in the cluster's own event
 loop (so a button calls the cluster directly and the page reads the live model, no threads).
 
-    GET  /                              the page (static files shipped in the package: works offline)
+    GET  /                              the page, its words in the hub's language (grouplab/ui/texts.py)
+    GET  /api/texts                     those words: {"lang", "texts"} (the catalogue's ui.page.* templates)
     GET  /api/state                     the model's snapshot (docs/ui.md §4)
     GET  /api/stream                    server-sent events: `state` twice a second, `timeline` entries
     GET  /api/messages/{id}             a timeline entry's raw request and response (or event)
@@ -28,18 +29,20 @@ from typing import Any, Awaitable, Callable, Iterator
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from grouplab.teach.catalog import Catalog
 from grouplab.ui.controls import ActionError, Controls
 from grouplab.ui.hub import Hub
+from grouplab.ui.texts import page_texts, render_page
 
 STATIC = Path(__file__).parent / "static"
 _log = logging.getLogger("grouplab.ui")
 
 
-async def _params(request: Request) -> dict[str, Any]:
+async def _params(request: Request, c: Catalog) -> dict[str, Any]:
     """A POST's JSON object (an empty body is {}); anything else is refused."""
     body = await request.body()
     if not body.strip():
@@ -47,32 +50,38 @@ async def _params(request: Request) -> dict[str, Any]:
     try:
         value = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        raise ActionError("the request body is not JSON") from None
+        raise ActionError(c.t("ui.answer.not_json")) from None
     if not isinstance(value, dict):
-        raise ActionError("the request body must be a JSON object")
+        raise ActionError(c.t("ui.answer.not_object"))
     return value
 
 
-async def _answer(do: Callable[[], Awaitable[str]]) -> JSONResponse:
+async def _answer(do: Callable[[], Awaitable[str]], c: Catalog) -> JSONResponse:
     try:
         return JSONResponse({"ok": True, "message": await do()})
     except ActionError as exc:
         return JSONResponse({"ok": False, "message": str(exc)}, status_code=400)
     except Exception as exc:  # a defect: one line for the page, the traceback to the log
         _log.exception("dashboard action failed")
-        return JSONResponse({"ok": False, "message": f"internal error: {exc!r}"}, status_code=500)
+        return JSONResponse({"ok": False, "message": c.t("ui.answer.internal", error=repr(exc))}, status_code=500)
 
 
 def create_app(hub: Hub, controls: Controls | None) -> Starlette:
-    """The app; without `controls` (a recorded run, a test of the read side) the POSTs answer 400."""
+    """The app, speaking the hub's language; without `controls` (a recorded run, a test of the read
+    side) the POSTs answer 400."""
+    c = Catalog(hub.lang)
 
     def need() -> Controls:
         if controls is None:
-            raise ActionError("this dashboard has no cluster to act on")
+            raise ActionError(c.t("ui.answer.no_cluster"))
         return controls
 
     async def index(request: Request) -> Response:
-        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+        page = render_page((STATIC / "index.html").read_text(encoding="utf-8"), hub.lang)
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    async def texts(request: Request) -> Response:
+        return JSONResponse({"lang": hub.lang, "texts": page_texts(hub.lang)})
 
     async def state(request: Request) -> Response:
         return JSONResponse(hub.state())
@@ -85,35 +94,35 @@ def create_app(hub: Hub, controls: Controls | None) -> Starlette:
         try:
             entry_id = int(request.path_params["entry"])
         except ValueError:
-            return JSONResponse({"ok": False, "message": "a message id is a number"}, status_code=400)
+            return JSONResponse({"ok": False, "message": c.t("ui.answer.message_id")}, status_code=400)
         raw = hub.timeline.raw(entry_id)
         if raw is None:
-            return JSONResponse({"ok": False, "message": f"no message {entry_id} (only the last ones are kept)"},
-                                status_code=404)
+            return JSONResponse({"ok": False, "message": c.t("ui.answer.no_message", id=entry_id)}, status_code=404)
         return JSONResponse(raw)
 
     async def member(request: Request) -> Response:
         name, action = request.path_params["name"], request.path_params["action"]
-        return await _answer(lambda: _member(need(), name, action, request))
+        return await _answer(lambda: _member(need(), name, action, request, c), c)
 
     async def add_member(request: Request) -> Response:
         async def do() -> str:
-            return await need().add_member(await _params(request))
-        return await _answer(do)
+            return await need().add_member(await _params(request, c))
+        return await _answer(do, c)
 
     async def partitions(request: Request) -> Response:
         async def do() -> str:
-            return await need().add_partitions(request.path_params["topic"], await _params(request))
-        return await _answer(do)
+            return await need().add_partitions(request.path_params["topic"], await _params(request, c))
+        return await _answer(do, c)
 
     async def restart(request: Request) -> Response:
-        return await _answer(lambda: need().restart_coordinator())
+        return await _answer(lambda: need().restart_coordinator(), c)
 
     async def broker(request: Request) -> Response:
-        return await _answer(lambda: need().broker(request.path_params["node"], request.path_params["action"]))
+        return await _answer(lambda: need().broker(request.path_params["node"], request.path_params["action"]), c)
 
     return Starlette(routes=[
         Route("/", index),
+        Route("/api/texts", texts),
         Route("/api/state", state),
         Route("/api/stream", stream),
         Route("/api/messages/{entry}", message),
@@ -126,8 +135,8 @@ def create_app(hub: Hub, controls: Controls | None) -> Starlette:
     ])
 
 
-async def _member(controls: Controls, name: str, action: str, request: Request) -> str:
-    return await controls.member(name, action, await _params(request))
+async def _member(controls: Controls, name: str, action: str, request: Request, c: Catalog) -> str:
+    return await controls.member(name, action, await _params(request, c))
 
 
 class _Server(uvicorn.Server):

@@ -1,8 +1,38 @@
 // grouplab's live dashboard: renders the server's snapshots (server-sent events from /api/stream)
-// and posts the buttons to /api/... No framework, no network but the page's own server.
+// and posts the buttons to /api/... No framework, no network but the page's own server. Every word
+// it shows is a catalogue template the server put in the page (#texts; grouplab/ui/texts.py).
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
+const PAGE = JSON.parse(document.getElementById("texts").textContent || "{}");
+const TEXTS = PAGE.texts || {};
+// The template of `key` ("ui.page." left out) with its {name}s filled; the key itself if missing.
+const template = (key) => TEXTS["ui.page." + key] ?? key;
+const t = (key, vars) => template(key).replace(/\{(\w+)\}/g, (m, name) => (vars && name in vars ? String(vars[name]) : m));
+// The same, as nodes: a {name} may be a node (a span the page updates later).
+function tNodes(key, vars) {
+  return template(key).split(/\{(\w+)\}/).map((part, i) => (i % 2 ? (vars && part in vars ? vars[part] : `{${part}}`) : part))
+    .filter((part) => part !== "");
+}
+// A value's word (a fault kind, a removal reason, a state): `kind.crash`, else the value itself.
+const word = (group, value) => (value === null || value === undefined ? value
+  : TEXTS[`ui.page.${group}.${value}`] ?? String(value));
+
+// The static words of index.html: `data-t` (a `data-slot` child stays, in its place) and `data-t-title`.
+function applyTexts() {
+  if (PAGE.lang) document.documentElement.lang = PAGE.lang;
+  for (const node of document.querySelectorAll("[data-t]")) {
+    const key = node.dataset.t.replace(/^ui\.page\./, "");
+    if (!(("ui.page." + key) in TEXTS)) continue;
+    const slots = Object.fromEntries([...node.querySelectorAll("[data-slot]")].map((s) => [s.dataset.slot, s]));
+    node.replaceChildren(...tNodes(key, slots));
+  }
+  for (const node of document.querySelectorAll("[data-t-title]")) {
+    const key = node.dataset.tTitle.replace(/^ui\.page\./, "");
+    if (("ui.page." + key) in TEXTS) node.title = t(key);
+  }
+}
+applyTexts();
 let last = null;            // the latest snapshot
 const rates = {};           // client id -> {processed, t, rate}
 let entries = [];           // timeline entries kept on the page
@@ -31,7 +61,7 @@ function shortMember(id, client) {
 }
 // A generated member id is `<client id>-<uuid4>`: shown as `<client id>-<4 hex digits>`.
 const shorten = (text) => String(text || "").replace(/-([0-9a-f]{4})[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, "-$1");
-const secs = (ms) => (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + " s";
+const secs = (ms) => t("secs", {n: (ms / 1000).toFixed(ms < 10000 ? 1 : 0)});
 const hue = (gen) => (gen * 67) % 360;
 const time = (ms) => new Date(ms).toLocaleTimeString([], {hour12: false}) + "." + String(ms % 1000).padStart(3, "0");
 
@@ -49,7 +79,7 @@ async function post(path, body) {
     out.textContent = answer.message;
   } catch (e) {
     out.className = "bad";
-    out.textContent = "the grouplab process did not answer: " + e;
+    out.textContent = t("action.no_answer", {error: e});
   }
 }
 
@@ -82,20 +112,20 @@ function render(s) {
   st.dataset.state = s.state;
   // A consumer-protocol group (KIP-848): the group epoch, the coordinator's assignor, no leader.
   const kip848 = s.type === "consumer";
-  $("#generation-label").textContent = kip848 ? "group epoch" : "generation";
+  $("#generation-label").textContent = t(kip848 ? "sum.group_epoch" : "sum.generation");
   $("#generation").textContent = s.generation;
-  $("#protocol-label").textContent = kip848 ? "assignor" : "protocol";
+  $("#protocol-label").textContent = t(kip848 ? "sum.assignor" : "sum.protocol");
   $("#protocol").textContent = s.protocol || "-";
   const clients = Object.fromEntries(s.members.map((m) => [m.member_id, m.client_id]));
-  $("#leader").textContent = kip848 ? "none (the coordinator assigns)" : shortMember(s.leader, clients[s.leader]);
+  $("#leader").textContent = kip848 ? t("sum.leader_none") : shortMember(s.leader, clients[s.leader]);
   const coord = $("#coordinator");
-  coord.textContent = s.coordinator_up ? "up" : "down";
+  coord.textContent = t(s.coordinator_up ? "sum.up" : "sum.down");
   coord.className = s.coordinator_up ? "good" : "bad";
 
   const banner = $("#rebalancing");
   if (s.rebalancing_ms !== null) {
     banner.hidden = false;
-    banner.textContent = `rebalancing for ${secs(s.rebalancing_ms)}: ${shorten(s.rebalance_trigger)}`;
+    banner.textContent = t("rebalancing", {time: secs(s.rebalancing_ms), trigger: shorten(s.rebalance_trigger)});
   } else banner.hidden = true;
 
   const cluster = s.cluster || {apps: [], offsets: [], assignors: []};
@@ -121,17 +151,15 @@ function render(s) {
   fillSelect($("#topic-select"), Object.keys(s.topics).sort(), true);
   const total = $("#topic-total");
   if (document.activeElement !== total) total.value = (s.topics[$("#topic-select").value] || 0) + 1;
-  $("#durability").textContent = cluster.data_dir
-    ? `durable: groups and offsets come back from ${cluster.data_dir}`
-    : "no --data-dir: a restart loses the groups, offsets and records (the members rejoin)";
+  $("#durability").textContent = cluster.data_dir ? t("durable.yes", {dir: cluster.data_dir}) : t("durable.no");
 }
 
 function faultLabel(m) {
   if (!m.fault) return null;
-  const what = {crash: "killed", hang: "hung", slow: "not polling", partition: "cut off"}[m.fault] || m.fault;
+  const what = word("fault", m.fault);
   if (!m.removal) return what;
-  const verb = m.removal.by === "max.poll.interval.ms" ? "leaves" : "removed";
-  return `${what} · ${verb} in ${secs(m.removal.in_ms)}`;
+  return t(m.removal.by === "max.poll.interval.ms" ? "removal.leaves" : "removal.removed",
+           {what, time: secs(m.removal.in_ms)});
 }
 
 function renderMembers(s, apps, lag) {
@@ -147,15 +175,15 @@ function renderMembers(s, apps, lag) {
     const label = faultLabel(m);
     rows.push(el("tr", {"data-member": m.client_id, class: m.fault ? "faulted" : null},
       el("td", {title: m.member_id}, shortMember(m.member_id, m.client_id)),
-      el("td", {}, m.leader ? "leader" : ""),
+      el("td", {}, m.leader ? t("role.leader") : ""),
       el("td", {}, m.protocols.join(",")),
-      el("td", {class: "hb " + health, title: `${m.heartbeats} heartbeats; session.timeout.ms ${m.session_timeout_ms}`},
-        age === null ? "-" : secs(age) + " ago", m.heartbeat_error ? el("small", {}, " " + m.heartbeat_error) : null),
+      el("td", {class: "hb " + health, title: t("hb.tip", {count: m.heartbeats, ms: m.session_timeout_ms})},
+        age === null ? "-" : t("hb.ago", {time: secs(age)}), m.heartbeat_error ? el("small", {}, " " + m.heartbeat_error) : null),
       el("td", {}, m.partitions.length),
       el("td", {}, m.fault ? "0" : (rate === null || rate === undefined ? "…" : Math.round(rate))),
       el("td", {}, lags.length ? lags.reduce((a, b) => a + b, 0) : "-"),
       el("td", {class: m.fault ? "bad countdown" : "", "data-countdown": m.removal ? m.removal.in_ms : null},
-        label || (app ? app.state : "not running")),
+        label || (app ? word("app", app.state) : t("status.not_running"))),
       buttonCell(m.client_id, app, s)));
   }
   // Apps not (or no longer) in the group: joining, or removed while hung.
@@ -164,7 +192,8 @@ function renderMembers(s, apps, lag) {
     rows.push(el("tr", {"data-member": app.client_id, class: "outside"},
       el("td", {}, app.client_id), el("td", {}, ""), el("td", {}, app.assignors.join(",")), el("td", {}, "-"),
       el("td", {}, "0"), el("td", {}, "-"), el("td", {}, "-"),
-      el("td", {}, app.fault ? `${app.fault}, not in the group` : `${app.state}, not in the group yet`),
+      el("td", {}, app.fault ? t("status.outside_fault", {fault: word("kind", app.fault)})
+                             : t("status.outside", {state: word("app", app.state)})),
       buttonCell(app.client_id, app, s)));
   }
   $("#members tbody").replaceChildren(...rows);
@@ -182,20 +211,20 @@ function buttonCell(client, app, s) {
 }
 
 function memberButtons(client, app, s) {
-  if (!app) return [el("span", {class: "note"}, "process gone")];
-  if (app.fault) return [el("button", {"data-action": "resume", onclick: () => memberAction(client, "resume")}, "resume")];
-  const seconds = el("input", {type: "number", min: "1", max: "3600", value: "15", class: "secs", title: "seconds"});
-  const assignor = el("select", {title: "assignor"}, ...(s.cluster ? s.cluster.assignors : []).map((a) => el("option", {value: a}, a)));
+  if (!app) return [el("span", {class: "note"}, t("btn.process_gone"))];
+  if (app.fault) return [el("button", {"data-action": "resume", onclick: () => memberAction(client, "resume")}, t("btn.resume"))];
+  const seconds = el("input", {type: "number", min: "1", max: "3600", value: "15", class: "secs", title: t("tip.seconds")});
+  const assignor = el("select", {title: t("tip.assignor")}, ...(s.cluster ? s.cluster.assignors : []).map((a) => el("option", {value: a}, a)));
   return [
-    el("button", {"data-action": "kill", title: "crash: no LeaveGroup",
-                  onclick: () => memberAction(client, "kill")}, "kill"),
-    el("button", {"data-action": "hang", title: "freeze the process", onclick: () => memberAction(client, "hang")}, "hang"),
-    el("button", {"data-action": "slow", title: "stop polling; heartbeats go on",
-                  onclick: () => memberAction(client, "slow")}, "slow down"),
-    el("button", {"data-action": "partition", title: "drop its frames both ways for N seconds",
-                  onclick: () => memberAction(client, "partition", {seconds: Number(seconds.value)})}, "partition"), seconds,
-    el("button", {"data-action": "assignor", title: "restart it with this assignor",
-                  onclick: () => memberAction(client, "assignor", {assignors: assignor.value})}, "switch to"), assignor,
+    el("button", {"data-action": "kill", title: t("tip.kill"),
+                  onclick: () => memberAction(client, "kill")}, t("btn.kill")),
+    el("button", {"data-action": "hang", title: t("tip.hang"), onclick: () => memberAction(client, "hang")}, t("btn.hang")),
+    el("button", {"data-action": "slow", title: t("tip.slow"),
+                  onclick: () => memberAction(client, "slow")}, t("btn.slow")),
+    el("button", {"data-action": "partition", title: t("tip.partition"),
+                  onclick: () => memberAction(client, "partition", {seconds: Number(seconds.value)})}, t("btn.partition")), seconds,
+    el("button", {"data-action": "assignor", title: t("tip.switch"),
+                  onclick: () => memberAction(client, "assignor", {assignors: assignor.value})}, t("btn.switch")), assignor,
   ];
 }
 
@@ -206,17 +235,18 @@ function renderBrokers(s) {
   $("#brokers-panel").hidden = !b;
   if (!b) return;
   $("#offsets-partition").textContent = `__consumer_offsets-${b.offsets_partition}`;
-  $("#coordinator").textContent = b.coordinator >= 0 ? `broker ${b.coordinator}` + (b.loading ? " (loading)" : "") : "none";
+  $("#coordinator").textContent = b.coordinator >= 0 ? t(b.loading ? "sum.broker_loading" : "sum.broker", {id: b.coordinator})
+                                                    : t("sum.no_broker");
   $("#coordinator").className = b.coordinator >= 0 && !b.loading ? "good" : "bad";
   $("#brokers tbody").replaceChildren(...b.nodes.map((n) => el("tr",
     {"data-broker": n.id, "data-live": n.live ? "yes" : "no", "data-coordinator": n.coordinator ? "yes" : "no"},
-    el("th", {}, `broker ${n.id}`),
-    el("td", {class: n.live ? "good" : "bad"}, n.live ? "live" : "down"),
-    el("td", {}, n.coordinator ? (b.loading ? "coordinator (loading the group)" : "coordinator") : ""),
-    el("td", {}, `${n.leads} partition${n.leads === 1 ? "" : "s"}`),
+    el("th", {}, t("broker.name", {id: n.id})),
+    el("td", {class: n.live ? "good" : "bad"}, t(n.live ? "broker.live" : "broker.down")),
+    el("td", {}, n.coordinator ? t(b.loading ? "broker.coordinator_loading" : "broker.coordinator") : ""),
+    el("td", {}, t(n.leads === 1 ? "broker.leads.one" : "broker.leads.many", {count: n.leads})),
     el("td", {}, n.live
-      ? el("button", {"data-action": "kill", onclick: () => post(`/api/brokers/${n.id}/kill`)}, "kill")
-      : el("button", {"data-action": "restart", onclick: () => post(`/api/brokers/${n.id}/restart`)}, "restart")))));
+      ? el("button", {"data-action": "kill", onclick: () => post(`/api/brokers/${n.id}/kill`)}, t("btn.kill"))
+      : el("button", {"data-action": "restart", onclick: () => post(`/api/brokers/${n.id}/restart`)}, t("btn.restart"))))));
 }
 
 function renderGrid(s, clients) {
@@ -225,11 +255,11 @@ function renderGrid(s, clients) {
   // A removed member keeps a greyed column (it owns nothing now), so a class sees who left and why.
   const departed = s.departed || [];
   const since = (d) => secs(s.now_ms - d.removed_ms);
-  $("#grid thead").replaceChildren(el("tr", {}, el("th", {}, "partition"),
+  $("#grid thead").replaceChildren(el("tr", {}, el("th", {}, t("col.partition")),
     ...members.map((m) => el("th", {title: m.member_id}, m.client_id)),
     ...departed.map((d) => el("th", {class: "departed", "data-departed": d.client_id,
-                                     title: `${d.member_id} was removed ${since(d)} ago: ${d.reason}`},
-                             d.client_id, el("small", {}, ` ${d.reason}`))),
+                                     title: t("departed.tip", {member: d.member_id, time: since(d), reason: word("reason", d.reason)})},
+                             d.client_id, el("small", {}, ` ${word("reason", d.reason)}`))),
     el("th", {}, "")));
   const faults = Object.fromEntries(s.faults.map((f) => [f.id, f]));
   const byMember = Object.fromEntries(s.members.map((m) => [m.member_id, m]));
@@ -240,21 +270,21 @@ function renderGrid(s, clients) {
         return el("td", {"data-cell": `${name}:${m.client_id}`, class: "cell empty"});
       }
       let text = p.generation === null ? "" : String(p.generation);
-      let title = `${name}: ${p.state}`;
+      let title = t("cell.tip", {name, state: word("pstate", p.state)});
       if (p.state === "not_consumed") {
         const r = byMember[p.member] && byMember[p.member].removal;
         text = r ? `✕ ${secs(r.in_ms)}` : "✕";
-        title = `${name} is assigned to ${m.client_id}, which stopped consuming (${faults[p.fault] ? faults[p.fault].kind : "fault"})`
-          + (r ? `; ${r.by === "max.poll.interval.ms" ? "it leaves" : "the coordinator removes it"} in ${secs(r.in_ms)}` : "");
+        title = t("cell.not_consumed", {name, client: m.client_id,
+                                        kind: faults[p.fault] ? word("kind", faults[p.fault].kind) : t("cell.fault")})
+          + (r ? t(r.by === "max.poll.interval.ms" ? "cell.leaves" : "cell.removes", {time: secs(r.in_ms)}) : "");
       }
       return el("td", {"data-cell": `${name}:${m.client_id}`, "data-state": p.state, class: "cell " + p.state,
                        style: p.generation !== null ? `--gen-hue:${hue(p.generation)}` : null, title}, text);
     });
-    const status = {consumed: "", assigned: "not taken yet", not_consumed: "assigned but not consumed",
-                    unowned: "unowned"}[p.state];
+    const status = p.state === "consumed" ? "" : t("status." + p.state);
     const leader = name in leaders ? leaders[name] : null;
     const head = leader === null ? el("th", {}, name)
-      : el("th", {title: `led by broker ${leader}`, "data-leader": leader}, name, el("small", {}, ` @${leader >= 0 ? leader : "–"}`));
+      : el("th", {title: t("led_by", {id: leader}), "data-leader": leader}, name, el("small", {}, ` @${leader >= 0 ? leader : "–"}`));
     const gone = departed.map((d) => el("td", {class: "cell departed", "data-cell": `${name}:${d.client_id}`}));
     return el("tr", {"data-partition": name, "data-state": p.state}, head, ...cells, ...gone,
               el("td", {class: "status " + p.state}, status));
@@ -266,19 +296,21 @@ function renderCosts(s, clients) {
   const c = s.costs;
   $("#costs").replaceChildren(
     el("span", {class: "cost not_consumed", id: "cost-not-consumed"},
-       `assigned but not consumed: ${(c.not_consumed_ms / 1000).toFixed(1)} partition·s`),
+       t("cost.not_consumed", {value: (c.not_consumed_ms / 1000).toFixed(1)})),
     el("span", {class: "cost unowned", id: "cost-unowned"},
-       `unowned (rebalancing): ${(c.unowned_ms / 1000).toFixed(1)} partition·s`));
+       t("cost.unowned", {value: (c.unowned_ms / 1000).toFixed(1)})));
   $("#faults tbody").replaceChildren(...s.faults.slice().reverse().map((f) => el("tr", {"data-fault": f.id},
-    el("td", {}, f.kind + (f.ended_ms ? " (over)" : "")), el("td", {}, f.client_id), el("td", {}, time(f.started_ms)),
-    el("td", {}, f.removed_ms ? `after ${secs(f.removed_ms - f.started_ms)} (${f.removal_reason})` : "not yet"),
-    el("td", {}, `${(f.not_consumed_ms / 1000).toFixed(1)} partition·s`))));
+    el("td", {}, f.ended_ms ? t("fault.over", {kind: word("kind", f.kind)}) : word("kind", f.kind)),
+    el("td", {}, f.client_id), el("td", {}, time(f.started_ms)),
+    el("td", {}, f.removed_ms ? t("fault.removed_after", {time: secs(f.removed_ms - f.started_ms),
+                                                         reason: word("reason", f.removal_reason)}) : t("fault.not_yet")),
+    el("td", {}, t("partition_s", {value: (f.not_consumed_ms / 1000).toFixed(1)})))));
 }
 
 function renderRebalances(s, clients) {
   $("#rebalances tbody").replaceChildren(...s.rebalances.slice().reverse().map((r) => el("tr", {"data-generation": r.generation},
     el("td", {}, r.generation), el("td", {}, r.protocol || "-"), el("td", {}, r.members),
-    el("td", {}, r.duration_ms === null ? "-" : `${r.duration_ms} ms`), el("td", {}, r.moved), el("td", {}, shorten(r.trigger) || "-"))));
+    el("td", {}, r.duration_ms === null ? "-" : t("ms", {ms: r.duration_ms})), el("td", {}, r.moved), el("td", {}, shorten(r.trigger) || "-"))));
 }
 
 // ------------------------------------------------------------------------------ timeline
@@ -305,13 +337,13 @@ async function showRaw(e) {
   const raw = await resp.json();
   $("#detail").hidden = false;
   $("#detail-title").textContent = e.text;
-  const show = (v) => v === null || v === undefined ? "(none yet)" : JSON.stringify(v, null, 2);
+  const show = (v) => v === null || v === undefined ? t("raw.none_yet") : JSON.stringify(v, null, 2);
   if ("request" in raw && raw.request) {
     $("#raw-request").textContent = show(raw.request);
     $("#raw-response").textContent = show(raw.response);
   } else {
     $("#raw-request").textContent = show(raw.event || raw.line || raw.response || raw.said || raw);
-    $("#raw-response").textContent = "(not a message)";
+    $("#raw-response").textContent = t("raw.not_a_message");
   }
 }
 $("#detail-close").addEventListener("click", () => { $("#detail").hidden = true; });
@@ -322,13 +354,13 @@ $("#show-routine").addEventListener("change", (ev) => document.body.classList.to
 function connect() {
   const source = new EventSource("/api/stream");
   const conn = $("#connection");
-  source.addEventListener("open", () => { conn.textContent = "live"; conn.className = "good"; });
+  source.addEventListener("open", () => { conn.textContent = t("conn.live"); conn.className = "good"; });
   source.addEventListener("state", (ev) => render(JSON.parse(ev.data)));
   source.addEventListener("timeline", (ev) => addEntries(JSON.parse(ev.data)));
-  source.addEventListener("bye", () => { conn.textContent = "the grouplab process stopped"; conn.className = "bad"; source.close(); });
+  source.addEventListener("bye", () => { conn.textContent = t("conn.stopped"); conn.className = "bad"; source.close(); });
   source.addEventListener("error", () => {
     if (source.readyState === EventSource.CLOSED) return;
-    conn.textContent = "reconnecting…"; conn.className = "bad";
+    conn.textContent = t("conn.reconnecting"); conn.className = "bad";
     entries = []; $("#timeline").replaceChildren();   // the stream starts again with its backlog
   });
 }
