@@ -142,7 +142,7 @@ class RebalanceView:
     costs: CostTracker = field(default_factory=CostTracker)
     origin_ms: int | None = None  # the first event's ts_ms: time zero of "crashed at 4.2 s"
     initial_delay_ms: int | None = None  # group.initial.rebalance.delay.ms, from coordinator_started
-    lang: str = "en"  # of the rebalance lines and tables (the cost sentences are English yet)
+    lang: str = "en"  # of the rebalance lines and tables (costs.py's sentences are English yet)
 
     def __post_init__(self) -> None:
         self.c = Catalog(self.lang)
@@ -163,7 +163,7 @@ class RebalanceView:
         for report in self.costs.take_reports():
             if self.group_id in (None, report.stall.group_id):
                 sentence = describe_stall(report, self.origin_ms or 0, self.session_timeout_ms)
-                self.console.print(f"[yellow]cost: {escape(sentence)}[/]")
+                self.console.print(f"[yellow]{self.c.t('table.cost', sentence=escape(sentence))}[/]")
 
     def _show(self, rebalance: Rebalance) -> None:
         clients = self.costs.rebalances.group(rebalance.group_id).clients  # every member id seen so far
@@ -202,9 +202,10 @@ class RebalanceView:
         waiting = [s for s in self.costs.waiting(now_ms) if self.group_id in (None, s.group_id)]
         if not waiting or self.session_timeout_ms is None:
             return None
-        parts = [f"{s.client_id} removed in ~{max(0, math.ceil((s.since_ms + self.session_timeout_ms - now_ms) / 1000))} s"
+        parts = [self.c.t("table.countdown.member", client=s.client_id,
+                          s=max(0, math.ceil((s.since_ms + self.session_timeout_ms - now_ms) / 1000)))
                  for s in waiting]
-        return "waiting for session timeout: " + ", ".join(parts)
+        return self.c.t("table.countdown", members=", ".join(parts))
 
     def finish(self, end_ms: int) -> str:
         """The run is over: the stops still open are costed to `end_ms`; returns the partitions'
@@ -215,14 +216,15 @@ class RebalanceView:
                                        (s for s in self.costs.stalls if s.group_id == self.group_id))
 
 
-def summary_table(records: list[RebalanceRecord]) -> Table:
-    table = Table(title="rebalances", title_justify="left", header_style="bold")
+def summary_table(records: list[RebalanceRecord], c: Catalog | None = None) -> Table:
+    c = c or Catalog()
+    table = Table(title=c.t("summary.title"), title_justify="left", header_style="bold")
     # The revocation columns matter when a cooperative protocol ran; an eager run revokes everything.
     cooperative = any(r.protocol == "cooperative-sticky" for r in records)
-    extra = ("revoked", "eager revokes", "withheld") if cooperative else ()
-    numeric = ("generation", "members", "duration ms", "moved", *extra)
-    for col in ("generation", "members", "protocol", "duration ms", "moved", *extra, "trigger"):
-        table.add_column(col, justify="right" if col in numeric else "left")
+    extra = ("revoked", "eager_revokes", "withheld") if cooperative else ()
+    numeric = ("generation", "members", "duration_ms", "moved", *extra)
+    for col in ("generation", "members", "protocol", "duration_ms", "moved", *extra, "trigger"):
+        table.add_column(c.t(f"summary.col.{col}"), justify="right" if col in numeric else "left")
     for r in records:
         cells = [str(r.revoked), str(r.eager_revoked), str(r.withheld)] if cooperative else []
         table.add_row(str(r.generation_id), str(len(r.assignments)), r.protocol, str(r.duration_ms), str(r.moved),
