@@ -762,13 +762,15 @@ async def cmd_describe(args: argparse.Namespace) -> int:
     from grouplab.protocol.consumer_protocol import decode_assignment
     from grouplab.protocol.messages import ConsumerGroupDescribedGroup
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
         groups = args.group or []
         if args.all_groups:
             groups = await admin.list_groups()
         if not groups and args.all_groups:
-            err.print("the coordinator has no groups")
+            err.print(c.t("describe.no_groups"))
             return 0
         if not groups:
             raise UsageError("give --group NAME (repeatable) or --all-groups")
@@ -777,14 +779,14 @@ async def cmd_describe(args: argparse.Namespace) -> int:
         print(json.dumps(as_json(described), indent=2))
     else:
         for g in described.groups:
-            console.print(consumer_group_table(g) if isinstance(g, ConsumerGroupDescribedGroup)
-                          else describe_table(g, decode_assignment))
+            console.print(consumer_group_table(g, c) if isinstance(g, ConsumerGroupDescribedGroup)
+                          else describe_table(g, decode_assignment, c))
             if described.offsets[g.group_id]:
-                console.print(offsets_table(g, described.offsets[g.group_id]))
-    problems = [f"group {name!r} does not exist" for name in described.missing]
+                console.print(offsets_table(g, described.offsets[g.group_id], c))
+    problems = [c.t("describe.missing", group=repr(name)) for name in described.missing]
     problems += [f"group {gid!r}: {AdminError(code, None)}" for gid, code in described.failed]
     if problems:
-        raise CliError("; ".join(problems) + (" (list the groups with --all-groups)" if described.missing else ""))
+        raise CliError(c.t("describe.sep").join(problems) + (c.t("describe.missing.hint") if described.missing else ""))
     return 0
 
 
@@ -1528,6 +1530,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.real and args.seed is not None:
         raise UsageError("--seed is for the simulators; a run over real sockets (--real) has none")
     check_zookeeper(args.zookeeper, "compare")
+    check_lang(args.lang)
     try:
         designs = parse_designs(args.designs)
     except ValueError as exc:
@@ -1560,7 +1563,6 @@ def _compare_scale(args: argparse.Namespace, designs: list[str]) -> int:
     from grouplab.compare.scale import parse_sizes, render_scale, run_scale, scale_lines
     from grouplab.compare.script import CompareError
     from grouplab.progress import ProgressReport
-    from grouplab.teach.catalog import Catalog
 
     try:
         sizes = parse_sizes(args.scale)
@@ -1575,13 +1577,14 @@ def _compare_scale(args: argparse.Namespace, designs: list[str]) -> int:
         raise CliError(exc) from None
     except AssertionError as exc:  # the ZooKeeper-era simulator's Violation names the seed
         raise CliError(f"the ZooKeeper-era simulator: {exc}") from None
-    lines = scale_lines(scaled, Catalog("en"))
+    c = Catalog(args.lang)
+    lines = scale_lines(scaled, c)
     if args.format == "json":
         print(json.dumps({"mode": "scale", "seed": seed, "designs": designs,
                           "sizes": {str(n): {d: asdict(f) for d, f in by.items()} for n, by in scaled.items()},
                           "conclusion": lines}, indent=2, ensure_ascii=False))
         return 0
-    console.print(render_scale(scaled, seed))
+    console.print(render_scale(scaled, seed, c))
     for line in lines:
         console.print(line, soft_wrap=True, markup=False, highlight=False)
     return 0
@@ -1595,8 +1598,9 @@ async def _compare_real(args: argparse.Namespace, script: Any, designs: list[str
         if args.format == "table":
             console.print(line, style="dim", markup=False, soft_wrap=True)
 
-    where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
-    say(f"running the script over real sockets: a coordinator on 127.0.0.1 per coordinator design, and {where}…")
+    c = Catalog(args.lang)
+    where = c.t("zk.at", hosts=args.zookeeper) if args.zookeeper else c.t("zk.embedded")
+    say(c.t("cmp.real.running", where=where))
     try:
         # Added partitions settle only once the leader's metadata is refreshed (metadata.max.age.ms,
         # Kafka's default 5 min): the default timeout covers that, or that change could never settle.
@@ -1605,7 +1609,7 @@ async def _compare_real(args: argparse.Namespace, script: Any, designs: list[str
         default_timeout = max(120.0, waits)
         results = await run_real(script, designs, args.zookeeper,
                                  default_timeout if args.timeout is None else args.timeout,
-                                 1.0 if args.hold is None else args.hold, say)
+                                 1.0 if args.hold is None else args.hold, say, c)
     except CompareError as exc:
         raise CliError(exc) from None
     _compare_output(args, script, results, "real", None)
@@ -1616,23 +1620,18 @@ def _compare_output(args: argparse.Namespace, script: Any, results: Any, mode: s
     from grouplab.compare.report import as_json, conclusion, render
 
     s = script.settings
+    c = Catalog(args.lang)
     if args.format == "json":
-        print(json.dumps(as_json(script, results, mode, seed), indent=2, ensure_ascii=False))
+        print(json.dumps(as_json(script, results, mode, seed, c), indent=2, ensure_ascii=False))
         return
-    where = f"simulated, seed {seed}" if mode == "simulator" else "over real sockets"
-    console.print(f"[bold]grouplab compare[/] ({where}) · group {s.group} · topics "
-                  f"{', '.join(f'{t}:{n}' for t, n in s.topics.items())} · session timeout {s.session_timeout_ms} ms "
-                  f"for the coordinator designs (classic session.timeout.ms, KIP-848 group.consumer.session.timeout.ms), "
-                  f"zookeeper.session.timeout.ms {s.zk_session_timeout_ms} · heartbeats at Kafka's defaults (classic "
-                  f"heartbeat.interval.ms 3000, KIP-848 group.consumer.heartbeat.interval.ms 5000) · "
-                  + (f"metadata.max.age.ms {s.metadata_max_age_ms}: a classic group's leader sees added partitions at "
-                     f"its next refresh, as Kafka's client does (--metadata-refresh max-age)" if s.waits_for_max_age else
-                     "added partitions: every design hears of them when they are made (the classic consumers refresh "
-                     "their metadata then; --metadata-refresh max-age waits for metadata.max.age.ms as Kafka's client "
-                     "does)")
-                  + " · every figure counts from the change until the group settled", soft_wrap=True)
-    console.print(render(script, results, mode))
-    for line in conclusion(script, results):
+    where = c.t("cmp.head.simulated", seed=seed) if mode == "simulator" else c.t("cmp.head.real")
+    metadata = (c.t("cmp.head.max_age", age=s.metadata_max_age_ms) if s.waits_for_max_age
+                else c.t("cmp.head.on_change"))
+    console.print(c.t("cmp.head", title="[bold]grouplab compare[/]", where=where, group=s.group,
+                      topics=_topics_text(s.topics), session=s.session_timeout_ms, zk=s.zk_session_timeout_ms,
+                      metadata=metadata), soft_wrap=True)
+    console.print(render(script, results, mode, c))
+    for line in conclusion(script, results, c):
         console.print(line, soft_wrap=True)
 
 
@@ -2180,6 +2179,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--group", action="append", help="group to describe (repeatable)")
     d.add_argument("--all-groups", action="store_true", help="describe every group the coordinator has")
     d.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    d.add_argument("--lang", default="en", help="language of the tables' words: en or zh (JSON keys stay English)")
 
     x = sub.add_parser("delete", help="delete Empty groups and their committed offsets, like kafka-consumer-groups "
                                       "--delete (a group with members is refused); with --topic, delete some "
@@ -2282,6 +2282,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "at each of these group sizes, e.g. 10,50,100 (simulated): "
                                                       "registry reads / requests, time to settle, claim conflicts")
     cp.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    cp.add_argument("--lang", default="en", help="language of the tables and the conclusion: en or zh")
 
     w = sub.add_parser("sweep", help="many simulations as Spark tasks: assignors × member counts × seeds, "
                                      "compared in Parquet tables and an HTML report (docs/pipeline.md)")
