@@ -1318,11 +1318,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     require("plot", "plot")
     if Path(args.out).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--out must end in .png or .svg (got {args.out!r})")
-    chart = chart_from_run(args.run_dir, args.group, args.title)
+    check_lang(args.lang)
+    if args.lang != "en":
+        from grouplab.plot import PlotFontError, cjk_font
+
+        try:
+            cjk_font()
+        except PlotFontError as exc:
+            raise CliError(exc) from None
+    chart = chart_from_run(args.run_dir, args.group, args.title, lang=args.lang)
     path = save(chart, args.out)
-    console.print(f"wrote {path} ({len(chart.lanes)} partitions, {len(chart.bars):,} ownership intervals, "
-                  f"{len(chart.idle):,} assigned but not consumed, {len(chart.bands)} rebalances, "
-                  f"{len(chart.faults)} faults)")
+    console.print(Catalog(args.lang).t("plot.wrote", path=path, lanes=len(chart.lanes), bars=f"{len(chart.bars):,}",
+                                       idle=f"{len(chart.idle):,}", bands=len(chart.bands), faults=len(chart.faults)))
     return 0
 
 
@@ -2337,6 +2344,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--out", required=True, metavar="FILE", help="timeline.png or timeline.svg (the format is the extension)")
     pl.add_argument("--group", help="the consumer group to draw (default: the run's group with the most partitions)")
     pl.add_argument("--title", help="the chart's title (default: the run directory's name and the group)")
+    pl.add_argument("--lang", default="en", help="language of the chart's title, legend and axis: en or zh "
+                                                 "(zh needs a CJK font, e.g. Debian's fonts-wqy-microhei)")
 
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True,
