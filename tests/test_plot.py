@@ -134,9 +134,13 @@ def test_a_chart_in_chinese_has_no_english_sentence_and_no_missing_glyph(run_dir
 
     from matplotlib.text import Text
 
-    from grouplab.plot import cjk_font, draw
+    from grouplab.plot import PlotFontError, cjk_font, draw
     from tests.test_zh_output import untranslated
 
+    try:
+        cjk_font()
+    except PlotFontError as exc:  # scripts/test installs fonts-wqy-microhei as root; CI must draw it
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(str(exc))
     chart = chart_from_run(run_dir, lang="zh")
     assert chart.to_json()["bars"] == chart_from_run(run_dir).to_json()["bars"]  # the same model, other words
     fig = draw(chart)
