@@ -1801,6 +1801,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from grouplab.sim.runner import parse_seeds
     from grouplab.sim.scenario import load_scenario, resolve_scenario
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     seeds = parse_seeds(args.seeds)
     assignors = list(dict.fromkeys(check_assignors(parse_list(args.assignors))))
     if not assignors:
@@ -1838,19 +1840,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 progress.update(completed=finished, total=total)
 
             result = run_sweep(spark, path.read_text(), scenario.name, args.scenario, assignors, sizes, seeds,
-                               out, args.seeds_per_task, on_progress=advanced)
-    console.print(_sweep_table(scenario.name, result.summary))
+                               out, args.seeds_per_task, on_progress=advanced, lang=args.lang)
+    console.print(_sweep_table(scenario.name, result.summary, c))
     for v in result.violations[:args.show_violations]:
-        console.print(f"[red]{v['assignor']}, {v['members']} members, seed {v['seed']}: {v['violation']}[/] "
+        case = c.t("sweep.case", assignor=v["assignor"], members=v["members"], seed=v["seed"])
+        console.print(f"[red]{case}: {v['violation']}[/] "
                       f"{(v['violation_detail'] or '').splitlines()[0] if v['violation_detail'] else ''}")
     if len(result.violations) > args.show_violations:
-        console.print(f"[red]… {len(result.violations) - args.show_violations} more failed cases (see the report)[/]")
-    console.print(f"{result.cases:,} simulations in {result.tasks:,} Spark tasks, {result.elapsed_s:.1f} s · "
-                  f"seeds: {result.seeds_path}/ · summary: {result.summary_path}/ · report: {result.report_path}")
+        console.print(f"[red]{c.t('sweep.more_cases', count=len(result.violations) - args.show_violations)}[/]")
+    console.print(c.t("sweep.done", cases=f"{result.cases:,}", tasks=f"{result.tasks:,}", s=f"{result.elapsed_s:.1f}",
+                      seeds=result.seeds_path, summary=result.summary_path, report=result.report_path))
     return 1 if result.violations else 0
 
 
-def _sweep_table(name: str, summary: list[dict[str, Any]]) -> Any:
+def _sweep_table(name: str, summary: list[dict[str, Any]], c: Catalog | None = None) -> Any:
     """The summary, narrow enough for 80 columns (events and totals are in the report)."""
     from rich import box
     from rich.table import Table
@@ -1861,12 +1864,12 @@ def _sweep_table(name: str, summary: list[dict[str, Any]]) -> Any:
         return f"{value:.0f}" if isinstance(value, float) and abs(value) >= 100 else (
             f"{value:.1f}" if isinstance(value, float) else str(value))
 
-    table = Table(title=f"sweep: {name}", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
-                  padding=(0, 0), show_edge=False)
-    table.add_column("assignor", no_wrap=True)
-    for label in ("members", "seeds", "rebal\n/seed", "moved\n/seed", "unown.\ns/seed", "imbal.\nmean/max",
-                  "p50\nms", "p99\nms", "viol."):
-        table.add_column(label, justify="right")
+    c = c or Catalog()
+    table = Table(title=c.t("sweep.table.title", name=name), title_justify="left", header_style="bold",
+                  box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False)
+    table.add_column(c.t("sweep.col.assignor"), no_wrap=True)
+    for key in ("members", "seeds", "rebalances", "moved", "unowned", "imbalance", "p50", "p99", "violations"):
+        table.add_column(c.t(f"sweep.table.col.{key}"), justify="right")
     for r in summary:
         imbalance = f"{num(r['imbalance_mean'])}/{num(r['imbalance_max'])}"
         violations = f"[red bold]{r['violations']}[/]" if r["violations"] else "0"
@@ -2305,6 +2308,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulations per Spark task (default 1: best balance; more: less task overhead)")
     w.add_argument("--show-violations", type=at_least(0), default=10, metavar="N",
                    help="failed cases to print (all are in the report)")
+    w.add_argument("--lang", default="en", help="language of the table, the lines and the HTML report: en or zh")
 
     y = sub.add_parser("analyze", help="event logs of runs -> Parquet tables and an HTML report, on Spark (docs/pipeline.md)")
     y.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (grouplab run/simulate --run-dir)")
