@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,8 +48,8 @@ def test_run_speaks_chinese_without_ui(capsys: pytest.CaptureFixture[str], monke
                "--hold", "0.1", "--timeout", "30", "--run-dir", str(tmp_path / "run")])
     out = capsys.readouterr().out
     assert rc == 0, out
-    # (a command to type is a command's name, not a sentence)
-    words = out.replace(str(tmp_path), "DIR").replace("grouplab describe --bootstrap-server", "COMMAND")
+    # (a command to type is a command's name, not a sentence; a path, wrapped or not, is a name too)
+    words = re.sub(r"/\S+", "PATH", out.replace("grouplab describe --bootstrap-server", "COMMAND"))
     assert untranslated(words) == [], out
     for said in ("启动 2 个消费者", "让 consumer-1 在刚处理完一批之后崩溃", "等待会话超时", "故障代理", "起因",
                  "次再均衡", "交付：at-least-once", "成立", "触发的故障", "事件日志"):
@@ -108,8 +109,6 @@ def test_describe_speaks_chinese() -> None:
 
 def without_options(text: str) -> str:
     """An option to type with its value (`--metadata-refresh max-age`) is a name, not a sentence."""
-    import re
-
     return re.sub(r"--[a-z-]+ [a-z-]+", "OPTION", text)
 
 
@@ -132,7 +131,6 @@ def test_compare_speaks_chinese(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_sweep_report_and_table_speak_chinese(tmp_path: Path) -> None:
     """sweep's HTML report (written without Spark from its rows) and its terminal table."""
     import html
-    import re
 
     from grouplab.cli import _sweep_table
     from grouplab.pipeline.sweep import write_report
