@@ -24,9 +24,9 @@ from grouplab.coordinator.group_log import LogLockedError
 from grouplab.extras import MissingExtra, extra_for, require
 from grouplab.protocol.effects import wall_clock_ms
 from grouplab.protocol.types import Subscription, TopicPartition, format_partitions
+from grouplab.teach.catalog import Catalog
 
 if TYPE_CHECKING:
-    from grouplab.teach.catalog import Catalog
     from grouplab.teach.lessons import Lesson, Told
 
 # Piped output (not a terminal, no COLUMNS) is laid out this wide, so that no table cell is cut to
@@ -146,7 +146,7 @@ def _consumer_protocol_views(args: argparse.Namespace) -> list[Any]:
 
     if args.group_protocol != "consumer":
         return []
-    return [CoordinatorView(console), ConsumerView(console, by_node=True)]
+    return [CoordinatorView(console, args.lang), ConsumerView(console, args.lang, by_node=True)]
 
 
 def _cluster_args(args: argparse.Namespace) -> tuple[dict[str, int], list[str]]:
@@ -158,32 +158,36 @@ def _cluster_args(args: argparse.Namespace) -> tuple[dict[str, int], list[str]]:
     return topics, assignors
 
 
+def _topics_text(topics: dict[str, int]) -> str:
+    return ", ".join(f"{t}:{n}" for t, n in topics.items())
+
+
 def _banner(cluster: Any, args: argparse.Namespace, topics: dict[str, int], assignors: list[str],
-            run_dir: Path | None) -> None:
+            run_dir: Path | None, c: Catalog) -> None:
     if args.group_protocol == "consumer":
-        assigning = (f"group.protocol consumer (KIP-848) · server assignor "
-                     f"{args.group_remote_assignor or 'the coordinator' + chr(39) + 's choice'}")
+        assigning = c.t("run.banner.kip848", assignor=args.group_remote_assignor or c.t("run.banner.coordinators_choice"))
     else:
-        assigning = f"assignor {','.join(assignors)}"
-    where = (f"{cluster.brokers} brokers on {cluster.host}:{','.join(str(p) for p in cluster.server.ports.values())} "
-             f"(the group's coordinator: broker {cluster.coordinator_of_group()})" if cluster.brokers > 1
-             else f"coordinator on {cluster.host}:{cluster.port}")
-    console.print(f"[bold]grouplab[/] {where} · group [bold]{args.group}[/] · "
-                  f"topics {', '.join(f'{t}:{n}' for t, n in topics.items())} · {assigning}"
-                  + (f" · event log in {run_dir}/" if run_dir else "")
-                  + (f" · group log in {args.data_dir}/" if args.data_dir else "")
-                  + (f" · Kafka clients on {cluster.host}:{cluster.kafka_client_port}"
-                     + (" (through a Kafka-wire fault proxy)" if cluster.kafka_proxy is not None else "")
+        assigning = c.t("run.banner.assignor", assignors=",".join(assignors))
+    where = (c.t("run.banner.brokers", brokers=cluster.brokers, host=cluster.host,
+                 ports=",".join(str(p) for p in cluster.server.ports.values()), node=cluster.coordinator_of_group())
+             if cluster.brokers > 1 else c.t("run.banner.coordinator", host=cluster.host, port=cluster.port))
+    console.print(f"[bold]grouplab[/] {where} · {c.t('run.group', group=f'[bold]{args.group}[/]')} · "
+                  f"{c.t('run.topics', topics=_topics_text(topics))} · {assigning}"
+                  + (f" · {c.t('run.banner.event_log', dir=run_dir)}" if run_dir else "")
+                  + (f" · {c.t('run.banner.group_log', dir=args.data_dir)}" if args.data_dir else "")
+                  + (f" · {c.t('run.banner.kafka_clients', host=cluster.host, port=cluster.kafka_client_port)}"
+                     + (c.t("run.banner.kafka_proxy") if cluster.kafka_proxy is not None else "")
                      if cluster.kafka_port is not None else ""))
     # The command that reaches this run's coordinator from another terminal (its port is a free one).
-    console.print(f"[dim]from another terminal: grouplab describe --bootstrap-server {cluster.host}:{cluster.port} "
-                  f"--group {args.group}[/]")
+    command = f"grouplab describe --bootstrap-server {cluster.host}:{cluster.port} --group {args.group}"
+    console.print(f"[dim]{c.t('run.banner.other_terminal', command=command)}[/]")
     if cluster.proxy is not None:
-        rules = ", ".join(rule.spec() for rule in cluster.proxy.rules) or "none yet"
+        rules = ", ".join(rule.spec() for rule in cluster.proxy.rules) or c.t("run.proxy.none_yet")
         ports = ",".join(str(p) for _h, p in cluster.bootstrap)
-        console.print(f"[bold]fault proxy[/] on {cluster.host}:{ports} (consumers connect through it"
-                      + (", one per broker" if cluster.brokers > 1 else "") + ") · "
-                      f"faults {rules}" + (f" · seed {args.fault_seed}" if args.fault_seed is not None else ""))
+        console.print(c.t("run.proxy.on", proxy=f"[bold]{c.t('run.proxy')}[/]", host=cluster.host, ports=ports,
+                          per_broker=c.t("run.proxy.per_broker") if cluster.brokers > 1 else "")
+                      + f" · {c.t('run.proxy.faults', rules=rules)}"
+                      + (f" · {c.t('run.seed', seed=args.fault_seed)}" if args.fault_seed is not None else ""))
 
 
 class Dashboard:
@@ -198,6 +202,7 @@ class Dashboard:
         self.cluster: Any = None
         # The timeline told by grouplab explain's narrator, reading the live Broker after each step.
         self.hub = Hub(group, lang=lang, broker=self._broker)
+        self.c = Catalog(lang)
         self.server: Any = None
 
     def _broker(self) -> Any:
@@ -220,7 +225,8 @@ class Dashboard:
 
     async def announce(self, args: argparse.Namespace) -> None:
         """The URL (the chosen port with --ui-port 0), and the browser with --open."""
-        console.print(f"[bold green]dashboard[/] on [bold]{self.server.url}[/] (Ctrl-C to stop)")
+        console.print(f"[bold green]{self.c.t('run.dashboard')}[/] "
+                      + self.c.t("run.dashboard.on", url=f"[bold]{self.server.url}[/]"))
         if args.open:
             import webbrowser
 
@@ -268,6 +274,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
     from grouplab.display import RebalanceView, summary_table
     from grouplab.readable import GroupEpochs
 
+    check_lang(args.lang)
     _group_protocol_args(args)
     if args.protocol == "zk":
         return await cmd_run_zk(args)
@@ -281,8 +288,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--records and --processing-ms only apply with --delivery MODE")
     if args.timeout <= 0:
         raise UsageError("--timeout must be more than 0 seconds")
-    if not args.ui and (args.ui_port is not None or args.open or args.lang != "en"):
-        raise UsageError("--ui-port, --open and --lang only apply with --ui")
+    if not args.ui and (args.ui_port is not None or args.open):
+        raise UsageError("--ui-port and --open only apply with --ui")
     if args.kill_coordinator and args.brokers < 2:
         raise UsageError("--kill-coordinator needs a cluster: --brokers 2 or more")
     consumer_config = ConsumerConfig(group_id=args.group, topics=sorted(topics), client_id="consumer-1",
@@ -291,7 +298,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
     # broker's group.consumer.session.timeout.ms (consumer protocol, KIP-848).
     session_ms = (broker_config(args).consumer_session_timeout_ms if consumer_config.consumer_protocol
                   else consumer_config.session_timeout_ms)
-    check_lang(args.lang)
+    c = Catalog(args.lang)
     view = RebalanceView(console, args.group, session_timeout_ms=session_ms, lang=args.lang)
     run_dir = Path(args.run_dir) if args.run_dir else None
     delivery = None
@@ -316,19 +323,19 @@ async def cmd_run(args: argparse.Namespace) -> int:
                            trace_listeners=[dashboard.hub.on_trace] if dashboard is not None else None,
                            proxy=dashboard is not None, kafka_port=args.kafka_port, brokers=args.brokers)
     await _start_cluster(cluster, args.port, dashboard, args)
-    _banner(cluster, args, topics, assignors, run_dir)
+    _banner(cluster, args, topics, assignors, run_dir, c)
     interrupted = timed_out = False
     try:
         if dashboard is not None:
             await dashboard.announce(args)
-        console.print(f"[dim]starting {args.consumers} consumers…[/]")
+        console.print(f"[dim]{c.t('run.starting', count=args.consumers)}[/]")
         for _ in range(args.consumers):
             await cluster.add_consumer()
         if args.consumers:
             await cluster.wait_stable(args.timeout)
             await asyncio.sleep(args.hold)
         if args.kill_coordinator and cluster.apps:
-            await _kill_the_coordinator(cluster, view, args)
+            await _kill_the_coordinator(cluster, view, args, c)
         if not args.forever and cluster.apps:  # (with --ui, the page may have stopped them all)
             victim = cluster.apps[0]
             name = victim.client.config.client_id
@@ -337,34 +344,30 @@ async def cmd_run(args: argparse.Namespace) -> int:
                 # duplicate at-least-once, an aborted transaction exactly-once), or between
                 # committing and processing (a loss at-most-once).
                 point = "committed" if delivery.mode.value == "at-most-once" else "processed"
-                console.print(f"[yellow]crashing {name} right after it {point} a batch "
-                              f"({'before processing what it committed' if point == 'committed' else 'before committing it'}"
-                              f"; no LeaveGroup)…[/]")
+                console.print(f"[yellow]{c.t(f'run.crash.{point}', name=name)}[/]")
                 if not await cluster.crash_consumer_at(victim, point, min(args.timeout, 5.0)):
-                    console.print(f"[yellow]{name} had no batch left to crash on within 5 s (its input was all "
-                                  "done: raise --records): crashed where it was[/]")
+                    console.print(f"[yellow]{c.t('run.crash.no_batch', name=name)}[/]")
             else:
-                how = "crash: no LeaveGroup, no commit" if args.crash else "clean shutdown: LeaveGroup"
-                console.print(f"[yellow]stopping {name} ({how})…[/]")
+                console.print(f"[yellow]{c.t('run.stopping.crash' if args.crash else 'run.stopping.leave', name=name)}[/]")
                 await cluster.stop_consumer(victim, leave=not args.crash)
             await _with_countdown(view, cluster.wait_stable(args.timeout))
             await asyncio.sleep(args.hold)
-            console.print("[green]adding a consumer…[/]")
+            console.print(f"[green]{c.t('run.adding')}[/]")
             await cluster.add_consumer()
             await cluster.wait_stable(args.timeout)
             await asyncio.sleep(args.hold)
             if delivery is not None:
-                console.print("[dim]waiting until every input record is committed…[/]")
+                console.print(f"[dim]{c.t('run.draining')}[/]")
                 await _wait_drained(cluster, delivery, args.timeout)
         else:
-            console.print("[dim]running until Ctrl-C…[/]")
+            console.print(f"[dim]{c.t('run.forever')}[/]")
             await asyncio.Event().wait()
     except asyncio.CancelledError:
         interrupted = True
-        console.print("[yellow]interrupted: shutting down…[/]")
+        console.print(f"[yellow]{c.t('run.interrupted')}[/]")
     except asyncio.TimeoutError:
         timed_out = True
-        console.print(f"[red]the group did not settle within --timeout {args.timeout:g} s: shutting down…[/]")
+        console.print(f"[red]{c.t('run.timeout', timeout=f'{args.timeout:g}')}[/]")
     finally:
         if dashboard is not None:
             await dashboard.stop()
@@ -378,20 +381,21 @@ async def cmd_run(args: argparse.Namespace) -> int:
         await cluster.close()
         costs_line = view.finish(wall_clock_ms())
         if view.records or args.group_protocol != "consumer":  # (a consumer-protocol group has no rebalances)
-            console.print(summary_table(view.records))
+            console.print(summary_table(view.records, c))
         processed = sum(sum(app.stats.processed.values()) for app in apps)
-        kind = "records" if delivery is not None else "synthetic records"
-        moves = (f"group epoch {epochs.last}" if epochs is not None and not view.records
-                 else f"{len(view.records)} rebalances")
-        console.print(f"{moves} · {len(apps)} consumers ran · {processed} {kind} processed"
-                      + (f" · event log: {run_dir}/" if run_dir else ""))
+        moves = (c.t("run.summary.epoch", epoch=epochs.last) if epochs is not None and not view.records
+                 else c.t("run.summary.rebalances", count=len(view.records)))
+        console.print(f"{moves} · {c.t('run.summary.ran', count=len(apps))} · "
+                      + c.t("run.summary.records" if delivery is not None else "run.summary.synthetic", count=processed)
+                      + (f" · {c.t('run.summary.event_log', dir=run_dir)}" if run_dir else ""))
         console.print(costs_line)
         if account is not None:
-            console.print(_delivery_table(delivery, account, processed, aborts.count))
+            console.print(_delivery_table(delivery, account, processed, aborts.count, c))
         if cluster.proxy is not None and cluster.proxy.rules:
-            console.print("faults fired: " + ", ".join(f"{rule.spec()} ×{rule.fired}" for rule in cluster.proxy.rules))
+            console.print(c.t("run.faults_fired", rules=", ".join(f"{rule.spec()} ×{rule.fired}"
+                                                                  for rule in cluster.proxy.rules)))
     if timed_out:
-        raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
+        raise CliError(c.t("run.timeout.error", timeout=f"{args.timeout:g}"))
     return 130 if interrupted else 0
 
 
@@ -402,10 +406,10 @@ async def cmd_ui(args: argparse.Namespace) -> int:
 
     _group_protocol_args(args)
     topics, assignors = _cluster_args(args)
-    check_lang(args.lang)
+    dashboard = Dashboard(args.group, args.lang, "ui")
+    c = Catalog(args.lang)
     view = RebalanceView(console, args.group, lang=args.lang)
     run_dir = Path(args.run_dir) if args.run_dir else None
-    dashboard = Dashboard(args.group, args.lang, "ui")
     cluster = LocalCluster(topics, args.group, assignors, broker_config(args), args.consumer_config, run_dir,
                            port=args.port, listeners=[view, *_consumer_protocol_views(args), dashboard.hub.on_event],
                            data_dir=args.data_dir,
@@ -413,19 +417,20 @@ async def cmd_ui(args: argparse.Namespace) -> int:
                            trace_listeners=[dashboard.hub.on_trace], proxy=True, kafka_port=args.kafka_port,
                            brokers=args.brokers)
     await _start_cluster(cluster, args.port, dashboard, args)
-    _banner(cluster, args, topics, assignors, run_dir)
+    _banner(cluster, args, topics, assignors, run_dir, c)
     try:
         await dashboard.announce(args)
         for _ in range(args.consumers):
             await cluster.add_consumer()
-        console.print(f"[dim]{args.consumers} consumers started; running until Ctrl-C…[/]")
+        console.print(f"[dim]{c.t('ui.started', count=args.consumers)}[/]")
         await asyncio.Event().wait()
     except asyncio.CancelledError:
-        console.print("[yellow]interrupted: shutting down…[/]")
+        console.print(f"[yellow]{c.t('run.interrupted')}[/]")
     finally:
         await dashboard.stop()
         await cluster.close()
-        console.print(f"{len(view.records)} rebalances" + (f" · event log: {run_dir}/" if run_dir else ""))
+        console.print(c.t("run.summary.rebalances", count=len(view.records))
+                      + (f" · {c.t('run.summary.event_log', dir=run_dir)}" if run_dir else ""))
     return 130
 
 
@@ -443,6 +448,7 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
     if args.consumers == 0 and not args.forever:
         raise UsageError("--consumers 0 needs --forever; give --consumers 1 or more")
     check_zookeeper(args.zookeeper, "run")
+    c = Catalog(args.lang)
     streams = 1 if args.streams is None else args.streams
     LegacyConfig(args.group, "consumer-1", {t: streams for t in topics},
                  assignment_strategy=args.assignor).with_overrides(args.consumer_config)
@@ -459,10 +465,11 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
         return log.emit
 
     cluster = ZkCluster(topics, args.group, args.assignor, streams, args.consumer_config, args.zookeeper, events)
-    where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
-    console.print(f"[bold]grouplab[/] ZooKeeper-era consumers on {where} · group [bold]{args.group}[/] · topics "
-                  f"{', '.join(f'{t}:{n}' for t, n in topics.items())} · {streams} stream(s) per topic · "
-                  f"assignor {args.assignor}" + (f" · event log in {run_dir}/" if run_dir else ""))
+    where = c.t("zk.at", hosts=args.zookeeper) if args.zookeeper else c.t("zk.embedded")
+    console.print(f"[bold]grouplab[/] {c.t('zk.banner', where=where)} · {c.t('run.group', group=f'[bold]{args.group}[/]')} · "
+                  f"{c.t('run.topics', topics=_topics_text(topics))} · {c.t('zk.streams', count=streams)} · "
+                  f"{c.t('run.banner.assignor', assignors=args.assignor)}"
+                  + (f" · {c.t('run.banner.event_log', dir=run_dir)}" if run_dir else ""))
     try:
         await cluster.start()
     except ZkRunError as exc:
@@ -478,38 +485,37 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
         if settle is None:
             timed_out = True
             raise asyncio.TimeoutError
-        console.print(f"[green]settled[/] after {what}: {settle} ms, {cluster.ops() - ops} registry operations")
+        console.print(c.t("zk.settled", settled="[green]" + c.t("zk.settled.word") + "[/]", what=what, ms=settle,
+                          ops=cluster.ops() - ops))
         await asyncio.sleep(args.hold)
 
     try:
-        console.print(f"[dim]starting {args.consumers} consumers…[/]")
+        console.print(f"[dim]{c.t('run.starting', count=args.consumers)}[/]")
         for _ in range(args.consumers):
             cluster.add_consumer()
         if args.consumers:
-            await step(f"{args.consumers} joined")
+            await step(c.t("zk.step.joined", count=args.consumers))
         if args.forever:
-            console.print("[dim]running until Ctrl-C…[/]")
+            console.print(f"[dim]{c.t('run.forever')}[/]")
             await asyncio.Event().wait()
         victim = cluster.drivers[0]
-        how = "crash: its session is left to expire" if args.crash else "clean shutdown: its session closes"
-        console.print(f"[yellow]stopping {victim.consumer_id} ({how})…[/]")
+        console.print(f"[yellow]{c.t('zk.stopping.crash' if args.crash else 'zk.stopping.leave', name=victim.consumer_id)}[/]")
         cluster.stop_consumer(victim, crash=args.crash)
-        await step(f"{victim.consumer_id} {'crashed' if args.crash else 'left'}")
-        console.print("[green]adding a consumer…[/]")
+        await step(c.t("zk.step.crashed" if args.crash else "zk.step.left", name=victim.consumer_id))
+        console.print(f"[green]{c.t('run.adding')}[/]")
         cluster.add_consumer()
-        await step("one joined")
+        await step(c.t("zk.step.one_joined"))
     except asyncio.CancelledError:
         interrupted = True
-        console.print("[yellow]interrupted: shutting down…[/]")
+        console.print(f"[yellow]{c.t('run.interrupted')}[/]")
     except asyncio.TimeoutError:
-        console.print(f"[red]the group did not settle within --timeout {args.timeout:g} s: shutting down…[/]")
+        console.print(f"[red]{c.t('run.timeout', timeout=f'{args.timeout:g}')}[/]")
     finally:
-        table = Table(title="registry operations per consumer (the herd effect: every consumer reacts to "
-                            "every change)", title_justify="left", header_style="bold")
-        for col in ("consumer", "partitions", "rebalances", "gave up", "reads", "writes"):
-            table.add_column(col, justify="left" if col in ("consumer", "partitions") else "right")
+        table = Table(title=c.t("zk.table.title"), title_justify="left", header_style="bold")
+        for col in ("consumer", "partitions", "rebalances", "gave_up", "reads", "writes"):
+            table.add_column(c.t(f"zk.table.col.{col}"), justify="left" if col in ("consumer", "partitions") else "right")
         for d in cluster.drivers + cluster.stopped:
-            table.add_row(d.consumer_id + ("" if d in cluster.drivers else " (stopped)"),
+            table.add_row(d.consumer_id + ("" if d in cluster.drivers else c.t("zk.table.stopped")),
                           format_partitions(sorted(d.machine.fetchers)) if d in cluster.drivers else "-",
                           str(d.machine.rebalances),
                           str(d.machine.gave_up), str(d.reads), str(d.writes))
@@ -517,10 +523,10 @@ async def cmd_run_zk(args: argparse.Namespace) -> int:
         for log in logs:
             log.close()
         console.print(table)
-        console.print(" · ".join(f"{what}: {'did not settle' if ms is None else f'settled in {ms} ms'}, "
-                                 f"{ops} registry ops" for what, ms, ops in steps))
+        console.print(" · ".join(c.t("zk.step.unsettled" if ms is None else "zk.step.settled", what=what, ms=ms, ops=ops)
+                                 for what, ms, ops in steps))
     if timed_out:
-        raise CliError(f"the group did not settle within {args.timeout:g} s (raise --timeout, or see --run-dir's log)")
+        raise CliError(c.t("run.timeout.error", timeout=f"{args.timeout:g}"))
     return 130 if interrupted else 0
 
 
@@ -582,40 +588,40 @@ async def _wait_drained(cluster: Any, delivery: Any, timeout_s: float) -> None:
         await asyncio.sleep(0.1)
 
 
-async def _kill_the_coordinator(cluster: Any, view: Any, args: argparse.Namespace) -> None:
+async def _kill_the_coordinator(cluster: Any, view: Any, args: argparse.Namespace, c: Catalog) -> None:
     """`run --kill-coordinator`: the group's coordinator broker is killed; the consumers find the
     new one, which loads the group; the broker comes back and a preferred-leader election hands the
     group back to it (docs/protocol.md §12)."""
     node = cluster.coordinator_of_group()
-    console.print(f"[yellow]killing broker {node}, the coordinator of group {args.group} (its connections cut)…[/]")
+    console.print(f"[yellow]{c.t('run.kill', node=node, group=args.group)}[/]")
     await cluster.kill_broker(node)
-    console.print(f"[dim]broker {cluster.coordinator_of_group()} is the coordinator now; it loads the group for "
-                  f"{cluster.broker_config.coordinator_load_time_ms} ms (COORDINATOR_LOAD_IN_PROGRESS meanwhile)[/]")
+    console.print(f"[dim]{c.t('run.kill.moved', node=cluster.coordinator_of_group(), ms=cluster.broker_config.coordinator_load_time_ms)}[/]")
     await _with_countdown(view, cluster.wait_stable(args.timeout))
     await asyncio.sleep(args.hold)
-    console.print(f"[green]restarting broker {node}, then a preferred-leader election gives it the group back…[/]")
+    console.print(f"[green]{c.t('run.kill.restart', node=node)}[/]")
     await cluster.restart_broker(node)
     cluster.elect_leaders()
     await cluster.wait_stable(args.timeout)
     await asyncio.sleep(args.hold)
 
 
-def _delivery_table(delivery: Any, account: dict, processed: int, aborted: int = 0) -> Any:
+def _delivery_table(delivery: Any, account: dict, processed: int, aborted: int = 0, c: Catalog | None = None) -> Any:
     """The run's delivery account; exactly-once also counts the transactions the coordinator
     aborted (a crashed member's open one: its records are what read_uncommitted would see twice)."""
     from rich.table import Table
 
+    c = c or Catalog()
     mode = delivery.mode.value
-    table = Table(title=f"delivery: {mode}", title_justify="left", header_style="bold")
-    columns = ["produced", "processed", "lost", "duplicated", "read_uncommitted would see duplicated"]
-    columns += ["aborted transactions"] if mode == "exactly-once" else []
+    table = Table(title=c.t("run.delivery.title", mode=mode), title_justify="left", header_style="bold")
+    columns = ["produced", "processed", "lost", "duplicated", "uncommitted"]
+    columns += ["aborted"] if mode == "exactly-once" else []
     for col in columns + ["guarantee"]:
-        table.add_column(col, justify="right")
+        table.add_column(c.t(f"run.delivery.col.{col}"), justify="right")
     broken = {"at-most-once": account["duplicated"] > 0, "at-least-once": account["lost"] > 0,
               "exactly-once": account["lost"] > 0 or account["duplicated"] > 0}[mode]
     cells = [str(account["produced"]), str(processed), str(account["lost"]), str(account["duplicated"]),
              str(account["duplicated_uncommitted"])] + ([str(aborted)] if mode == "exactly-once" else [])
-    table.add_row(*cells, "[red]BROKEN[/]" if broken else "[green]held[/]")
+    table.add_row(*cells, f"[red]{c.t('run.delivery.broken')}[/]" if broken else f"[green]{c.t('run.delivery.held')}[/]")
     return table
 
 
@@ -757,13 +763,15 @@ async def cmd_describe(args: argparse.Namespace) -> int:
     from grouplab.protocol.consumer_protocol import decode_assignment
     from grouplab.protocol.messages import ConsumerGroupDescribedGroup
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
         groups = args.group or []
         if args.all_groups:
             groups = await admin.list_groups()
         if not groups and args.all_groups:
-            err.print("the coordinator has no groups")
+            err.print(c.t("describe.no_groups"))
             return 0
         if not groups:
             raise UsageError("give --group NAME (repeatable) or --all-groups")
@@ -772,14 +780,14 @@ async def cmd_describe(args: argparse.Namespace) -> int:
         print(json.dumps(as_json(described), indent=2))
     else:
         for g in described.groups:
-            console.print(consumer_group_table(g) if isinstance(g, ConsumerGroupDescribedGroup)
-                          else describe_table(g, decode_assignment))
+            console.print(consumer_group_table(g, c) if isinstance(g, ConsumerGroupDescribedGroup)
+                          else describe_table(g, decode_assignment, c))
             if described.offsets[g.group_id]:
-                console.print(offsets_table(g, described.offsets[g.group_id]))
-    problems = [f"group {name!r} does not exist" for name in described.missing]
+                console.print(offsets_table(g, described.offsets[g.group_id], c))
+    problems = [c.t("describe.missing", group=repr(name)) for name in described.missing]
     problems += [f"group {gid!r}: {AdminError(code, None)}" for gid, code in described.failed]
     if problems:
-        raise CliError("; ".join(problems) + (" (list the groups with --all-groups)" if described.missing else ""))
+        raise CliError(c.t("describe.sep").join(problems) + (c.t("describe.missing.hint") if described.missing else ""))
     return 0
 
 
@@ -1341,11 +1349,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     require("plot", "plot")
     if Path(args.out).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--out must end in .png or .svg (got {args.out!r})")
-    chart = chart_from_run(args.run_dir, args.group, args.title)
+    check_lang(args.lang)
+    if args.lang != "en":
+        from grouplab.plot import PlotFontError, cjk_font
+
+        try:
+            cjk_font()
+        except PlotFontError as exc:
+            raise CliError(exc) from None
+    chart = chart_from_run(args.run_dir, args.group, args.title, lang=args.lang)
     path = save(chart, args.out)
-    console.print(f"wrote {path} ({len(chart.lanes)} partitions, {len(chart.bars):,} ownership intervals, "
-                  f"{len(chart.idle):,} assigned but not consumed, {len(chart.bands)} rebalances, "
-                  f"{len(chart.faults)} faults)")
+    console.print(Catalog(args.lang).t("plot.wrote", path=path, lanes=len(chart.lanes), bars=f"{len(chart.bars):,}",
+                                       idle=f"{len(chart.idle):,}", bands=len(chart.bands), faults=len(chart.faults)))
     return 0
 
 
@@ -1553,6 +1568,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.real and args.seed is not None:
         raise UsageError("--seed is for the simulators; a run over real sockets (--real) has none")
     check_zookeeper(args.zookeeper, "compare")
+    check_lang(args.lang)
     try:
         designs = parse_designs(args.designs)
     except ValueError as exc:
@@ -1585,7 +1601,6 @@ def _compare_scale(args: argparse.Namespace, designs: list[str]) -> int:
     from grouplab.compare.scale import parse_sizes, render_scale, run_scale, scale_lines
     from grouplab.compare.script import CompareError
     from grouplab.progress import ProgressReport
-    from grouplab.teach.catalog import Catalog
 
     try:
         sizes = parse_sizes(args.scale)
@@ -1600,13 +1615,14 @@ def _compare_scale(args: argparse.Namespace, designs: list[str]) -> int:
         raise CliError(exc) from None
     except AssertionError as exc:  # the ZooKeeper-era simulator's Violation names the seed
         raise CliError(f"the ZooKeeper-era simulator: {exc}") from None
-    lines = scale_lines(scaled, Catalog("en"))
+    c = Catalog(args.lang)
+    lines = scale_lines(scaled, c)
     if args.format == "json":
         print(json.dumps({"mode": "scale", "seed": seed, "designs": designs,
                           "sizes": {str(n): {d: asdict(f) for d, f in by.items()} for n, by in scaled.items()},
                           "conclusion": lines}, indent=2, ensure_ascii=False))
         return 0
-    console.print(render_scale(scaled, seed))
+    console.print(render_scale(scaled, seed, c))
     for line in lines:
         console.print(line, soft_wrap=True, markup=False, highlight=False)
     return 0
@@ -1620,8 +1636,9 @@ async def _compare_real(args: argparse.Namespace, script: Any, designs: list[str
         if args.format == "table":
             console.print(line, style="dim", markup=False, soft_wrap=True)
 
-    where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "the embedded registry"
-    say(f"running the script over real sockets: a coordinator on 127.0.0.1 per coordinator design, and {where}…")
+    c = Catalog(args.lang)
+    where = c.t("zk.at", hosts=args.zookeeper) if args.zookeeper else c.t("zk.embedded")
+    say(c.t("cmp.real.running", where=where))
     try:
         # Added partitions settle only once the leader's metadata is refreshed (metadata.max.age.ms,
         # Kafka's default 5 min): the default timeout covers that, or that change could never settle.
@@ -1630,7 +1647,7 @@ async def _compare_real(args: argparse.Namespace, script: Any, designs: list[str
         default_timeout = max(120.0, waits)
         results = await run_real(script, designs, args.zookeeper,
                                  default_timeout if args.timeout is None else args.timeout,
-                                 1.0 if args.hold is None else args.hold, say)
+                                 1.0 if args.hold is None else args.hold, say, c)
     except CompareError as exc:
         raise CliError(exc) from None
     _compare_output(args, script, results, "real", None)
@@ -1641,23 +1658,18 @@ def _compare_output(args: argparse.Namespace, script: Any, results: Any, mode: s
     from grouplab.compare.report import as_json, conclusion, render
 
     s = script.settings
+    c = Catalog(args.lang)
     if args.format == "json":
-        print(json.dumps(as_json(script, results, mode, seed), indent=2, ensure_ascii=False))
+        print(json.dumps(as_json(script, results, mode, seed, c), indent=2, ensure_ascii=False))
         return
-    where = f"simulated, seed {seed}" if mode == "simulator" else "over real sockets"
-    console.print(f"[bold]grouplab compare[/] ({where}) · group {s.group} · topics "
-                  f"{', '.join(f'{t}:{n}' for t, n in s.topics.items())} · session timeout {s.session_timeout_ms} ms "
-                  f"for the coordinator designs (classic session.timeout.ms, KIP-848 group.consumer.session.timeout.ms), "
-                  f"zookeeper.session.timeout.ms {s.zk_session_timeout_ms} · heartbeats at Kafka's defaults (classic "
-                  f"heartbeat.interval.ms 3000, KIP-848 group.consumer.heartbeat.interval.ms 5000) · "
-                  + (f"metadata.max.age.ms {s.metadata_max_age_ms}: a classic group's leader sees added partitions at "
-                     f"its next refresh, as Kafka's client does (--metadata-refresh max-age)" if s.waits_for_max_age else
-                     "added partitions: every design hears of them when they are made (the classic consumers refresh "
-                     "their metadata then; --metadata-refresh max-age waits for metadata.max.age.ms as Kafka's client "
-                     "does)")
-                  + " · every figure counts from the change until the group settled", soft_wrap=True)
-    console.print(render(script, results, mode))
-    for line in conclusion(script, results):
+    where = c.t("cmp.head.simulated", seed=seed) if mode == "simulator" else c.t("cmp.head.real")
+    metadata = (c.t("cmp.head.max_age", age=s.metadata_max_age_ms) if s.waits_for_max_age
+                else c.t("cmp.head.on_change"))
+    console.print(c.t("cmp.head", title="[bold]grouplab compare[/]", where=where, group=s.group,
+                      topics=_topics_text(s.topics), session=s.session_timeout_ms, zk=s.zk_session_timeout_ms,
+                      metadata=metadata), soft_wrap=True)
+    console.print(render(script, results, mode, c))
+    for line in conclusion(script, results, c):
         console.print(line, soft_wrap=True)
 
 
@@ -1820,6 +1832,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from grouplab.sim.runner import parse_seeds
     from grouplab.sim.scenario import load_scenario, resolve_scenario
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     seeds = parse_seeds(args.seeds)
     assignors = list(dict.fromkeys(check_assignors(parse_list(args.assignors))))
     if not assignors:
@@ -1857,19 +1871,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 progress.update(completed=finished, total=total)
 
             result = run_sweep(spark, path.read_text(), scenario.name, args.scenario, assignors, sizes, seeds,
-                               out, args.seeds_per_task, on_progress=advanced)
-    console.print(_sweep_table(scenario.name, result.summary))
+                               out, args.seeds_per_task, on_progress=advanced, lang=args.lang)
+    console.print(_sweep_table(scenario.name, result.summary, c))
     for v in result.violations[:args.show_violations]:
-        console.print(f"[red]{v['assignor']}, {v['members']} members, seed {v['seed']}: {v['violation']}[/] "
+        case = c.t("sweep.case", assignor=v["assignor"], members=v["members"], seed=v["seed"])
+        console.print(f"[red]{case}: {v['violation']}[/] "
                       f"{(v['violation_detail'] or '').splitlines()[0] if v['violation_detail'] else ''}")
     if len(result.violations) > args.show_violations:
-        console.print(f"[red]… {len(result.violations) - args.show_violations} more failed cases (see the report)[/]")
-    console.print(f"{result.cases:,} simulations in {result.tasks:,} Spark tasks, {result.elapsed_s:.1f} s · "
-                  f"seeds: {result.seeds_path}/ · summary: {result.summary_path}/ · report: {result.report_path}")
+        console.print(f"[red]{c.t('sweep.more_cases', count=len(result.violations) - args.show_violations)}[/]")
+    console.print(c.t("sweep.done", cases=f"{result.cases:,}", tasks=f"{result.tasks:,}", s=f"{result.elapsed_s:.1f}",
+                      seeds=result.seeds_path, summary=result.summary_path, report=result.report_path))
     return 1 if result.violations else 0
 
 
-def _sweep_table(name: str, summary: list[dict[str, Any]]) -> Any:
+def _sweep_table(name: str, summary: list[dict[str, Any]], c: Catalog | None = None) -> Any:
     """The summary, narrow enough for 80 columns (events and totals are in the report)."""
     from rich import box
     from rich.table import Table
@@ -1880,12 +1895,12 @@ def _sweep_table(name: str, summary: list[dict[str, Any]]) -> Any:
         return f"{value:.0f}" if isinstance(value, float) and abs(value) >= 100 else (
             f"{value:.1f}" if isinstance(value, float) else str(value))
 
-    table = Table(title=f"sweep: {name}", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
-                  padding=(0, 0), show_edge=False)
-    table.add_column("assignor", no_wrap=True)
-    for label in ("members", "seeds", "rebal\n/seed", "moved\n/seed", "unown.\ns/seed", "imbal.\nmean/max",
-                  "p50\nms", "p99\nms", "viol."):
-        table.add_column(label, justify="right")
+    c = c or Catalog()
+    table = Table(title=c.t("sweep.table.title", name=name), title_justify="left", header_style="bold",
+                  box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False)
+    table.add_column(c.t("sweep.col.assignor"), no_wrap=True)
+    for key in ("members", "seeds", "rebalances", "moved", "unowned", "imbalance", "p50", "p99", "violations"):
+        table.add_column(c.t(f"sweep.table.col.{key}"), justify="right")
     for r in summary:
         imbalance = f"{num(r['imbalance_mean'])}/{num(r['imbalance_max'])}"
         violations = f"[red bold]{r['violations']}[/]" if r["violations"] else "0"
@@ -2127,8 +2142,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--ui-port", type=port_number, metavar="PORT",
                         help=f"the dashboard's port on 127.0.0.1 (default: {DEFAULT_UI_PORT}; 0: any free port, printed)")
         sp.add_argument("--open", action="store_true", help="open the dashboard in the default web browser")
-        sp.add_argument("--lang", default="en", help="language of the dashboard (its page, timeline and answers) "
-                        "and of the rebalances and costs printed here: en or zh")
+        sp.add_argument("--lang", default="en", help="language of everything it shows (lines, tables, the dashboard): "
+                                                     "en or zh")
 
     r = sub.add_parser("run", help="a coordinator plus N simulated consumers, showing each rebalance live",
                        epilog=FAULTS_HELP)
@@ -2205,6 +2220,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--group", action="append", help="group to describe (repeatable)")
     d.add_argument("--all-groups", action="store_true", help="describe every group the coordinator has")
     d.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    d.add_argument("--lang", default="en", help="language of the tables' words: en or zh (JSON keys stay English)")
 
     x = sub.add_parser("delete", help="delete Empty groups and their committed offsets, like kafka-consumer-groups "
                                       "--delete (a group with members is refused); with --topic, delete some "
@@ -2307,6 +2323,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "at each of these group sizes, e.g. 10,50,100 (simulated): "
                                                       "registry reads / requests, time to settle, claim conflicts")
     cp.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    cp.add_argument("--lang", default="en", help="language of the tables and the conclusion: en or zh")
 
     w = sub.add_parser("sweep", help="many simulations as Spark tasks: assignors × member counts × seeds, "
                                      "compared in Parquet tables and an HTML report (docs/pipeline.md)")
@@ -2322,6 +2339,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulations per Spark task (default 1: best balance; more: less task overhead)")
     w.add_argument("--show-violations", type=at_least(0), default=10, metavar="N",
                    help="failed cases to print (all are in the report)")
+    w.add_argument("--lang", default="en", help="language of the table, the lines and the HTML report: en or zh")
 
     y = sub.add_parser("analyze", help="event logs of runs -> Parquet tables and an HTML report, on Spark (docs/pipeline.md)")
     y.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (grouplab run/simulate --run-dir)")
@@ -2361,6 +2379,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--out", required=True, metavar="FILE", help="timeline.png or timeline.svg (the format is the extension)")
     pl.add_argument("--group", help="the consumer group to draw (default: the run's group with the most partitions)")
     pl.add_argument("--title", help="the chart's title (default: the run directory's name and the group)")
+    pl.add_argument("--lang", default="en", help="language of the chart's title, legend and axis: en or zh "
+                                                 "(zh needs a CJK font, e.g. Debian's fonts-wqy-microhei)")
 
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
     a.add_argument("--assignor", required=True,

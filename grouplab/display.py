@@ -203,9 +203,10 @@ class RebalanceView:
         waiting = [s for s in self.costs.waiting(now_ms) if self.group_id in (None, s.group_id)]
         if not waiting or self.session_timeout_ms is None:
             return None
-        parts = [f"{s.client_id} removed in ~{max(0, math.ceil((s.since_ms + self.session_timeout_ms - now_ms) / 1000))} s"
+        parts = [self.c.t("table.countdown.member", client=s.client_id,
+                          s=max(0, math.ceil((s.since_ms + self.session_timeout_ms - now_ms) / 1000)))
                  for s in waiting]
-        return "waiting for session timeout: " + ", ".join(parts)
+        return self.c.t("table.countdown", members=", ".join(parts))
 
     def finish(self, end_ms: int) -> str:
         """The run is over: the stops still open are costed to `end_ms`; returns the partitions'
@@ -216,14 +217,15 @@ class RebalanceView:
                                        (s for s in self.costs.stalls if s.group_id == self.group_id), self.lang)
 
 
-def summary_table(records: list[RebalanceRecord]) -> Table:
-    table = Table(title="rebalances", title_justify="left", header_style="bold")
+def summary_table(records: list[RebalanceRecord], c: Catalog | None = None) -> Table:
+    c = c or Catalog()
+    table = Table(title=c.t("summary.title"), title_justify="left", header_style="bold")
     # The revocation columns matter when a cooperative protocol ran; an eager run revokes everything.
     cooperative = any(r.protocol == "cooperative-sticky" for r in records)
-    extra = ("revoked", "eager revokes", "withheld") if cooperative else ()
-    numeric = ("generation", "members", "duration ms", "moved", *extra)
-    for col in ("generation", "members", "protocol", "duration ms", "moved", *extra, "trigger"):
-        table.add_column(col, justify="right" if col in numeric else "left")
+    extra = ("revoked", "eager_revokes", "withheld") if cooperative else ()
+    numeric = ("generation", "members", "duration_ms", "moved", *extra)
+    for col in ("generation", "members", "protocol", "duration_ms", "moved", *extra, "trigger"):
+        table.add_column(c.t(f"summary.col.{col}"), justify="right" if col in numeric else "left")
     for r in records:
         cells = [str(r.revoked), str(r.eager_revoked), str(r.withheld)] if cooperative else []
         table.add_row(str(r.generation_id), str(len(r.assignments)), r.protocol, str(r.duration_ms), str(r.moved),
@@ -231,23 +233,24 @@ def summary_table(records: list[RebalanceRecord]) -> Table:
     return table
 
 
-def _coordinator(group: Any) -> str:
+def _coordinator(group: Any, c: Catalog) -> str:
     """` · coordinator HOST:PORT (ID)` for a group `grouplab describe` found its coordinator of
     (kafka-consumer-groups' COORDINATOR (ID) column), else nothing."""
     found = getattr(group, "coordinator", None)
-    return f" · coordinator {found}" if found is not None else ""
+    return f" · {c.t('describe.coordinator', coordinator=found)}" if found is not None else ""
 
 
-def describe_table(group: Any, decode_assignment: Any) -> Table:
+def describe_table(group: Any, decode_assignment: Any, c: Catalog | None = None) -> Table:
     """kafka-consumer-groups --describe, the members view, plus generation and leader."""
+    c = c or Catalog()
     clients = {m.member_id: m.client_id for m in group.members}
-    title = (f"group [bold]{group.group_id}[/] · state [bold]{group.group_state}[/] · generation {group.generation_id} · "
-             f"protocol {group.protocol_data or '-'} ({group.protocol_type or '-'}) · "
-             f"leader {short_member(group.leader, clients) if group.leader else '-'} · {len(group.members)} members"
-             + _coordinator(group))
+    title = (c.t("describe.title.classic", group=f"[bold]{group.group_id}[/]", state=f"[bold]{group.group_state}[/]",
+                 generation=group.generation_id, protocol=group.protocol_data or "-", type=group.protocol_type or "-",
+                 leader=short_member(group.leader, clients) if group.leader else "-", count=len(group.members))
+             + _coordinator(group, c))
     table = Table(title=title, title_justify="left", header_style="bold")
-    for col in ("member id", "group instance id", "client id", "host", "#", "assignment"):
-        table.add_column(col)
+    for col in ("member_id", "instance_id", "client_id", "host", "count", "assignment"):
+        table.add_column(c.t(f"describe.col.{col}"))
     for m in group.members:
         parts = decode_assignment(m.member_assignment).partitions if m.member_assignment else []
         table.add_row(m.member_id, m.group_instance_id or "-", m.client_id, m.client_host, str(len(parts)),
@@ -255,17 +258,18 @@ def describe_table(group: Any, decode_assignment: Any) -> Table:
     return table
 
 
-def consumer_group_table(group: Any) -> Table:
+def consumer_group_table(group: Any, c: Catalog | None = None) -> Table:
     """A consumer-protocol group (KIP-848, ConsumerGroupDescribe): its epochs and assignor, and each
     member's epoch and state, what it owns and, where it differs, the target it is moving to."""
-    title = (f"group [bold]{group.group_id}[/] · type consumer · state [bold]{group.group_state}[/] · "
-             f"group epoch {group.group_epoch} · target epoch {group.assignment_epoch} · "
-             f"assignor {group.assignor_name or '-'} · {len(group.members)} members" + _coordinator(group))
+    c = c or Catalog()
+    title = (c.t("describe.title.consumer", group=f"[bold]{group.group_id}[/]", state=f"[bold]{group.group_state}[/]",
+                 epoch=group.group_epoch, target=group.assignment_epoch, assignor=group.assignor_name or "-",
+                 count=len(group.members)) + _coordinator(group, c))
     table = Table(title=title, title_justify="left", header_style="bold")
     moving = any(m.assignment != m.target_assignment for m in group.members)
-    for col in ("member id", "group instance id", "client id", "host", "epoch", "member state", "#", "assignment",
+    for col in ("member_id", "instance_id", "client_id", "host", "epoch", "member_state", "count", "assignment",
                 *(("target",) if moving else ())):
-        table.add_column(col, justify="right" if col in ("epoch", "#") else "left")
+        table.add_column(c.t(f"describe.col.{col}"), justify="right" if col in ("epoch", "count") else "left")
 
     def text(assignment: dict[str, list[int]]) -> str:
         parts = [TopicPartition(t, p) for t in sorted(assignment) for p in assignment[t]]
@@ -279,15 +283,18 @@ def consumer_group_table(group: Any) -> Table:
     return table
 
 
-def offsets_table(group: Any, rows: list[dict[str, Any]]) -> Table:
+def offsets_table(group: Any, rows: list[dict[str, Any]], c: Catalog | None = None) -> Table:
     """kafka-consumer-groups --describe, the offsets view: per partition the committed offset, the
     log end offset and the lag between them ("-" where unknown), and the member that owns it."""
+    c = c or Catalog()
     clients = {m.member_id: m.client_id for m in group.members}
     known = [r["lag"] for r in rows if r["lag"] is not None]
-    total = f"total lag {sum(known)}" if known else "lag unknown"
-    table = Table(title=f"group [bold]{group.group_id}[/] · offsets · {total}", title_justify="left", header_style="bold")
-    for col in ("topic", "partition", "current-offset", "log-end-offset", "lag", "consumer-id", "host", "client-id"):
-        table.add_column(col, justify="right" if col in ("partition", "current-offset", "log-end-offset", "lag") else "left")
+    total = c.t("describe.offsets.lag", lag=sum(known)) if known else c.t("describe.offsets.lag_unknown")
+    table = Table(title=c.t("describe.offsets.title", group=f"[bold]{group.group_id}[/]", total=total),
+                  title_justify="left", header_style="bold")
+    for col in ("topic", "partition", "current_offset", "log_end_offset", "lag", "consumer_id", "host", "client_id"):
+        table.add_column(c.t(f"describe.offsets.col.{col}"),
+                         justify="right" if col in ("partition", "current_offset", "log_end_offset", "lag") else "left")
 
     def cell(value: Any) -> str:
         return "-" if value is None else str(value)

@@ -9,6 +9,10 @@ the bar), bands (rebalances, start to end) and fault marks. `chart_from_costs` b
 cost fold (grouplab/costs.py), live or finished; `chart_from_run` from a run directory, no Spark.
 `OwnershipChart.to_json()` is the model as data, which the tests hold to a golden file (not the
 pixels).
+
+Its words (title, legend, axis, fault marks) are in the chart's `lang`, from the catalogue
+(grouplab/teach/catalog/); a chart in Chinese is drawn with a CJK font found on the machine
+(`cjk_font`), and refused with a one-line error rather than drawn as empty boxes when there is none.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any, Iterable
 
 from grouplab.costs import ASSIGNED_NOT_CONSUMED, CostTracker
 from grouplab.runlog import read_run
+from grouplab.teach.catalog import Catalog
 
 BAND_COLOR = "#9aa0a6"  # a rebalance
 HURT_COLOR = "#d62728"  # a highlighted rebalance, two owners at once
@@ -84,6 +89,7 @@ class OwnershipChart:
     title: str | None = None
     colors: dict[str, Any] = field(default_factory=dict)  # owner -> color; missing ones from client_colors
     highlight_label: str = "rebalance after a stop (gN)"  # what the highlighted bands are, for the legend
+    lang: str = "en"  # of the words drawn (not part of the model's data)
 
     def to_json(self) -> dict[str, Any]:
         """The model as plain data (what is drawn, not how): sorted, so that the same run gives
@@ -134,8 +140,64 @@ def text_color(rgb: Any) -> str:
 # ----------------------------------------------------------------------------- drawing
 
 
+# Font families with the Chinese glyphs, the first one installed wins: Debian's fonts-wqy-microhei
+# (5 MB, what scripts/test installs), fonts-wqy-zenhei, fonts-noto-cjk, Adobe's Source Han Sans.
+CJK_FAMILIES = ("WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Noto Sans CJK SC", "Noto Sans CJK JP",
+                "Source Han Sans SC", "Source Han Sans CN", "Droid Sans Fallback")
+CJK_FILES = re.compile(r"wqy|cjk|sourcehan|droidsansfallback", re.IGNORECASE)
+
+
+class PlotFontError(RuntimeError):
+    """A chart in a language no installed font can draw (it would come out as empty boxes)."""
+
+
+def cjk_font() -> str:
+    """The family of an installed CJK font; one installed since matplotlib's font cache was built
+    is added to it first."""
+    import logging
+
+    from matplotlib import font_manager
+
+    # These families have no bold face: matplotlib says so at every bold text (the rebalance tags,
+    # Latin letters drawn from DejaVu Sans Bold anyway); a fact about the font, not news to a user.
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
+
+    def known() -> str | None:
+        names = {f.name for f in font_manager.fontManager.ttflist}
+        return next((family for family in CJK_FAMILIES if family in names), None)
+
+    found = known()
+    if found is None:
+        for path in font_manager.findSystemFonts():
+            if CJK_FILES.search(Path(path).name):
+                font_manager.fontManager.addfont(path)
+        found = known()
+    if found is None:
+        raise PlotFontError("no font with Chinese glyphs is installed, so a --lang zh chart would show empty boxes: "
+                            "install one (Debian: apt-get install fonts-wqy-microhei) or draw it with --lang en")
+    return found
+
+
+def font_context(lang: str) -> Any:
+    """matplotlib settings for text in `lang`: for anything but English, a CJK font behind the
+    default one (Latin letters look as in English charts, the rest comes from the CJK font)."""
+    import contextlib
+
+    import matplotlib
+
+    if lang == "en":
+        return contextlib.nullcontext()
+    return matplotlib.rc_context({"font.family": ["DejaVu Sans", cjk_font()]})
+
+
 def draw(chart: OwnershipChart) -> Any:
-    """The chart as a matplotlib Figure (object API, no pyplot: no GUI backend)."""
+    """The chart as a matplotlib Figure (object API, no pyplot: no GUI backend); its text in the
+    chart's language (the font is fixed when a text is made, so the figure saves alike anywhere)."""
+    with font_context(chart.lang):
+        return _draw(chart, Catalog(chart.lang))
+
+
+def _draw(chart: OwnershipChart, c: Catalog) -> Any:
     from matplotlib.collections import PolyCollection
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -273,7 +335,7 @@ def draw(chart: OwnershipChart) -> Any:
     fs = 8 if nrows <= 30 else 6.5 if nrows <= 45 else 5.5
     ax.set_yticks(range(len(lanes)), [mpl(lane, 20) for lane in lanes], fontsize=fs)
     ax.tick_params(axis="x", labelsize=8)
-    ax.set_xlabel("seconds since the run's first event", fontsize=8)
+    ax.set_xlabel(c.t("plot.xlabel"), fontsize=8)
     ax.grid(axis="x", alpha=0.25, zorder=1)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -281,22 +343,22 @@ def draw(chart: OwnershipChart) -> Any:
     owners = sorted({b.owner for b in chart.bars}, key=natural_key)
     handles: list[Any] = [Patch(color=colors[c], label=mpl(c)) for c in owners[:24]]
     if len(owners) > 24:
-        handles.append(Patch(color="white", label=f"… {len(owners) - 24} more clients"))
-    handles.append(Patch(facecolor="#bbbbbb", edgecolor=IDLE_EDGE, hatch=IDLE_HATCH, lw=0, label=IDLE_LABEL))
-    handles.append(Patch(facecolor="white", edgecolor="#bbbbbb", lw=0.6, label="unowned"))
-    handles.append(Patch(color=BAND_COLOR, alpha=0.35, label="rebalance"))
+        handles.append(Patch(color="white", label=c.t("plot.more_clients", count=len(owners) - 24)))
+    handles.append(Patch(facecolor="#bbbbbb", edgecolor=IDLE_EDGE, hatch=IDLE_HATCH, lw=0, label=c.t("plot.idle")))
+    handles.append(Patch(facecolor="white", edgecolor="#bbbbbb", lw=0.6, label=c.t("plot.unowned")))
+    handles.append(Patch(color=BAND_COLOR, alpha=0.35, label=c.t("plot.rebalance")))
     if any(b.highlight for b in chart.bands):
         handles.append(Patch(color=HURT_COLOR, alpha=0.3, label=chart.highlight_label))
     if shown_faults:
-        handles.append(Line2D([], [], color=FAULT_COLOR, lw=0.8, ls=(0, (3, 2)), label="fault"))
+        handles.append(Line2D([], [], color=FAULT_COLOR, lw=0.8, ls=(0, (3, 2)), label=c.t("plot.fault")))
     if ends_x:
         handles.append(Line2D([], [], marker="x", ls="none", color="#222222", markersize=5,
-                              label="removed or fenced"))
+                              label=c.t("plot.removed")))
     if gone_x:
         handles.append(Line2D([], [], marker="|", ls="none", color="#222222", markersize=7, markeredgewidth=1.6,
-                              label="topic deleted"))
+                              label=c.t("plot.deleted")))
     if overlaps:
-        handles.append(Patch(facecolor="none", edgecolor=HURT_COLOR, hatch="\\\\\\\\", label="two owners at once"))
+        handles.append(Patch(facecolor="none", edgecolor=HURT_COLOR, hatch="\\\\\\\\", label=c.t("plot.two_owners")))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5, frameon=False,
               ncols=1 if len(handles) <= max(nrows * row_pt / 14, 12) else 2, borderaxespad=0)
     return fig
@@ -341,11 +403,18 @@ FAULT_WORDS = {"crash": "crash", "static_restart": "static restart", "hang": "ha
                "coordinator_crashed": "coordinator down", "coordinator_restart": "", "add_partitions": "+partitions"}
 
 
+def fault_word(fault: str, c: Catalog) -> str:
+    """A fault's mark on the chart (FAULT_WORDS in the catalogue's language; other faults by their name)."""
+    key = f"plot.fault.{fault}"
+    return c.t(key) if fault != "coordinator_restart" and c.has(key) else FAULT_WORDS.get(fault, fault.replace("_", " "))
+
+
 def chart_from_costs(costs: CostTracker, group_id: str, now_ms: int | None = None, origin_ms: int = 0,
-                     title: str | None = None, max_lanes: int = MAX_LANES) -> OwnershipChart:
+                     title: str | None = None, max_lanes: int = MAX_LANES, lang: str = "en") -> OwnershipChart:
     """The chart of one group from the cost fold: finished, or live up to `now_ms` (the holdings
     and idle spans still open end there). More than `max_lanes` partitions: the ones consumed the
     least are drawn (the title says so)."""
+    c = Catalog(lang)
     holdings = [h for h in costs.holdings + costs.open_holdings(now_ms) if h.group_id == group_id]
     segments = [s for s in costs.all_segments(now_ms) if s.group_id == group_id]
     partitions = {s.partition for s in segments} | {h.partition for h in holdings}
@@ -356,7 +425,7 @@ def chart_from_costs(costs: CostTracker, group_id: str, now_ms: int | None = Non
             if s.state == "consumed":
                 consumed[s.partition] = consumed.get(s.partition, 0) + s.duration_ms
         keep = set(sorted(order, key=lambda tp: (consumed.get(tp, 0), natural_key(tp.topic), tp.partition))[:max_lanes])
-        title = f"{title + ' · ' if title else ''}{max_lanes} of {len(order)} partitions (the least consumed)"
+        title = f"{title + ' · ' if title else ''}{c.t('plot.capped', shown=max_lanes, total=len(order))}"
         order = [tp for tp in order if tp in keep]
     shown = set(order)
     bars = [Bar(lane_name(*h.partition), h.start_ms, h.end_ms, h.client_id, h.end_reason)
@@ -371,17 +440,19 @@ def chart_from_costs(costs: CostTracker, group_id: str, now_ms: int | None = Non
     for f in costs.faults:
         if f.group_id != group_id:
             continue
-        word = FAULT_WORDS.get(f.fault, f.fault.replace("_", " "))
+        word = fault_word(f.fault, c)
         if f.fault == "coordinator_restart":
             continue  # `coordinator_crashed` marks it
         faults.append(FaultMark(f.ts_ms, f"{word} {', '.join(f.clients)}".strip()))
     return OwnershipChart(lanes=[lane_name(*tp) for tp in order], bars=bars, idle=idle, bands=bands, faults=faults,
-                          origin_ms=origin_ms, title=title)
+                          origin_ms=origin_ms, title=title, highlight_label=c.t("plot.highlight"), lang=lang)
 
 
-def chart_from_run(run_dir: str | Path, group_id: str | None = None, title: str | None = None) -> OwnershipChart:
+def chart_from_run(run_dir: str | Path, group_id: str | None = None, title: str | None = None,
+                   lang: str = "en") -> OwnershipChart:
     """Read a run directory (grouplab/runlog.py) through the cost fold and build its chart: the
     group `group_id`, or the run's group with the most partitions."""
+    c = Catalog(lang)
     log = read_run(run_dir)
     costs = CostTracker()
     for node, ev in log.events:
@@ -400,8 +471,7 @@ def chart_from_run(run_dir: str | Path, group_id: str | None = None, title: str 
     origin = min((ev.ts_ms for _, ev in log.events), default=0)
     stalls = [s for s in costs.stalls if s.group_id == group_id and s.partitions]
     t = costs.totals(group_id=group_id)
-    head = title or f"{Path(run_dir).name} · group {group_id}"
-    summary = (f"{t.assigned_not_consumed_ms / 1000:,.1f} partition-s {IDLE_LABEL} "
-               f"({len(stalls)} stop{'' if len(stalls) == 1 else 's'}), "
-               f"{t.unowned_ms / 1000:,.1f} unowned, of {t.total_ms / 1000:,.1f}")
-    return chart_from_costs(costs, group_id, origin_ms=origin, title=f"{head} · {summary}")
+    head = title or f"{Path(run_dir).name} · {c.t('run.group', group=group_id)}"
+    summary = c.t("plot.summary.one" if len(stalls) == 1 else "plot.summary", idle=f"{t.assigned_not_consumed_ms / 1000:,.1f}",
+                  stops=len(stalls), unowned=f"{t.unowned_ms / 1000:,.1f}", total=f"{t.total_ms / 1000:,.1f}")
+    return chart_from_costs(costs, group_id, origin_ms=origin, title=f"{head} · {summary}", lang=lang)

@@ -125,3 +125,37 @@ def test_a_deleted_topics_lanes_end_at_the_deletion_with_a_mark(tmp_path: Path) 
     assert str(data["title"]).endswith("(0 stops), 8.3 unowned, of 43.0")
     svg = save(chart, tmp_path / "t.svg").read_text()
     assert "topic deleted" in svg and "removed or fenced" not in svg
+
+
+def test_a_chart_in_chinese_has_no_english_sentence_and_no_missing_glyph(run_dir: Path, tmp_path: Path) -> None:
+    """--lang zh (issue 25): the title, legend, axis and fault marks in Chinese, read from the figure's
+    text objects (not pixels), drawn with a CJK font (no glyph missing: no empty boxes); the command too."""
+    import warnings
+
+    from matplotlib.text import Text
+
+    from grouplab.plot import PlotFontError, cjk_font, draw
+    from tests.test_zh_output import untranslated
+
+    try:
+        cjk_font()
+    except PlotFontError as exc:  # scripts/test installs fonts-wqy-microhei as root; CI must draw it
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(str(exc))
+    chart = chart_from_run(run_dir, lang="zh")
+    assert chart.to_json()["bars"] == chart_from_run(run_dir).to_json()["bars"]  # the same model, other words
+    fig = draw(chart)
+    texts = [t for t in fig.findobj(Text) if t.get_text()]
+    words = "\n".join(t.get_text() for t in texts)
+    assert untranslated(words) == [], words
+    assert "已分配但未消费" in words and "崩溃 m-1" in words and "距运行中第一个事件的秒数" in words
+    assert all(cjk_font() in t.get_fontfamily() for t in texts if not t.get_text().isascii())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        png = save(chart, tmp_path / "zh.png")
+    assert [str(w.message) for w in caught if "missing from font" in str(w.message)] == []
+    assert png.read_bytes().startswith(b"\x89PNG")
+    done = subprocess.run([sys.executable, "-m", "grouplab.cli", "plot", str(run_dir), "--out", str(tmp_path / "zh.svg"),
+                           "--lang", "zh"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert untranslated(done.stdout.replace(str(tmp_path), "DIR")) == [] and "已写入" in done.stdout
+    assert "无主" in (tmp_path / "zh.svg").read_text()

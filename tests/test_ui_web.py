@@ -259,9 +259,10 @@ def test_ui_on_a_busy_port_is_one_line_and_exit_1() -> None:
 
 def test_run_ui_options_need_ui() -> None:
     proc = subprocess.run(grouplab("run", "--ui-port", "0"), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "--ui-port, --open and --lang only apply with --ui" in proc.stderr
-    proc = subprocess.run(grouplab("ui", "--lang", "fr"), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "--lang 'fr': choose one of en, zh" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "--ui-port and --open only apply with --ui" in proc.stderr
+    for command in ("ui", "run"):  # --lang is the whole output's language, with or without --ui
+        proc = subprocess.run(grouplab(command, "--lang", "fr"), capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and "--lang 'fr': choose one of en, zh" in proc.stderr, proc.stderr
 
 
 def test_run_with_ui_serves_the_dashboard_while_its_script_goes_on() -> None:

@@ -12,21 +12,24 @@ from dataclasses import replace
 from typing import Callable
 
 from grouplab.compare.probe import CoordinatorProbe
-from grouplab.compare.script import DESIGNS, CompareError, Figures, Script
+from grouplab.compare.report import change_label, design_label
+from grouplab.compare.script import CompareError, Figures, Script
 from grouplab.compare.simulate import design_config, zk_figures
 from grouplab.protocol.effects import wall_clock_ms
+from grouplab.teach.catalog import Catalog
 
 Say = Callable[[str], None]
 
 
 async def run_real(script: Script, designs: list[str], zookeeper: str | None, timeout_s: float, hold_s: float,
-                   say: Say) -> dict[str, list[Figures]]:
+                   say: Say, c: Catalog | None = None) -> dict[str, list[Figures]]:
     """The designs side by side; the first to fail (no ZooKeeper there, a change that does not
-    settle within `timeout_s`) stops the others."""
+    settle within `timeout_s`) stops the others. `say` gets each settled change, in `c`'s language."""
+    c = c or Catalog()
     try:
         async with asyncio.TaskGroup() as tasks:
-            running = {d: tasks.create_task(_zookeeper(script, zookeeper, timeout_s, hold_s, say) if d == "zk"
-                                            else _coordinator(script, d, timeout_s, hold_s, say)) for d in designs}
+            running = {d: tasks.create_task(_zookeeper(script, zookeeper, timeout_s, hold_s, say, c) if d == "zk"
+                                            else _coordinator(script, d, timeout_s, hold_s, say, c)) for d in designs}
     except ExceptionGroup as group:
         first = group.exceptions[0]
         if isinstance(first, Exception) and len(group.exceptions) == 1:
@@ -44,11 +47,12 @@ async def _until(predicate: Callable[[], bool], timeout_s: float) -> bool:
     return True
 
 
-def _not_settled(design: str, label: str, timeout_s: float) -> CompareError:
-    return CompareError(f"the {design} did not settle after '{label}' within --timeout {timeout_s:g} s")
+def _not_settled(design: str, label: str, timeout_s: float, c: Catalog) -> CompareError:
+    return CompareError(c.t("cmp.real.not_settled", design=design, change=label, timeout=f"{timeout_s:g}"))
 
 
-async def _coordinator(script: Script, design: str, timeout_s: float, hold_s: float, say: Say) -> list[Figures]:
+async def _coordinator(script: Script, design: str, timeout_s: float, hold_s: float, say: Say,
+                       c: Catalog) -> list[Figures]:
     from grouplab.cluster import LocalCluster
     from grouplab.coordinator.config import BrokerConfig
 
@@ -75,9 +79,10 @@ async def _coordinator(script: Script, design: str, timeout_s: float, hold_s: fl
                     for app in cluster.apps:
                         app.client.driver.refresh_metadata()
             if not await _until(lambda: probe.settled, timeout_s):
-                raise _not_settled(DESIGNS[design], change.label(), timeout_s)
+                raise _not_settled(design_label(design, c), change_label(change, c), timeout_s, c)
             settled = probe.windows[-1].settled_ms
-            say(f"{DESIGNS[design]}: {change.label()}: settled in {(settled or 0) - probe.windows[-1].start_ms} ms")
+            say(c.t("cmp.real.settled", design=design_label(design, c), change=change_label(change, c),
+                    ms=(settled or 0) - probe.windows[-1].start_ms))
             await asyncio.sleep(hold_s)
         return probe.finish(wall_clock_ms())
     finally:
@@ -85,7 +90,7 @@ async def _coordinator(script: Script, design: str, timeout_s: float, hold_s: fl
 
 
 async def _zookeeper(script: Script, zookeeper: str | None, timeout_s: float, hold_s: float,
-                     say: Say) -> list[Figures]:
+                     say: Say, c: Catalog) -> list[Figures]:
     from grouplab.zk.run import ZkCluster, ZkRunError
 
     s = script.settings
@@ -110,8 +115,8 @@ async def _zookeeper(script: Script, zookeeper: str | None, timeout_s: float, ho
                 await cluster.add_partitions(change.topic, change.total)
             settle = await cluster.wait_settled(timeout_s, began=began)
             if settle is None:
-                raise _not_settled("ZooKeeper era", change.label(), timeout_s)
-            say(f"ZooKeeper era: {change.label()}: settled in {settle} ms")
+                raise _not_settled(design_label("zk", c), change_label(change, c), timeout_s, c)
+            say(c.t("cmp.real.settled", design=design_label("zk", c), change=change_label(change, c), ms=settle))
             # (what the quiet check after settling adds is nothing: no operation, no idle partition)
             figures.append(zk_figures(replace(cluster.counters().since(start, settled=True), settle_ms=settle)))
             await asyncio.sleep(hold_s)

@@ -18,13 +18,13 @@ from grouplab.teach.catalog import Catalog
 Results = dict[str, list[Figures]]
 
 
-def _seconds(ms: int | None) -> str:
-    return "not settled" if ms is None else f"{ms / 1000:.3f} s"
+def _seconds(ms: int | None, c: Catalog) -> str:
+    return c.t("cmp.table.not_settled") if ms is None else c.t("cmp.table.seconds", s=f"{ms / 1000:.3f}")
 
 
-def _messages(f: Figures) -> str:
+def _messages(f: Figures, c: Catalog) -> str:
     if f.heartbeats is None:
-        return f"{f.total} ({f.messages.get('reads', 0)} reads, {f.messages.get('writes', 0)} writes)"
+        return c.t("cmp.table.ops", total=f.total, reads=f.messages.get("reads", 0), writes=f.messages.get("writes", 0))
     detail = ", ".join(f"{_api(api)} {n}" for api, n in sorted(f.messages.items(), key=lambda kv: (-kv[1], kv[0])))
     return f"{f.total}" + (f" ({detail})" if detail else "")
 
@@ -33,30 +33,34 @@ def _api(name: str) -> str:
     return "CGHeartbeat" if name == "ConsumerGroupHeartbeat" else name
 
 
-def _rebalances(f: Figures) -> str:
+def _rebalances(f: Figures, c: Catalog) -> str:
     counts = f.rebalances
     if not counts:
         return "0"
     total = sum(counts.values())
     if len(set(counts.values())) == 1:
-        return f"{total}: {next(iter(counts.values()))} each, {len(counts)} consumers"
-    return f"{total}: " + ", ".join(f"{c} {n}" for c, n in counts.items())
+        return c.t("cmp.table.each", total=total, each=next(iter(counts.values())), consumers=len(counts))
+    return f"{total}: " + ", ".join(f"{name} {n}" for name, n in counts.items())
 
 
-COLUMNS = ("design", "requests / registry operations", "for offsets", "heartbeats", "settled after",
-           "partition-s without a consumer", "rebalances per consumer", "failed (gave up)")
+COLUMNS = ("design", "messages", "offsets", "heartbeats", "settled", "idle", "rebalances", "failed")
 
 
-def _row(design: str, f: Figures) -> tuple[str, ...]:
-    return (DESIGNS[design], _messages(f), str(f.offsets), "-" if f.heartbeats is None else str(f.heartbeats),
-            _seconds(f.settle_ms), f"{f.idle_ms / 1000:.1f}", _rebalances(f),
+def design_label(design: str, c: Catalog) -> str:
+    """The design as a table row names it (script.py's DESIGNS, in the catalogue's language)."""
+    return c.t(f"cmp.table.design.{design}")
+
+
+def _row(design: str, f: Figures, c: Catalog) -> tuple[str, ...]:
+    return (design_label(design, c), _messages(f, c), str(f.offsets), "-" if f.heartbeats is None else str(f.heartbeats),
+            _seconds(f.settle_ms, c), f"{f.idle_ms / 1000:.1f}", _rebalances(f, c),
             "-" if f.failed is None else f"{f.failed} ({f.gave_up})")
 
 
-def _table(title: str, rows: list[tuple[str, ...]]) -> Table:
+def _table(title: str, rows: list[tuple[str, ...]], c: Catalog) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
     for col in COLUMNS:
-        table.add_column(col, justify="right" if col in ("for offsets", "heartbeats", "partition-s without a consumer")
+        table.add_column(c.t(f"cmp.table.col.{col}"), justify="right" if col in ("offsets", "heartbeats", "idle")
                          else "left")
     for row in rows:
         table.add_row(*row)
@@ -216,7 +220,7 @@ def conclusion(script: Script, results: Results, c: Catalog | None = None) -> li
     c = c or Catalog("en")
     totals = {d: total(figs) for d, figs in results.items()}
     lines = [c.t("cmp.totals", designs=c.t("cmp.sep").join(
-        c.t("cmp.totals.zk" if t.heartbeats is None else "cmp.totals.coordinator", design=DESIGNS[d],
+        c.t("cmp.totals.zk" if t.heartbeats is None else "cmp.totals.coordinator", design=design_label(d, c),
             idle=f"{t.idle_ms / 1000:.1f}", ops=t.total) for d, t in totals.items()))]
     lines.append(verdict(script, results, c))
     lines += firsts(script, results, c)
@@ -226,38 +230,42 @@ def conclusion(script: Script, results: Results, c: Catalog | None = None) -> li
     return lines
 
 
-def _wait_row(script: Script, f: Figures) -> list[tuple[str, ...]]:
+def _wait_row(script: Script, f: Figures, c: Catalog) -> list[tuple[str, ...]]:
     """Under Kafka's client behaviour, a classic group's wait for its leader's metadata refresh,
     on a line of its own beneath the design's: part of the row above, shown with its cause."""
     s = script.settings
     if not s.waits_for_max_age or f.metadata_wait_ms is None:
         return []
-    label = Catalog("en").t("cmp.wait.row", age=s.metadata_max_age_ms)
-    return [(label, "", "", "", _seconds(f.metadata_wait_ms), f"{f.metadata_wait_idle_ms / 1000:.1f}", "", "")]
+    label = c.t("cmp.wait.row", age=s.metadata_max_age_ms)
+    return [(label, "", "", "", _seconds(f.metadata_wait_ms, c), f"{f.metadata_wait_idle_ms / 1000:.1f}", "", "")]
 
 
-def _rows(script: Script, results: Results, pick: Any) -> list[tuple[str, ...]]:
+def _rows(script: Script, results: Results, pick: Any, c: Catalog) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for d, figs in results.items():
         f = pick(figs)
-        rows.append(_row(d, f))
-        rows += _wait_row(script, f)
+        rows.append(_row(d, f, c))
+        rows += _wait_row(script, f, c)
     return rows
 
 
-def render(script: Script, results: Results, heading: str) -> Group:
+def render(script: Script, results: Results, heading: str, c: Catalog | None = None) -> Group:
+    c = c or Catalog()
     tables: list[Any] = []
     for i, change in enumerate(script.changes):
-        tables.append(_table(f"{i + 1}. {_title(change, heading)}", _rows(script, results, lambda figs: figs[i])))
-    tables.append(_table("all changes, summed", _rows(script, results, total)))
+        tables.append(_table(f"{i + 1}. {_title(change, heading, c)}", _rows(script, results, lambda figs: figs[i], c), c))
+    tables.append(_table(c.t("cmp.table.summed"), _rows(script, results, total, c), c))
     return Group(*tables)
 
 
-def _title(change: Change, heading: str) -> str:
-    return change.label() + (f" (at {change.at_ms / 1000:g} s)" if heading == "simulator" else "")
+def _title(change: Change, heading: str, c: Catalog) -> str:
+    label = change_label(change, c)
+    return c.t("cmp.table.at", change=label, s=f"{change.at_ms / 1000:g}") if heading == "simulator" else label
 
 
-def as_json(script: Script, results: Results, mode: str, seed: int | None) -> dict[str, Any]:
+def as_json(script: Script, results: Results, mode: str, seed: int | None, c: Catalog | None = None) -> dict[str, Any]:
+    """Figures and kinds are data (English keys, as the script names them); the conclusion is text,
+    in the catalogue's language."""
     s = script.settings
     return {
         "mode": mode, "seed": seed, "designs": {d: DESIGNS[d] for d in results},
@@ -266,5 +274,5 @@ def as_json(script: Script, results: Results, mode: str, seed: int | None) -> di
                      "figures": {d: asdict(figs[i]) for d, figs in results.items()}}
                     for i, c in enumerate(script.changes)],
         "totals": {d: asdict(total(figs)) for d, figs in results.items()},
-        "conclusion": conclusion(script, results),
+        "conclusion": conclusion(script, results, c),
     }

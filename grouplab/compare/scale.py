@@ -16,8 +16,8 @@ from typing import Callable
 
 from rich.table import Table
 
-from grouplab.compare.report import total
-from grouplab.compare.script import DESIGNS, Figures, Settings, script, sim_names
+from grouplab.compare.report import design_label, total
+from grouplab.compare.script import Figures, Settings, script, sim_names
 from grouplab.compare.simulate import simulate
 from grouplab.teach.catalog import Catalog
 
@@ -49,26 +49,26 @@ def run_scale(settings: Settings, sizes: list[int], seed: int, designs: list[str
     return out
 
 
-COLUMNS = ("consumers", "design", "registry reads (of all operations) / requests", "heartbeats", "settled after",
-           "partition-s without a consumer", "rebalances", "failed claims (gave up)")
+COLUMNS = ("consumers", "design", "messages", "heartbeats", "settled", "idle", "rebalances", "failed")
 
 
-def _messages(f: Figures) -> str:
+def _messages(f: Figures, c: Catalog) -> str:
     if f.heartbeats is None:
-        return f"{f.messages.get('reads', 0)} (of {f.total})"
+        return c.t("cmp.scale.of", reads=f.messages.get("reads", 0), total=f.total)
     return str(f.total)
 
 
-def render_scale(scaled: Scaled, seed: int) -> Table:
-    table = Table(title=f"the whole script at each size (simulated, seed {seed})", title_justify="left",
-                  header_style="bold")
+def render_scale(scaled: Scaled, seed: int, c: Catalog | None = None) -> Table:
+    c = c or Catalog()
+    table = Table(title=c.t("cmp.scale.title", seed=seed), title_justify="left", header_style="bold")
     for col in COLUMNS:
-        table.add_column(col, justify="left" if col == "design" else "right")
+        table.add_column(c.t(f"cmp.scale.col.{col}"), justify="left" if col == "design" else "right")
     for n, by_design in scaled.items():
         for i, (d, f) in enumerate(by_design.items()):
-            table.add_row(str(n) if i == 0 else "", DESIGNS[d], _messages(f),
+            table.add_row(str(n) if i == 0 else "", design_label(d, c), _messages(f, c),
                           "-" if f.heartbeats is None else str(f.heartbeats),
-                          "not settled" if f.settle_ms is None else f"{f.settle_ms / 1000:.3f} s",
+                          c.t("cmp.table.not_settled") if f.settle_ms is None
+                          else c.t("cmp.table.seconds", s=f"{f.settle_ms / 1000:.3f}"),
                           f"{f.idle_ms / 1000:.1f}", str(sum(f.rebalances.values())),
                           "-" if f.failed is None else f"{f.failed} ({f.gave_up})",
                           end_section=i == len(by_design) - 1)

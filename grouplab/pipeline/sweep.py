@@ -31,6 +31,7 @@ from pyspark.sql.types import (ArrayType, BooleanType, DataType, DoubleType, Int
 
 from grouplab.pipeline.html import figure_svg, fmt
 from grouplab.sim.scenario import Scenario
+from grouplab.teach.catalog import Catalog
 
 Case = tuple[str, int, int]  # (assignor, members, seed)
 
@@ -283,7 +284,7 @@ class SweepResult:
 
 def run_sweep(spark: SparkSession, scenario_text: str, scenario_name: str, scenario_arg: str,
               assignors: list[str], sizes: list[int], seeds: list[int], out: Path, seeds_per_task: int = 1,
-              on_progress: Callable[[int, int], None] | None = None) -> SweepResult:
+              on_progress: Callable[[int, int], None] | None = None, lang: str = "en") -> SweepResult:
     """Simulate and write OUT/seeds; summarize what was written (reading it back, so the
     simulations run once) into OUT/summary; write OUT/report.html."""
     started = time.monotonic()
@@ -300,7 +301,7 @@ def run_sweep(spark: SparkSession, scenario_text: str, scenario_name: str, scena
     failed = [r.asDict() for r in violations(written).collect()]
     elapsed = time.monotonic() - started
     write_report(out / "report.html", summary, failed, scenario_name=scenario_name, scenario_arg=scenario_arg,
-                 assignors=assignors, sizes=sorted(sizes), seeds=seeds, elapsed_s=elapsed)
+                 assignors=assignors, sizes=sorted(sizes), seeds=seeds, elapsed_s=elapsed, lang=lang)
     return SweepResult(out / "seeds", out / "summary", out / "report.html", summary, failed, cases, tasks, elapsed)
 
 
@@ -315,12 +316,12 @@ def replay_command(scenario_arg: str, assignor: str, members: int, seed: int, sc
                                              "--run-dir", run_dir])
 
 
-def seeds_label(seeds: list[int]) -> str:
+def seeds_label(seeds: list[int], c: Catalog | None = None) -> str:
     """`1-1000` for a contiguous range, else the count (the report's subtitle)."""
     ordered = sorted(set(seeds))
     if ordered == list(range(ordered[0], ordered[-1] + 1)):
         return f"{ordered[0]}-{ordered[-1]}" if len(ordered) > 1 else str(ordered[0])
-    return f"{len(ordered)} seeds"
+    return (c or Catalog()).t("sweep.seeds", count=len(ordered))
 
 
 SUMMARY_COLUMNS: list[tuple[str, str]] = [
@@ -333,9 +334,18 @@ SUMMARY_COLUMNS: list[tuple[str, str]] = [
 
 
 def bar_chart_svg(summary: list[dict[str, Any]], metric: str, ylabel: str, assignors: list[str],
-                  sizes: list[int]) -> str:
+                  sizes: list[int], c: Catalog | None = None) -> str:
     """Grouped bars: one group per member count, the assignors side by side. Matplotlib's object
     API (no pyplot, no GUI backend), rendered to SVG text for inlining."""
+    from grouplab.plot import font_context
+
+    c = c or Catalog()
+    with font_context(c.lang):
+        return figure_svg(_bar_chart(summary, metric, ylabel, assignors, sizes, c), metric)
+
+
+def _bar_chart(summary: list[dict[str, Any]], metric: str, ylabel: str, assignors: list[str],
+               sizes: list[int], c: Catalog) -> Any:
     from matplotlib.figure import Figure
 
     value = {(r["assignor"], r["members"]): r.get(metric) for r in summary}
@@ -346,12 +356,12 @@ def bar_chart_svg(summary: list[dict[str, Any]], metric: str, ylabel: str, assig
         ys = [value.get((assignor, m)) for m in sizes]
         xs = [k + (i - (len(assignors) - 1) / 2) * width for k in range(len(sizes))]
         ax.bar(xs, [math.nan if y is None else y for y in ys], width, label=assignor)
-    ax.set_xticks(range(len(sizes)), [f"{m} members" for m in sizes])
+    ax.set_xticks(range(len(sizes)), [c.t("sweep.members", count=m) for m in sizes])
     ax.set_ylabel(ylabel, fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, ncols=min(len(assignors), 4), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.tight_layout()
-    return figure_svg(fig, metric)
+    return fig
 
 
 def cell_class(key: str, value: Any) -> str:
@@ -361,8 +371,9 @@ def cell_class(key: str, value: Any) -> str:
     return "bad" if key == "violations" and value else "n"
 
 
-def summary_table_html(summary: list[dict[str, Any]]) -> str:
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in SUMMARY_COLUMNS)
+def summary_table_html(summary: list[dict[str, Any]], c: Catalog | None = None) -> str:
+    c = c or Catalog()
+    head = "".join(f"<th>{html.escape(c.t(f'sweep.col.{key}'))}</th>" for key, _ in SUMMARY_COLUMNS)
     rows = []
     for r in summary:
         cells = "".join(f"<td class={cell_class(key, r.get(key))}>{html.escape(fmt(r.get(key)))}</td>"
@@ -371,18 +382,21 @@ def summary_table_html(summary: list[dict[str, Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def violations_html(failed: list[dict[str, Any]], scenario_arg: str, scenario_name: str, limit: int = 200) -> str:
+def violations_html(failed: list[dict[str, Any]], scenario_arg: str, scenario_name: str, limit: int = 200,
+                    c: Catalog | None = None) -> str:
+    c = c or Catalog()
     if not failed:
-        return "<p class=ok>No invariant was violated and no simulation raised.</p>"
+        return f"<p class=ok>{html.escape(c.t('sweep.no_violations'))}</p>"
     items = []
     for v in failed[:limit]:
         cmd = replay_command(scenario_arg, v["assignor"], v["members"], v["seed"], scenario_name)
         detail = (v.get("violation_detail") or "").strip()
-        items.append(f"<li><b>{html.escape(v['assignor'])}</b>, {v['members']} members, seed {v['seed']}: "
+        case = c.t("sweep.case", assignor=f"<b>{html.escape(v['assignor'])}</b>", members=v["members"], seed=v["seed"])
+        items.append(f"<li>{case}: "
                      f"<code>{html.escape(v['violation'] or '')}</code><pre>{html.escape(detail)}</pre>"
-                     f"replay: <code>{html.escape(cmd)}</code></li>")
-    more = f"<p>… and {len(failed) - limit} more (all are in the seeds table).</p>" if len(failed) > limit else ""
-    return f"<p class=bad>{len(failed)} failed case(s).</p><ol>{''.join(items)}</ol>{more}"
+                     f"{c.t('sweep.replay', command=f'<code>{html.escape(cmd)}</code>')}</li>")
+    more = f"<p>{html.escape(c.t('sweep.more', count=len(failed) - limit))}</p>" if len(failed) > limit else ""
+    return f"<p class=bad>{html.escape(c.t('sweep.failed', count=len(failed)))}</p><ol>{''.join(items)}</ol>{more}"
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}
@@ -394,17 +408,21 @@ svg{max-width:100%;height:auto}"""
 
 def write_report(path: Path, summary: list[dict[str, Any]], failed: list[dict[str, Any]], *, scenario_name: str,
                  scenario_arg: str, assignors: list[str], sizes: list[int], seeds: list[int],
-                 elapsed_s: float | None = None) -> None:
-    """One self-contained HTML file (inline SVG, inline CSS, no scripts): opens anywhere, mails well."""
-    charts = "".join(f"<h3>{html.escape(title)}</h3>{bar_chart_svg(summary, key, unit, assignors, sizes)}"
-                     for key, title, unit in CHART_METRICS)
-    took = f" in {elapsed_s:.1f} s" if elapsed_s is not None else ""
-    subtitle = (f"assignors {', '.join(assignors)} · members {', '.join(map(str, sizes))} · seeds "
-                f"{seeds_label(seeds)} · {len(assignors) * len(sizes) * len(seeds):,} simulations{took}")
-    page = (f"<!doctype html><html><head><meta charset=utf-8><title>grouplab sweep: {html.escape(scenario_name)}"
+                 elapsed_s: float | None = None, lang: str = "en") -> None:
+    """One self-contained HTML file (inline SVG, inline CSS, no scripts): opens anywhere, mails well.
+    Its words in `lang` (the catalogue's `sweep.*` texts)."""
+    c = Catalog(lang)
+    charts = "".join(f"<h3>{html.escape(c.t(f'sweep.chart.{key}'))}</h3>"
+                     f"{bar_chart_svg(summary, key, c.t(f'sweep.unit.{unit}'), assignors, sizes, c)}"
+                     for key, _title, unit in CHART_METRICS)
+    took = c.t("sweep.took", s=f"{elapsed_s:.1f}") if elapsed_s is not None else ""
+    subtitle = c.t("sweep.subtitle", assignors=", ".join(assignors), members=", ".join(map(str, sizes)),
+                   seeds=seeds_label(seeds, c), count=f"{len(assignors) * len(sizes) * len(seeds):,}", took=took)
+    opening = "<html>" if lang == "en" else f"<html lang={lang}>"
+    page = (f"<!doctype html>{opening}<head><meta charset=utf-8><title>grouplab sweep: {html.escape(scenario_name)}"
             f"</title><style>{STYLE}</style></head><body><h1>grouplab sweep: {html.escape(scenario_name)}</h1>"
-            f"<p>{html.escape(subtitle)}</p><h2>Summary</h2>{summary_table_html(summary)}"
-            f"<h2>Invariant violations</h2>{violations_html(failed, scenario_arg, scenario_name)}"
-            f"<h2>Charts</h2>{charts}</body></html>\n")
+            f"<p>{html.escape(subtitle)}</p><h2>{c.t('sweep.h.summary')}</h2>{summary_table_html(summary, c)}"
+            f"<h2>{c.t('sweep.h.violations')}</h2>{violations_html(failed, scenario_arg, scenario_name, c=c)}"
+            f"<h2>{c.t('sweep.h.charts')}</h2>{charts}</body></html>\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
