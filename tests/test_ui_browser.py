@@ -86,7 +86,7 @@ def dashboard(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[
             if not line:
                 break
             seen.append(line)
-            match = re.search(r"dashboard on (http://127\.0\.0\.1:\d+/)", line)
+            match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)  # "dashboard on URL" in the run's language
             if match:
                 url = match.group(1)
         assert url is not None, "no dashboard URL: " + "".join(seen) + (proc.stderr.read() if proc.poll() else "")
