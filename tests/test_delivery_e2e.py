@@ -8,13 +8,16 @@ import pytest
 
 from grouplab.consumer.delivery import DeliveryMode
 from grouplab.coordinator.config import BrokerConfig
-from grouplab.cli import _wait_drained
+from grouplab.cli import _committed, _wait_drained
 from grouplab.cluster import DeliveryRun, LocalCluster
 
 pytestmark = pytest.mark.e2e
 
 BROKER = ["group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=100"]
-CONSUMER = ["session.timeout.ms=1500", "heartbeat.interval.ms=100", "retry.backoff.ms=20", "request.timeout.ms=3000"]
+# A session of 3 s: the crash is noticed soon, and a member on a machine loaded by the rest of the
+# suite is not removed for a slow second (1.5 s let a loaded run rebalance past the drain's minute).
+CONSUMER = ["session.timeout.ms=3000", "heartbeat.interval.ms=100", "retry.backoff.ms=20", "request.timeout.ms=3000"]
+DRAIN_S = 180  # generous: about 3 s here on a quiet machine
 PARTITIONS, RECORDS = 3, 150
 
 
@@ -33,7 +36,9 @@ async def run(mode: DeliveryMode) -> tuple[dict, int]:
         await cluster.recorder_wait(lambda: processed() >= PARTITIONS * RECORDS // 3, 20)
         await cluster.stop_consumer(first[0], leave=False)  # a crash in the middle of the input
         await cluster.add_consumer()
-        await _wait_drained(cluster, delivery, 60)
+        await _wait_drained(cluster, delivery, DRAIN_S)
+        committed = sum(_committed(cluster).values())
+        assert committed == PARTITIONS * RECORDS, f"the input was not drained in {DRAIN_S} s: {committed} committed"
         account = await delivery.account(cluster.host, cluster.port, PARTITIONS)
         return account, processed()
     finally:
