@@ -407,35 +407,6 @@ def test_user_data_round_trips_through_subscription_user_data():
     assert result == {"a": tps("t", 1), "b": tps("t", 0)}
 
 
-PARTITION_LISTS = st.lists(st.tuples(st.sampled_from(["t", "u", "topic-10", "话题"]), st.integers(0, 2**31 - 1)),
-                           max_size=12, unique=True)
-
-
-@given(first=PARTITION_LISTS, second=PARTITION_LISTS, generation=st.integers(-1, 2**31 - 1),
-       version0=st.booleans())
-@settings(max_examples=300, deadline=None)
-def test_user_data_read_by_a_known_layout_is_read_as_topic_by_topic(first, second, generation, version0):
-    """sticky_user_data keeps each shape of user data it read (topics, counts, a generation or not)
-    and reads the next of that length in one unpack: whatever the bytes, the answer is the one the
-    topic-by-topic reader gives, including a shape of the same length with other names or counts."""
-    from grouplab.consumer.assignors.sticky_user_data import _decode_kafka, _read_kafka
-
-    for parts in (first, second, first):
-        data = encode_user_data([TopicPartition(t, p) for t, p in parts], generation)
-        if version0:
-            data = data[:-4]  # Kafka's version 0: no generation
-        assert _decode_kafka(data) == _read_kafka(data)
-        assert _decode_kafka(data) == _read_kafka(data)  # now through the layout
-
-
-def test_a_known_layout_with_other_bytes_in_its_fixed_fields_is_read_afresh():
-    from grouplab.consumer.assignors.sticky_user_data import decode_user_data as decode
-
-    assert decode(encode_user_data([TopicPartition("ab", 1)], 2)) == ([TopicPartition("ab", 1)], 2)
-    # Same length and shape, another topic name: not taken for the first.
-    assert decode(encode_user_data([TopicPartition("cd", 7)], 3)) == ([TopicPartition("cd", 7)], 3)
-
-
 GARBAGE_USER_DATA = [
     b"",
     b"\x00\xffnot msgpack\xc1",

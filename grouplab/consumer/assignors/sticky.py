@@ -34,13 +34,14 @@ from grouplab.consumer.assignors.sticky_claims import (
     Claims,
     MemberData,
     cooperative_member_data,
+    decode_user_data,
     eager_member_data,
+    encode_user_data,
     previous_generation_owners,
     resolve_claims,
 )
 from grouplab.consumer.assignors.sticky_constrained import constrained_assign
 from grouplab.consumer.assignors.sticky_general import general_assign
-from grouplab.consumer.assignors.sticky_user_data import decode_user_data, encode_user_data
 from grouplab.protocol.memory import gc_paused
 from grouplab.protocol.types import Subscription, TopicPartition
 

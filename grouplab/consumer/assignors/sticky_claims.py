@@ -18,11 +18,18 @@ Kafka's rules (AbstractStickyAssignor, docs/assignors.md "Claims"):
 
 from __future__ import annotations
 
+import operator
+import struct
+import sys
+from array import array
 from dataclasses import dataclass, field
-from typing import Mapping
+from itertools import chain, repeat
+from typing import Iterable, Iterator, Mapping
 
+import msgpack
+
+from grouplab.consumer.assignors.base import as_partitions
 from grouplab.consumer.assignors.java_order import hashmap_order, java_key
-from grouplab.consumer.assignors.sticky_user_data import decode_user_data
 from grouplab.protocol.types import Subscription, TopicPartition
 
 NO_GENERATION = -1
@@ -39,6 +46,98 @@ class MemberData:
 def generation_of(md: MemberData) -> int:
     """Kafka's generation.orElse(DEFAULT_GENERATION)."""
     return NO_GENERATION if md.generation is None else md.generation
+
+
+# ----------------------------------------------------------------------------- user data
+
+
+def encode_user_data(previous: Iterable[TopicPartition], generation_id: int) -> bytes:
+    """The eager sticky assignor's memory across a revoke-everything rejoin, in Kafka's
+    StickyAssignor user-data format (version 1), so a Kafka leader reads it as grouplab's does:
+    an int32 count of topics, each an int16-length UTF-8 name with an int32 count of int32
+    partition numbers, then the int32 generation; big-endian."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(previous):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    out = [struct.pack(">i", len(by_topic))]
+    for topic, numbers in by_topic.items():
+        name = topic.encode("utf-8")
+        out.append(struct.pack(f">h{len(name)}si{len(numbers)}i", len(name), name, len(numbers), *numbers))
+    out.append(struct.pack(">i", generation_id))
+    return b"".join(out)
+
+
+def decode_user_data(data: bytes) -> tuple[list[TopicPartition], int | None] | None:
+    """(partitions, generation) from user data: Kafka's format (version 1, or version 0 without a
+    generation, as Kafka tries them), else grouplab's earlier msgpack form; None when the bytes are
+    neither (another assignor's user data: no history)."""
+    decoded = _decode_kafka(data)
+    return decoded if decoded is not None else _decode_msgpack(data)
+
+
+def _decode_kafka(data: bytes) -> tuple[list[TopicPartition], int | None] | None:
+    unpack_int32, unpack_int16 = _INT32.unpack_from, _INT16.unpack_from
+    names: list[Iterator[str]] = []
+    chunks: list[bytes] = []
+    try:
+        (topics,) = unpack_int32(data, 0)
+        if topics < 0:
+            return None
+        pos = 4
+        for _ in range(topics):
+            (length,) = unpack_int16(data, pos)
+            pos += 2
+            name = data[pos:pos + length].decode("utf-8")
+            pos += length
+            (count,) = unpack_int32(data, pos)
+            if length < 0 or count < 0:
+                return None
+            pos += 4
+            names.append(repeat(name, count))
+            chunks.append(data[pos:pos + 4 * count])
+            pos += 4 * count
+    except (struct.error, UnicodeDecodeError):
+        return None
+    if pos > len(data):
+        return None
+    # Every topic's partition numbers in one array (big-endian on the wire), then one pass.
+    numbers = array("i", b"".join(chunks))
+    if _SWAP:
+        numbers.byteswap()
+    parts = list(map(_new_tuple, repeat(TopicPartition), zip(chain.from_iterable(names), numbers)))
+    generation = unpack_int32(data, pos)[0] if len(data) - pos >= 4 else None
+    return parts, generation
+
+
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_SWAP = sys.byteorder == "little"
+_new_tuple = tuple.__new__
+assert array("i").itemsize == 4
+
+
+def _decode_msgpack(data: bytes) -> tuple[list[TopicPartition], int | None] | None:
+    """grouplab's user data before it spoke Kafka's format: {"partitions": [[topic, n]...], "generation": g}."""
+    try:
+        raw = msgpack.unpackb(data, raw=False)
+        items = raw["partitions"]
+        generation = raw.get("generation")
+        has_generation = "generation" in raw
+    except Exception:
+        return None
+    if not isinstance(items, list) or (has_generation and type(generation) is not int):
+        return None
+    # Checked in bulk (a member may have thousands of partitions): [str, int] pairs only.
+    if items and (set(map(type, items)) != {list} or set(map(len, items)) != {2}):
+        return None
+    parts = as_partitions(items)
+    if parts and (set(map(type, map(_topic, parts))) != {str} or set(map(type, map(_number, parts))) != {int}):
+        return None
+    return parts, generation
+
+
+_topic = operator.itemgetter(0)
+_number = operator.itemgetter(1)
 
 
 def eager_member_data(sub: Subscription) -> MemberData:
