@@ -34,6 +34,7 @@ from grouplab.pipeline.html import figure_svg, fmt
 from grouplab.plot import (FAULT_WORDS, Band, Bar, FaultMark, Idle, OwnershipChart, chart_svg, client_colors, fault_word,
                            font_context, lane_name, mpl, natural_key)
 from grouplab.teach.catalog import Catalog
+from grouplab.teach.reasons import say_text
 
 TABLES = ("runs", "rebalances", "ownership", "movements", "deliveries", "malformed", "partition_time", "stalls")
 
@@ -768,7 +769,7 @@ def headline(run: Run, c: Catalog | None = None) -> str:
                              generation=f"<b>{esc(worst.get('generation'))}</b>",
                              group=c.t("analyze.h.of_group", group=html.escape(worst["group_id"])) if len(run.groups) > 1 else "",
                              cause=html.escape(worst.get("cause") or "unknown"),
-                             trigger=html.escape(worst.get("trigger") or ""), cost=cost))
+                             trigger=html.escape(trigger_text(worst, c)), cost=cost))
     else:
         parts.append(c.t("analyze.h.none"))
     if s.get("malformed_lines"):
@@ -780,6 +781,13 @@ def headline(run: Run, c: Catalog | None = None) -> str:
         parts.append(f"<span class={cls}>" + c.t("analyze.h.delivery", mode=html.escape(s["delivery_mode"]),
                                                    lost=f"{lost:,}", dup=f"{dup:,}") + "</span>")
     return f"<p class=headline>{' · '.join(parts)}</p>"
+
+
+def trigger_text(r: dict[str, Any], c: Catalog) -> str:
+    """A rebalance's trigger, the coordinator's own words: as written in English, else said in the
+    catalogue's language where grouplab's coordinator wrote it (teach/reasons.py)."""
+    trigger = r.get("trigger") or ""
+    return trigger if c.lang == "en" else say_text(trigger, c)
 
 
 def moved_text(moves: list[tuple[str, str, int]], c: Catalog | None = None) -> str:
@@ -817,7 +825,7 @@ def hurt_table(group: Group, c: Catalog | None = None) -> str:
         body.append(
             f"<tr{' class=worst' if r['rank'] == 1 else ''}><td class=n>{r['rank']}</td>"
             f"<td class=n>{esc(r.get('generation'))}</td>"
-            f"<td><b>{html.escape(r.get('cause') or 'unknown')}</b><br>{html.escape(r.get('trigger') or '')}{forming}</td>"
+            f"<td><b>{html.escape(r.get('cause') or 'unknown')}</b><br>{html.escape(trigger_text(r, c))}{forming}</td>"
             f"<td class=n>{esc(r.get('members_before'))} → {esc(r.get('members'))}</td>"
             f"<td class=n>{duration}</td>"
             f"<td{' class=bad' if outcome in ('interrupted', 'incomplete') else ''}>{html.escape(outcome)}</td>"
