@@ -1923,6 +1923,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     check_lang(args.lang)
     c = Catalog(args.lang)
+    if args.lang != "en":  # the report's charts need a CJK font: refuse before Spark's work, not after
+        from grouplab.plot import PlotFontError, cjk_font
+
+        try:
+            cjk_font()
+        except PlotFontError as exc:
+            raise CliError(exc) from None
     try:  # a missing directory or one without logs is a usage error, before Spark starts
         input_files(args.run_dirs)
     except NoEventLogs as exc:
