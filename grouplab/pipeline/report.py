@@ -544,7 +544,8 @@ def _durations(group: Group, c: Catalog) -> Any:
     generation_axis(ax, gens, c)
     causes = sorted({r["cause"] or "unknown" for r in rebs}, key=natural_key)
     syncs = sorted(r["sync_ms"] for r in rebs if r.get("sync_ms") is not None)
-    sync_label = c.t("analyze.chart.sync_median", ms=f"{syncs[len(syncs) // 2]:,}") if syncs else c.t("analyze.chart.sync")
+    sync_label = (c.t("analyze.chart.sync_median", ms=f"{syncs[len(syncs) // 2]:,}") if syncs
+                  else c.t("analyze.chart.sync"))
     extra: list[Any] = [Patch(color="#333333", label=sync_label)]
     if broken:
         extra.append(Line2D([], [], marker="x", ls="none", color=HURT_COLOR, label=c.t("analyze.chart.broken")))
@@ -619,8 +620,10 @@ def _delivery_partitions(d: Delivery, c: Catalog) -> Any:
     fig = Figure(figsize=(6.4, 3.2))
     ax = fig.add_axes((0.11, 0.22, 0.86, 0.64))
     xs = range(len(parts))
-    ax.bar([x - 0.2 for x in xs], [p["lost"] for p in parts], 0.4, color=HURT_COLOR, label=c.t("analyze.outcome.lost"), zorder=2)
-    ax.bar([x + 0.2 for x in xs], [p["duplicated"] for p in parts], 0.4, color="#F28E2B", label=c.t("analyze.outcome.duplicated"), zorder=2)
+    ax.bar([x - 0.2 for x in xs], [p["lost"] for p in parts], 0.4, color=HURT_COLOR,
+           label=c.t("analyze.outcome.lost"), zorder=2)
+    ax.bar([x + 0.2 for x in xs], [p["duplicated"] for p in parts], 0.4, color="#F28E2B",
+           label=c.t("analyze.outcome.duplicated"), zorder=2)
     ax.set_xticks(list(xs), [mpl(f"{p['topic']}-{p['partition']}", 16) for p in parts], fontsize=7,
                   rotation=0 if len(parts) <= 12 else 90)
     ax.set_ylabel(c.t("analyze.chart.records"), fontsize=8)
@@ -750,7 +753,8 @@ def headline(run: Run, c: Catalog | None = None) -> str:
         unowned = sum(lost_ms(r) for r in rebs)
         parts.append(c.t("analyze.h.moved", count=f"<b>{moved:,}</b>"))
         if any(g.owned for g in run.groups):
-            parts.append(c.t("analyze.h.unowned", s=f"<b>{ms_s(sum(r.get('unowned_partition_ms') or 0 for r in rebs))}</b>"))
+            without = ms_s(sum(r.get("unowned_partition_ms") or 0 for r in rebs))
+            parts.append(c.t("analyze.h.unowned", s=f"<b>{without}</b>"))
             idle = s.get("assigned_not_consumed_ms")
             if idle:
                 parts.append(c.t("analyze.h.idle", s=f"<b>{ms_s(idle)}</b>"))
@@ -818,7 +822,8 @@ def hurt_table(group: Group, c: Catalog | None = None) -> str:
     owned = group.owned
     for r in group.top:
         dur = r.get("duration_ms")
-        split = f"<br><span class=muted>{c.t('analyze.hurt.split', join=esc(r.get('join_ms')), sync=esc(r.get('sync_ms')))}</span>"
+        phases = c.t("analyze.hurt.split", join=esc(r.get("join_ms")), sync=esc(r.get("sync_ms")))
+        split = f"<br><span class=muted>{phases}</span>"
         duration = (f"<b>{esc(dur)}</b>" if dur is not None else c.t("analyze.hurt.never")) + split
         outcome = r.get("outcome") or "–"
         forming = f" <span class=muted>{c.t('analyze.hurt.forming')}</span>" if r is first else ""
@@ -846,7 +851,9 @@ HURT_COLUMNS = ("rank", "generation", "cause", "members", "duration", "outcome",
 def gantt_note(g: Gantt, origin_ms: int, c: Catalog | None = None) -> str:
     c = c or Catalog()
     clients = len({i["client_id"] for i in g.intervals})
-    note = (f"<p class=note>{c.t('analyze.gantt.note', partitions=f'{g.partitions_total:,}', intervals=f'{g.intervals_total:,}', clients=f'{clients:,}')}</p>")
+    legend = c.t("analyze.gantt.note", partitions=f"{g.partitions_total:,}", intervals=f"{g.intervals_total:,}",
+                 clients=f"{clients:,}")
+    note = f"<p class=note>{legend}</p>"
     if not g.capped:
         return note
     how = []
