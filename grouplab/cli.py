@@ -1921,6 +1921,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from grouplab.pipeline.session import SparkUnavailable, parse_conf, spark_session
     from grouplab.pipeline.tables import NoEventLogs, input_files, run_labels
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
+    if args.lang != "en":  # the report's charts need a CJK font: refuse before Spark's work, not after
+        from grouplab.plot import PlotFontError, cjk_font
+
+        try:
+            cjk_font()
+        except PlotFontError as exc:
+            raise CliError(exc) from None
     try:  # a missing directory or one without logs is a usage error, before Spark starts
         input_files(args.run_dirs)
     except NoEventLogs as exc:
@@ -1941,43 +1950,44 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from grouplab.pipeline.report import write_report
 
         labels = run_labels(args.run_dirs)
-        err.print(f"[bold]grouplab analyze[/] {len(labels)} run(s): {', '.join(labels.values())} · "
-                  f"Spark {spark.sparkContext.master}")
-        with ProgressReport(err, "reading the event logs", total=len(TABLES) + args.events_table + 1,
+        err.print(c.t("analyze.started", count=len(labels), runs=", ".join(labels.values()),
+                      master=spark.sparkContext.master))
+        with ProgressReport(err, c.t("analyze.progress.reading"), total=len(TABLES) + args.events_table + 1,
                             unit="tables") as progress:
 
             def written(name: str, rows: int) -> None:
                 written_tables.append(name)
-                progress.update(advance=1, description=f"wrote {name} ({rows:,} rows)")
+                progress.update(advance=1, description=c.t("analyze.progress.wrote", name=name, rows=f"{rows:,}"))
 
             result = analyze(spark, args.run_dirs, out, on_table=written, events_table=args.events_table)
-            progress.update(description="writing the report")
-            report = write_report(spark, out)
+            progress.update(description=c.t("analyze.progress.report"))
+            report = write_report(spark, out, lang=args.lang)
             progress.update(advance=1)
-    console.print(_runs_table(result.runs))
+    console.print(_runs_table(result.runs, c))
     malformed = sum(r["malformed_lines"] or 0 for r in result.runs)
     if malformed:
-        console.print(f"[yellow]{malformed:,} malformed line(s) skipped (not JSON objects with ts_ms, event and node); "
-                      f"see {out / 'malformed'}/ and the report. First:[/]")
+        console.print(f"[yellow]{c.t('analyze.malformed_skipped', count=f'{malformed:,}', dir=out / 'malformed')}[/]")
         for ex in result.malformed_examples[:3]:
             console.print(f"  [dim]{ex['run']}/{ex['file']}:[/] {ex['line'][:120]!r}", markup=True, highlight=False)
-    console.print("tables: " + ", ".join(f"{name} ({rows:,})" for name, rows in result.rows.items())
-                  + f" · Parquet under {out}/ · report: {report}")
+    console.print(c.t("analyze.done", tables=", ".join(f"{name} ({rows:,})" for name, rows in result.rows.items()),
+                      out=out, report=report))
     return 0
 
 
-def _runs_table(runs: list[dict[str, Any]]) -> Any:
+def _runs_table(runs: list[dict[str, Any]], c: Catalog | None = None) -> Any:
     from rich import box
     from rich.table import Table
 
-    table = Table(title="runs", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
+    c = c or Catalog()
+    table = Table(title=c.t("analyze.table.title"), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+                  show_edge=False)
     # "log lines", not "events": `grouplab simulate` counts every simulator event (timers and
     # messages too), which is more than the lines its nodes log.
-    for label in ("run", "log\nlines", "bad\nlines", "rebal.", "moved", "unowned\npart.-s", "not consumed\npart.-s",
-                  "p50\nms", "p99\nms", "delivery"):
-        table.add_column(label, justify="left" if label in ("run", "delivery") else "right")
+    for key in ("run", "lines", "bad", "rebalances", "moved", "unowned", "idle", "p50", "p99", "delivery"):
+        table.add_column(c.t(f"analyze.table.col.{key}"), justify="left" if key in ("run", "delivery") else "right")
     for r in runs:
-        delivery = "-" if not r.get("delivery_mode") else f"{r['delivery_mode']}: {r['lost']} lost, {r['duplicated']} dup."
+        delivery = "-" if not r.get("delivery_mode") else c.t("analyze.table.delivery", mode=r["delivery_mode"],
+                                                              lost=r["lost"], dup=r["duplicated"])
         table.add_row(r["run"], f"{r['events']:,}", str(r["malformed_lines"]), str(r["rebalances"]),
                       str(r["partitions_moved"]),
                       "-" if r["unowned_partition_ms"] is None else f"{r['unowned_partition_ms'] / 1000:,.1f}",
@@ -2347,6 +2357,7 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--master", help="Spark master URL (default: $GROUPLAB_SPARK_MASTER or local[*])")
     y.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (repeatable)")
     y.add_argument("--events-table", action="store_true", help="also write every parsed event as the `events` table")
+    y.add_argument("--lang", default="en", help="language of the table, the lines and the HTML report: en or zh")
 
     rp = sub.add_parser("replay", help="run the coordinator's state machine again over a run's message trace "
                         "and check that it answers the same (docs/events.md §7)")

@@ -374,6 +374,28 @@ def test_the_cli_writes_tables_and_a_report_and_refuses_bad_input(spark, known, 
     assert "no *.jsonl event logs" in " ".join(capsys.readouterr().err.split())
 
 
+
+def test_the_cli_speaks_chinese_in_its_table_lines_and_report(spark, known, tmp_path, capsys):
+    """`--lang zh`: the runs table, the lines and the whole report (a real run's triggers, causes and
+    charts) carry no untranslated English sentence (tests/test_zh_output.py's check)."""
+    import re
+
+    from grouplab.cli import main
+    from tests.test_zh_analyze import words_of
+    from tests.test_zh_output import untranslated
+
+    out = tmp_path / "out"
+    assert main(["analyze", str(known["run_dir"]), "--out", str(out), "--master", "local[2]", "--lang", "zh"]) == 0
+    said = capsys.readouterr()
+    printed = re.sub(r"/\S+", "PATH", said.out + said.err)  # a path is a name, wrapped or not
+    assert untranslated(printed) == [], printed
+    assert "再均衡" in said.out and "报告" in said.out
+    page = (out / "report.html").read_text()
+    assert page.startswith("<!doctype html><html lang=zh>")
+    words = re.sub(r"/\S+", "PATH", words_of(page))  # the tables' directory is a name
+    assert untranslated(words) == [], untranslated(words)
+    assert "影响最大的再均衡" in words
+
 # ----------------------------------------------------------------------------- a real-socket run
 
 

@@ -31,8 +31,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from grouplab.pipeline.html import figure_svg, fmt
-from grouplab.plot import (FAULT_WORDS, Band, Bar, FaultMark, Idle, OwnershipChart, chart_svg, client_colors, lane_name,
-                           mpl, natural_key)
+from grouplab.plot import (FAULT_WORDS, Band, Bar, FaultMark, Idle, OwnershipChart, chart_svg, client_colors, fault_word,
+                           font_context, lane_name, mpl, natural_key)
+from grouplab.teach.catalog import Catalog
+from grouplab.teach.reasons import say_text
 
 TABLES = ("runs", "rebalances", "ownership", "movements", "deliveries", "malformed", "partition_time", "stalls")
 
@@ -456,8 +458,10 @@ def seconds(ms: Any, origin_ms: int) -> float:
     return (ms - origin_ms) / 1000.0
 
 
-def gantt_chart(gantt: Gantt, group: Group, colors: dict[str, Any], origin_ms: int) -> OwnershipChart:
-    """The Gantt chart's data in the shared renderer's model (grouplab/plot.py)."""
+def gantt_chart(gantt: Gantt, group: Group, colors: dict[str, Any], origin_ms: int,
+                c: Catalog | None = None) -> OwnershipChart:
+    """The Gantt chart's data in the shared renderer's model (grouplab/plot.py), its words in `c`'s language."""
+    c = c or Catalog()
     hurt = {r["generation"] for r in group.top}
     bands = [Band(r["start_ms"], r["band_end_ms"], f"g{r['generation']}", r["generation"] in hurt)
              for r in group.rebalances if r.get("start_ms") is not None and r.get("band_end_ms") is not None]
@@ -467,13 +471,18 @@ def gantt_chart(gantt: Gantt, group: Group, colors: dict[str, Any], origin_ms: i
               for i in gantt.intervals],
         idle=[Idle(lane_name(i["topic"], i["partition"]), i["start_ms"], i["end_ms"], i["client_id"]) for i in gantt.idle],
         bands=bands,
-        faults=[FaultMark(f["stopped_ms"], f"{FAULT_WORDS.get(f['fault'], f['fault'])} {f['client_id']}")
-                for f in gantt.stops],
-        origin_ms=origin_ms, window=gantt.window, colors=colors, highlight_label="rebalance that hurt (gN)")
+        faults=[FaultMark(f["stopped_ms"], f"{fault_text(f['fault'], c)} {f['client_id']}") for f in gantt.stops],
+        origin_ms=origin_ms, window=gantt.window, colors=colors, highlight_label=c.t("analyze.highlight"), lang=c.lang)
 
 
-def gantt_svg(gantt: Gantt, group: Group, colors: dict[str, Any], origin_ms: int, prefix: str) -> str:
-    return chart_svg(gantt_chart(gantt, group, colors, origin_ms), prefix)
+def fault_text(fault: str, c: Catalog) -> str:
+    """English as it always was (a fault by its name); another language through the plot's words."""
+    return FAULT_WORDS.get(fault, fault) if c.lang == "en" else fault_word(fault, c)
+
+
+def gantt_svg(gantt: Gantt, group: Group, colors: dict[str, Any], origin_ms: int, prefix: str,
+              c: Catalog | None = None) -> str:
+    return chart_svg(gantt_chart(gantt, group, colors, origin_ms, c), prefix)
 
 
 def legend_causes(ax: Any, causes: list[str], colors: dict[str, str], extra: list[Any]) -> None:
@@ -484,7 +493,7 @@ def legend_causes(ax: Any, causes: list[str], colors: dict[str, str], extra: lis
               ncols=min(len(handles), 6), borderaxespad=0)
 
 
-def generation_axis(ax: Any, gens: list[int]) -> None:
+def generation_axis(ax: Any, gens: list[int], c: Catalog) -> None:
     if len(gens) <= 60:
         ax.set_xticks(gens, [str(g) for g in gens], fontsize=7 if len(gens) <= 40 else 6)
     else:
@@ -493,14 +502,20 @@ def generation_axis(ax: Any, gens: list[int]) -> None:
         lo, hi = min(gens) - 0.7, max(gens) + 0.7
         pad = max(0.0, (12 - (hi - lo)) / 2)
         ax.set_xlim(lo - pad, hi + pad)
-    ax.set_xlabel("generation (the one the rebalance formed)", fontsize=8)
+    ax.set_xlabel(c.t("analyze.chart.generation"), fontsize=8)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
 
-def durations_svg(group: Group, prefix: str) -> str:
+def durations_svg(group: Group, prefix: str, c: Catalog | None = None) -> str:
     """Stacked bars per generation: join phase (colored by cause) + sync phase (dark); a rebalance
     that never completed shows its join phase hatched, with a red ×."""
+    c = c or Catalog()
+    with font_context(c.lang):
+        return figure_svg(_durations(group, c), prefix)
+
+
+def _durations(group: Group, c: Catalog) -> Any:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -523,23 +538,30 @@ def durations_svg(group: Group, prefix: str) -> str:
         ax.scatter([g for g, _ in broken], [h + top * 0.04 for _, h in broken], marker="x", color=HURT_COLOR,
                    s=18, zorder=3)
     ax.set_ylim(0, top * 1.12)
-    ax.set_ylabel("seconds", fontsize=8)
+    ax.set_ylabel(c.t("analyze.chart.seconds"), fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    generation_axis(ax, gens)
+    generation_axis(ax, gens, c)
     causes = sorted({r["cause"] or "unknown" for r in rebs}, key=natural_key)
     syncs = sorted(r["sync_ms"] for r in rebs if r.get("sync_ms") is not None)
-    sync_label = f"sync phase (median {syncs[len(syncs) // 2]:,} ms)" if syncs else "sync phase"
+    sync_label = (c.t("analyze.chart.sync_median", ms=f"{syncs[len(syncs) // 2]:,}") if syncs
+                  else c.t("analyze.chart.sync"))
     extra: list[Any] = [Patch(color="#333333", label=sync_label)]
     if broken:
-        extra.append(Line2D([], [], marker="x", ls="none", color=HURT_COLOR, label="interrupted / incomplete (no sync)"))
+        extra.append(Line2D([], [], marker="x", ls="none", color=HURT_COLOR, label=c.t("analyze.chart.broken")))
     legend_causes(ax, causes, colors, extra)
-    return figure_svg(fig, prefix)
+    return fig
 
 
-def stop_the_world_svg(group: Group, prefix: str) -> str:
+def stop_the_world_svg(group: Group, prefix: str, c: Catalog | None = None) -> str:
     """Top: unowned partition-seconds each generation's assignment ended (colored by cause), the
     worst labelled. Below, on the same generations: partitions revoked and moved in that rebalance."""
+    c = c or Catalog()
+    with font_context(c.lang):
+        return figure_svg(_stop_the_world(group, c), prefix)
+
+
+def _stop_the_world(group: Group, c: Catalog) -> Any:
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
@@ -561,7 +583,7 @@ def stop_the_world_svg(group: Group, prefix: str) -> str:
             ax.text(r["generation"], lost_ms(r) / 1000 + top * 0.02, f"g{r['generation']}: {lost_ms(r) / 1000:,.0f}",
                     ha="center", va="bottom", fontsize=7, color=HURT_COLOR, fontweight="bold")
     ax.set_ylim(0, top * 1.15 if top > 0.001 else 1)
-    ax.set_ylabel("partition-seconds\nlost", fontsize=8)
+    ax.set_ylabel(c.t("analyze.chart.lost"), fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     ax.tick_params(axis="x", labelbottom=False)
     ax.grid(axis="y", alpha=0.3, zorder=0)
@@ -572,40 +594,54 @@ def stop_the_world_svg(group: Group, prefix: str) -> str:
     low.bar([g - 0.2 for g in gens], revoked, 0.4, color="#555555", zorder=2)
     low.bar([g + 0.2 for g in gens], moved, 0.4, color="#A0CBE8", zorder=2)
     low.set_ylim(0, max(revoked + moved + [1]) * 1.1)
-    low.set_ylabel("partitions", fontsize=8)
+    low.set_ylabel(c.t("analyze.chart.partitions"), fontsize=8)
     low.tick_params(axis="y", labelsize=7)
     low.grid(axis="y", alpha=0.3, zorder=0)
-    generation_axis(low, gens)
+    generation_axis(low, gens, c)
     causes = sorted({r["cause"] or "unknown" for r in rebs}, key=natural_key)
-    extra = [Patch(facecolor="white", edgecolor=IDLE_COLOR, hatch="////", label="assigned but not consumed before it")] \
+    extra = [Patch(facecolor="white", edgecolor=IDLE_COLOR, hatch="////", label=c.t("analyze.chart.idle_before"))] \
         if any(idle) else []
-    extra += [Patch(color="#555555", label="partitions revoked (lower panel)"),
-              Patch(color="#A0CBE8", label="partitions moved (lower panel)")]
+    extra += [Patch(color="#555555", label=c.t("analyze.chart.revoked")),
+              Patch(color="#A0CBE8", label=c.t("analyze.chart.moved"))]
     legend_causes(ax, causes, colors, extra)
-    return figure_svg(fig, prefix)
+    return fig
 
 
-def delivery_partitions_svg(d: Delivery, prefix: str) -> str:
+def delivery_partitions_svg(d: Delivery, prefix: str, c: Catalog | None = None) -> str:
+    c = c or Catalog()
+    with font_context(c.lang):
+        return figure_svg(_delivery_partitions(d, c), prefix)
+
+
+def _delivery_partitions(d: Delivery, c: Catalog) -> Any:
     from matplotlib.figure import Figure
 
     parts = d.partitions
     fig = Figure(figsize=(6.4, 3.2))
     ax = fig.add_axes((0.11, 0.22, 0.86, 0.64))
     xs = range(len(parts))
-    ax.bar([x - 0.2 for x in xs], [p["lost"] for p in parts], 0.4, color=HURT_COLOR, label="lost", zorder=2)
-    ax.bar([x + 0.2 for x in xs], [p["duplicated"] for p in parts], 0.4, color="#F28E2B", label="duplicated", zorder=2)
+    ax.bar([x - 0.2 for x in xs], [p["lost"] for p in parts], 0.4, color=HURT_COLOR,
+           label=c.t("analyze.outcome.lost"), zorder=2)
+    ax.bar([x + 0.2 for x in xs], [p["duplicated"] for p in parts], 0.4, color="#F28E2B",
+           label=c.t("analyze.outcome.duplicated"), zorder=2)
     ax.set_xticks(list(xs), [mpl(f"{p['topic']}-{p['partition']}", 16) for p in parts], fontsize=7,
                   rotation=0 if len(parts) <= 12 else 90)
-    ax.set_ylabel("records", fontsize=8)
+    ax.set_ylabel(c.t("analyze.chart.records"), fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.legend(fontsize=7.5, frameon=False, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=2, borderaxespad=0)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    return figure_svg(fig, prefix)
+    return fig
 
 
-def processed_svg(d: Delivery, prefix: str) -> str:
+def processed_svg(d: Delivery, prefix: str, c: Catalog | None = None) -> str:
+    c = c or Catalog()
+    with font_context(c.lang):
+        return figure_svg(_processed(d, c), prefix)
+
+
+def _processed(d: Delivery, c: Catalog) -> Any:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 3.2))
@@ -618,13 +654,13 @@ def processed_svg(d: Delivery, prefix: str) -> str:
     for x, n in zip(xs, ns):
         ax.text(x, n, f"{n:,}", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(xs, [f"{t}+" if t >= PROCESSED_BUCKETS else str(t) for t in xs], fontsize=8)
-    ax.set_xlabel("times processed by the application", fontsize=8)
-    ax.set_ylabel("records", fontsize=8)
+    ax.set_xlabel(c.t("analyze.chart.processed"), fontsize=8)
+    ax.set_ylabel(c.t("analyze.chart.records"), fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     ax.grid(axis="y", alpha=0.3, zorder=0)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    return figure_svg(fig, prefix)
+    return fig
 
 
 # ----------------------------------------------------------------------------- the page
@@ -657,16 +693,6 @@ nav a{margin-right:1em}code{font-size:0.92em}
 .wide{overflow-x:auto}table.hurt{width:100%;font-size:0.85em}table.hurt td:nth-child(3){min-width:14em}
 table.hurt td:nth-child(12){min-width:14em}"""
 
-EXPLAIN = (
-    "<p class=note><b>Unowned partition-seconds</b> (stop-the-world): for every partition, the time it had no "
-    "owner before an assignment gave it one, summed and charged to the rebalance whose assignment ended the "
-    "gap. <b>Assigned but not consumed partition-seconds</b>: the time a partition's holder had stopped "
-    "consuming (crashed, hung, stopped polling) while the group still counted it as the owner, until the "
-    "coordinator removed it or it resumed (docs/events.md §6); a rebalance is charged those of the stopped "
-    "members whose partitions its assignment gave to a live one. <b>Duration</b> = join phase (members rejoining) + sync phase (the leader's assignment handed out). "
-    "Times in the charts are seconds since each run's first event (virtual time for simulated runs).</p>")
-
-
 def summary_row(run: Run) -> dict[str, Any]:
     s = dict(run.summary or {"run": run.run})
     if s.get("first_ms") is not None and s.get("last_ms") is not None:
@@ -678,11 +704,12 @@ def summary_row(run: Run) -> dict[str, Any]:
     return s
 
 
-def summary_table(runs: list[Run]) -> str:
+def summary_table(runs: list[Run], c: Catalog | None = None) -> str:
+    c = c or Catalog()
     columns = list(SUMMARY_COLUMNS)
     if any(r.summary and r.summary.get("delivery_mode") for r in runs):
         columns += DELIVERY_COLUMNS
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in columns)
+    head = "".join(f"<th>{html.escape(c.t(f'analyze.col.{key}'))}</th>" for key, _ in columns)
     body = []
     for run in runs:
         s = summary_row(run)
@@ -709,81 +736,101 @@ def ms_s(ms: Any) -> str:
     return "–" if ms is None else f"{ms / 1000:,.1f}"
 
 
-def headline(run: Run) -> str:
+def headline(run: Run, c: Catalog | None = None) -> str:
+    c = c or Catalog()
     s = run.summary or {}
     rebs = [r for g in run.groups for r in g.rebalances]
     parts = []
     if rebs:
         broken = sum(1 for r in rebs if r.get("outcome") in ("interrupted", "incomplete"))
         empty = sum(1 for r in rebs if r.get("outcome") == "empty")
-        extra = ", ".join(x for x in [f"{broken} never completed" if broken else "", f"{empty} empty" if empty else ""] if x)
-        parts.append(f"<b>{len(rebs):,}</b> rebalances" + (f" ({extra})" if extra else ""))
+        extra = c.t("analyze.list_sep").join(
+            x for x in [c.t("analyze.h.broken", count=broken) if broken else "",
+                        c.t("analyze.h.empty", count=empty) if empty else ""] if x)
+        parts.append(c.t("analyze.h.rebalances", count=f"<b>{len(rebs):,}</b>")
+                     + (c.t("analyze.h.extra", extra=extra) if extra else ""))
         moved = sum(r.get("partitions_moved") or 0 for r in rebs)
         unowned = sum(lost_ms(r) for r in rebs)
-        parts.append(f"<b>{moved:,}</b> partitions moved")
+        parts.append(c.t("analyze.h.moved", count=f"<b>{moved:,}</b>"))
         if any(g.owned for g in run.groups):
-            parts.append(f"<b>{ms_s(sum(r.get('unowned_partition_ms') or 0 for r in rebs))}</b> partition-seconds "
-                         "without an owner")
+            without = ms_s(sum(r.get("unowned_partition_ms") or 0 for r in rebs))
+            parts.append(c.t("analyze.h.unowned", s=f"<b>{without}</b>"))
             idle = s.get("assigned_not_consumed_ms")
             if idle:
-                parts.append(f"<b>{ms_s(idle)}</b> partition-seconds assigned but not consumed (their holder had "
-                             "stopped)")
+                parts.append(c.t("analyze.h.idle", s=f"<b>{ms_s(idle)}</b>"))
         else:
             unowned = 0
-            parts.append("stop-the-world time unknown (no member logs)")
+            parts.append(c.t("analyze.h.unknown"))
         # The worst disruption: a group's first generation (the group forming) does not count here.
         later = [r for g in run.groups for r in g.rebalances[1:]]
         worst = min(later, key=hurt_order, default=None)
         if worst is not None and (lost_ms(worst) or worst.get("duration_ms")):
             share = lost_ms(worst) / unowned if unowned else 0
-            parts.append(
-                f"{'worst disruption' if unowned else 'longest rebalance'}: generation <b>{esc(worst.get('generation'))}</b>"
-                + (f" of group {html.escape(worst['group_id'])}" if len(run.groups) > 1 else "")
-                + f" ({html.escape(worst.get('cause') or 'unknown')}: {html.escape(worst.get('trigger') or '')}), "
-                + (f"{ms_s(lost_ms(worst))} partition-s" + (f" = {share:.0%} of the run's" if share else "")
-                   if unowned else f"{esc(worst.get('duration_ms'))} ms"))
+            cost = (c.t("analyze.h.cost", s=ms_s(lost_ms(worst)))
+                    + (c.t("analyze.h.share", share=f"{share:.0%}") if share else "")
+                    if unowned else c.t("analyze.h.ms", ms=esc(worst.get("duration_ms"))))
+            parts.append(c.t("analyze.h.worst" if unowned else "analyze.h.longest",
+                             generation=f"<b>{esc(worst.get('generation'))}</b>",
+                             group=c.t("analyze.h.of_group", group=html.escape(worst["group_id"])) if len(run.groups) > 1 else "",
+                             cause=html.escape(worst.get("cause") or "unknown"),
+                             trigger=html.escape(trigger_text(worst, c)), cost=cost))
     else:
-        parts.append("no rebalance in this run's logs")
+        parts.append(c.t("analyze.h.none"))
     if s.get("malformed_lines"):
-        parts.append(f"<span class=bad>{s['malformed_lines']:,} malformed lines</span>")
+        bad = c.t("analyze.h.malformed", count=f"{s['malformed_lines']:,}")
+        parts.append(f"<span class=bad>{bad}</span>")
     if s.get("delivery_mode"):
         lost, dup = s.get("lost") or 0, s.get("duplicated") or 0
         cls = "bad" if lost or dup else "ok"
-        parts.append(f"<span class={cls}>{html.escape(s['delivery_mode'])}: {lost:,} lost, {dup:,} extra copies</span>")
+        parts.append(f"<span class={cls}>" + c.t("analyze.h.delivery", mode=html.escape(s["delivery_mode"]),
+                                                   lost=f"{lost:,}", dup=f"{dup:,}") + "</span>")
     return f"<p class=headline>{' · '.join(parts)}</p>"
 
 
-def moved_text(moves: list[tuple[str, str, int]]) -> str:
+def trigger_text(r: dict[str, Any], c: Catalog) -> str:
+    """A rebalance's trigger, the coordinator's own words: as written in English, else said in the
+    catalogue's language where grouplab's coordinator wrote it (teach/reasons.py)."""
+    trigger = r.get("trigger") or ""
+    return trigger if c.lang == "en" else say_text(trigger, c)
+
+
+def moved_text(moves: list[tuple[str, str, int]], c: Catalog | None = None) -> str:
     """`owner gone: m-7 ×3, m-4 ×2 · rebalanced: m-0 ×1` (most first, a few per reason)."""
+    c = c or Catalog()
     if not moves:
         return "<span class=muted>–</span>"
     parts = []
     for reason in sorted({m[1] or "" for m in moves}, key=lambda x: (x != "owner_gone", x)):
         these = [m for m in moves if (m[1] or "") == reason]
-        items = ", ".join(f"{html.escape(c or '(none)')}&nbsp;×{n:,}" for c, _, n in these[:4])
-        more = f", +{len(these) - 4}&nbsp;more" if len(these) > 4 else ""
-        parts.append(f"<i>{html.escape(reason.replace('_', ' ') or 'moved')}:</i> {items}{more}")
+        items = ", ".join(f"{html.escape(cl or c.t('analyze.none'))}&nbsp;×{n:,}" for cl, _, n in these[:4])
+        more = c.t("analyze.moved.more", count=len(these) - 4) if len(these) > 4 else ""
+        parts.append(f"<i>{html.escape(reason_text(reason, c))}:</i> {items}{more}")
     return " · ".join(parts)
 
 
-def hurt_table(group: Group) -> str:
-    head = ("<tr><th>#</th><th>gen&shy;eration</th><th>cause and trigger</th><th>members before → after</th>"
-            "<th>duration ms</th><th>outcome</th><th>revoked</th><th>moved</th>"
-            "<th>unowned partition-s</th><th>assigned but not consumed partition-s</th><th>longest gap s</th>"
-            "<th>partitions moved away from</th></tr>")
+def reason_text(reason: str, c: Catalog) -> str:
+    """Why a partition moved (movements.reason): the catalogue's word, else the reason's own name."""
+    key = f"analyze.reason.{reason or 'moved'}"
+    return c.t(key) if c.has(key) else reason.replace("_", " ")
+
+
+def hurt_table(group: Group, c: Catalog | None = None) -> str:
+    c = c or Catalog()
+    head = "<tr>" + "".join(f"<th>{c.t(f'analyze.hurt.{key}')}</th>" for key in HURT_COLUMNS) + "</tr>"
     body = []
     first = group.rebalances[0] if group.rebalances else None
     owned = group.owned
     for r in group.top:
         dur = r.get("duration_ms")
-        split = f"<br><span class=muted>join {esc(r.get('join_ms'))} + sync {esc(r.get('sync_ms'))}</span>"
-        duration = (f"<b>{esc(dur)}</b>" if dur is not None else "never completed") + split
+        phases = c.t("analyze.hurt.split", join=esc(r.get("join_ms")), sync=esc(r.get("sync_ms")))
+        split = f"<br><span class=muted>{phases}</span>"
+        duration = (f"<b>{esc(dur)}</b>" if dur is not None else c.t("analyze.hurt.never")) + split
         outcome = r.get("outcome") or "–"
-        forming = " <span class=muted>(the group forming)</span>" if r is first else ""
+        forming = f" <span class=muted>{c.t('analyze.hurt.forming')}</span>" if r is first else ""
         body.append(
             f"<tr{' class=worst' if r['rank'] == 1 else ''}><td class=n>{r['rank']}</td>"
             f"<td class=n>{esc(r.get('generation'))}</td>"
-            f"<td><b>{html.escape(r.get('cause') or 'unknown')}</b><br>{html.escape(r.get('trigger') or '')}{forming}</td>"
+            f"<td><b>{html.escape(r.get('cause') or 'unknown')}</b><br>{html.escape(trigger_text(r, c))}{forming}</td>"
             f"<td class=n>{esc(r.get('members_before'))} → {esc(r.get('members'))}</td>"
             f"<td class=n>{duration}</td>"
             f"<td{' class=bad' if outcome in ('interrupted', 'incomplete') else ''}>{html.escape(outcome)}</td>"
@@ -792,153 +839,169 @@ def hurt_table(group: Group) -> str:
             f"<td class=n><b>{ms_s(r.get('unowned_partition_ms') if owned else None)}</b></td>"
             f"<td class=n>{ms_s(r.get('assigned_not_consumed_ms') if owned else None)}</td>"
             f"<td class=n>{ms_s(r.get('max_unowned_ms') if owned else None)}</td>"
-            f"<td>{moved_text(group.moved_from.get(r['generation'], []) if r.get('generation') is not None else [])}</td></tr>")
+            f"<td>{moved_text(group.moved_from.get(r['generation'], []) if r.get('generation') is not None else [], c)}</td></tr>")
     return f"<div class=wide><table class=hurt><thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>"
 
 
-def gantt_note(g: Gantt, origin_ms: int) -> str:
+# The hurt table's columns (catalogue keys `analyze.hurt.<key>`; their texts are HTML).
+HURT_COLUMNS = ("rank", "generation", "cause", "members", "duration", "outcome", "revoked", "moved", "unowned", "idle",
+                "gap", "moved_from")
+
+
+def gantt_note(g: Gantt, origin_ms: int, c: Catalog | None = None) -> str:
+    c = c or Catalog()
     clients = len({i["client_id"] for i in g.intervals})
-    note = (f"<p class=note>{g.partitions_total:,} partitions, {g.intervals_total:,} ownership intervals, "
-            f"{clients:,} clients shown. A bar is a client owning a partition (from its own log); white = no owner; "
-            "grey bands = the group rebalancing (start → end); red bands = the rebalances in the table above; "
-            "hatched = assigned but not consumed (its holder had stopped); dashed lines = members that stopped; "
-            "× = the coordinator removed or fenced the holder.</p>")
+    legend = c.t("analyze.gantt.note", partitions=f"{g.partitions_total:,}", intervals=f"{g.intervals_total:,}",
+                 clients=f"{clients:,}")
+    note = f"<p class=note>{legend}</p>"
     if not g.capped:
         return note
     how = []
     if len(g.rows) < g.partitions_total:
-        how.append(f"{len(g.rows):,} of {g.partitions_total:,} partitions (the ones owned the least time, i.e. "
-                   "the longest without an owner)")
+        how.append(c.t("analyze.gantt.rows", shown=f"{len(g.rows):,}", total=f"{g.partitions_total:,}"))
     if g.window is not None:
-        around = f"generation {g.window_generation}, the worst rebalance" if g.window_generation is not None else "the middle"
-        how.append(f"only {seconds(g.window[0], origin_ms):,.1f}–{seconds(g.window[1], origin_ms):,.1f} s, "
-                   f"around {around}")
-    return (f"<p class=cap>Capped: this chart shows {' and '.join(how)}: {g.intervals_shown:,} of "
-            f"{g.intervals_total:,} ownership intervals (limits: {g.max_rows:,} partitions and about "
-            f"{g.max_intervals:,} intervals per group). The ownership table has every interval.</p>{note}")
+        around = (c.t("analyze.gantt.around_worst", generation=g.window_generation) if g.window_generation is not None
+                  else c.t("analyze.gantt.around_middle"))
+        how.append(c.t("analyze.gantt.window", start=f"{seconds(g.window[0], origin_ms):,.1f}",
+                       end=f"{seconds(g.window[1], origin_ms):,.1f}", around=around))
+    capped = c.t("analyze.gantt.capped", how=c.t("analyze.gantt.and").join(how), shown=f"{g.intervals_shown:,}",
+                 total=f"{g.intervals_total:,}", rows=f"{g.max_rows:,}", intervals=f"{g.max_intervals:,}")
+    return f"<p class=cap>{capped}</p>{note}"
 
 
-def group_html(run: Run, group: Group, colors: dict[str, Any], prefix: str, many_groups: bool) -> str:
-    parts = [f"<h3>Group {html.escape(group.group_id or '(none)')}</h3>" if many_groups or group.group_id else ""]
+def group_html(run: Run, group: Group, colors: dict[str, Any], prefix: str, many_groups: bool,
+               c: Catalog | None = None) -> str:
+    c = c or Catalog()
+    name = html.escape(group.group_id or c.t("analyze.none"))
+    parts = [f"<h3>{c.t('analyze.group', group=name)}</h3>" if many_groups or group.group_id else ""]
     origin = run.origin_ms
-    parts.append("<h4>The rebalances that hurt</h4>")
+    parts.append(f"<h4>{c.t('analyze.h4.hurt')}</h4>")
     if group.top:
-        parts.append("<p class=note>The rebalances whose assignments ended the most stop-the-world time, with the "
-                     "time stopped members' partitions sat assigned but not consumed before them (then the longest), "
-                     "worst first. The trigger is the coordinator's own words.</p>" if group.owned else
-                     "<p class=note>The longest rebalances: without member logs, stop-the-world time and revocations "
-                     "are unknown.</p>")
-        parts.append(hurt_table(group))
+        parts.append(f"<p class=note>{c.t('analyze.hurt.note' if group.owned else 'analyze.hurt.note_unowned')}</p>")
+        parts.append(hurt_table(group, c))
     else:
-        parts.append("<p>No rebalance of this group in the logs.</p>")
-    parts.append("<h4>Who owned which partition, when</h4>")
+        parts.append(f"<p>{c.t('analyze.hurt.none')}</p>")
+    parts.append(f"<h4>{c.t('analyze.h4.gantt')}</h4>")
     if group.gantt and group.gantt.intervals:
-        parts.append(gantt_svg(group.gantt, group, colors, origin, f"{prefix}-gantt"))
-        parts.append(gantt_note(group.gantt, origin))
+        parts.append(gantt_svg(group.gantt, group, colors, origin, f"{prefix}-gantt", c))
+        parts.append(gantt_note(group.gantt, origin, c))
     else:
-        parts.append("<p>No ownership intervals for this group: no member event logs in this run (only the "
-                     "coordinator's), or no member was ever assigned a partition.</p>")
+        parts.append(f"<p>{c.t('analyze.gantt.none')}</p>")
     if group.rebalances:
-        parts.append("<h4>Rebalance durations, per generation</h4>")
-        parts.append(durations_svg(group, f"{prefix}-durations"))
-        parts.append("<h4>Stop-the-world and assigned but not consumed, per rebalance</h4>")
+        parts.append(f"<h4>{c.t('analyze.h4.durations')}</h4>")
+        parts.append(durations_svg(group, f"{prefix}-durations", c))
+        parts.append(f"<h4>{c.t('analyze.h4.stw')}</h4>")
         if group.owned:
-            parts.append(stop_the_world_svg(group, f"{prefix}-stw"))
+            parts.append(stop_the_world_svg(group, f"{prefix}-stw", c))
         else:
-            parts.append("<p>Unknown: the time partitions spent without an owner comes from the members' logs, "
-                         "and this group has none.</p>")
+            parts.append(f"<p>{c.t('analyze.stw.unknown')}</p>")
     return "".join(parts)
 
 
-def delivery_html(d: Delivery, prefix: str) -> str:
+def delivery_html(d: Delivery, prefix: str, c: Catalog | None = None) -> str:
+    c = c or Catalog()
     order = ["once", "lost", "duplicated", "unknown"]
     keys = order + sorted(set(d.outcomes) - set(order))
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in keys)
+    head = "".join(f"<th>{html.escape(outcome_text(k, c))}</th>" for k in keys)
     cells = "".join(
         f"<td class={'bad' if k in ('lost', 'duplicated') and d.outcomes.get(k) else 'n'}>{esc(d.outcomes.get(k, 0))}</td>"
         for k in keys)
-    parts = [f"<h3>Delivery ({html.escape(d.mode or 'unknown mode')})</h3>",
-             "<p class=note>Every input record by outcome: in the output once, never (lost), more than once "
-             "(duplicated), or unknown (no output account for it).</p>",
+    mode = html.escape(d.mode or c.t("analyze.delivery.unknown_mode"))
+    parts = [f"<h3>{c.t('analyze.delivery.title', mode=mode)}</h3>",
+             f"<p class=note>{c.t('analyze.delivery.note')}</p>",
              f"<table><thead><tr>{head}</tr></thead><tbody><tr>{cells}</tr></tbody></table>"]
     charts = []
+    per_partition = c.t("analyze.delivery.per_partition")
     if any(p["lost"] or p["duplicated"] for p in d.partitions):
-        cap = (f" (the {len(d.partitions)} of {d.partitions_total:,} partitions with the most)"
+        cap = (c.t("analyze.delivery.cap", shown=len(d.partitions), total=f"{d.partitions_total:,}")
                if d.partitions_total > len(d.partitions) else "")
-        charts.append(f"<div><h4>Lost and duplicated records per partition{cap}</h4>"
-                      f"{delivery_partitions_svg(d, f'{prefix}-deliv-tp')}</div>")
+        charts.append(f"<div><h4>{per_partition}{cap}</h4>"
+                      f"{delivery_partitions_svg(d, f'{prefix}-deliv-tp', c)}</div>")
     else:
-        charts.append("<div><h4>Lost and duplicated records per partition</h4>"
-                      "<p class=ok>No record was lost or duplicated.</p></div>")
+        charts.append(f"<div><h4>{per_partition}</h4>"
+                      f"<p class=ok>{c.t('analyze.delivery.clean')}</p></div>")
     if d.processed:
-        charts.append(f"<div><h4>How many times each record was processed</h4>{processed_svg(d, f'{prefix}-deliv-proc')}</div>")
+        charts.append(f"<div><h4>{c.t('analyze.delivery.processed')}</h4>{processed_svg(d, f'{prefix}-deliv-proc', c)}</div>")
     parts.append(f"<div class=pair>{''.join(charts)}</div>")
     return "".join(parts)
 
 
-def malformed_html(run: Run) -> str:
+def outcome_text(outcome: str, c: Catalog) -> str:
+    """A delivery outcome's word (deliveries.outcome): the catalogue's, else the outcome's own name."""
+    key = f"analyze.outcome.{outcome}"
+    return c.t(key) if c.has(key) else outcome
+
+
+def malformed_html(run: Run, c: Catalog | None = None) -> str:
+    c = c or Catalog()
+    title = f"<h3>{c.t('analyze.malformed.title')}</h3>"
     total = (run.summary or {}).get("malformed_lines") or sum(n for _, n in run.malformed_files)
     if not total:
-        return "<h3>Malformed lines</h3><p class=ok>None: every line of this run's logs parsed.</p>"
+        return f"{title}<p class=ok>{c.t('analyze.malformed.none')}</p>"
     files = "".join(f"<tr><td>{html.escape(f or '')}</td><td class=n>{n:,}</td></tr>" for f, n in run.malformed_files)
     if run.malformed_file_count > len(run.malformed_files):
-        files += f"<tr><td colspan=2>… and {run.malformed_file_count - len(run.malformed_files):,} more files</td></tr>"
+        more = c.t("analyze.malformed.more", count=f"{run.malformed_file_count - len(run.malformed_files):,}")
+        files += f"<tr><td colspan=2>{more}</td></tr>"
     examples = "".join(f"<li>{html.escape(e.get('file') or '')}:<pre>{html.escape(e.get('line') or '')}</pre></li>"
                        for e in run.malformed_examples)
-    return (f"<h3>Malformed lines</h3><p class=bad>{total:,} lines could not be parsed (kept aside in the "
-            f"<code>malformed</code> table, left out of every other table).</p>"
-            f"<table><thead><tr><th>file</th><th>lines</th></tr></thead><tbody>{files}</tbody></table>"
-            f"<p class=note>{len(run.malformed_examples)} of them (up to 300 characters each):</p><ol>{examples}</ol>")
+    return (f"{title}<p class=bad>{c.t('analyze.malformed.total', count=f'{total:,}')}</p>"
+            f"<table><thead><tr><th>{c.t('analyze.malformed.file')}</th><th>{c.t('analyze.malformed.lines')}</th></tr>"
+            f"</thead><tbody>{files}</tbody></table>"
+            f"<p class=note>{c.t('analyze.malformed.examples', count=len(run.malformed_examples))}</p><ol>{examples}</ol>")
 
 
-def run_html(run: Run, index: int) -> str:
-    parts = [f"<section id='{anchor(run.run)}'><h2>Run {html.escape(run.run)}</h2>", headline(run)]
+def run_html(run: Run, index: int, c: Catalog | None = None) -> str:
+    c = c or Catalog()
+    parts = [f"<section id='{anchor(run.run)}'><h2>{c.t('analyze.run', run=html.escape(run.run))}</h2>", headline(run, c)]
     if not run.groups:
-        parts.append("<p>No consumer-group activity in this run's logs: no rebalances and no partition ownership.</p>")
+        parts.append(f"<p>{c.t('analyze.run.no_groups')}</p>")
     colors = client_colors(i["client_id"] for g in run.groups if g.gantt for i in g.gantt.intervals)
     many = len(run.groups) > 1
     for j, group in enumerate(run.groups):
-        parts.append(group_html(run, group, colors, f"r{index}g{j}", many))
+        parts.append(group_html(run, group, colors, f"r{index}g{j}", many, c))
     if run.delivery is not None:
-        parts.append(delivery_html(run.delivery, f"r{index}"))
-    parts.append(malformed_html(run))
+        parts.append(delivery_html(run.delivery, f"r{index}", c))
+    parts.append(malformed_html(run, c))
     parts.append("</section>")
     return "".join(parts)
 
 
-def render(runs: list[Run], title: str, out: Path, missing: list[str]) -> str:
+def render(runs: list[Run], title: str, out: Path, missing: list[str], lang: str = "en") -> str:
+    """The page, its words in `lang` (the catalogue's `analyze.*` texts; en and zh)."""
+    c = Catalog(lang)
     body = [f"<h1>{html.escape(title)}</h1>",
-            f"<p class=note>From the tables under {html.escape(str(out))} · {len(runs):,} run(s)</p>"]
+            f"<p class=note>{c.t('analyze.from', out=html.escape(str(out)), count=f'{len(runs):,}')}</p>"]
     if missing:
-        body.append(f"<p class=cap>Tables missing or unreadable under this directory, so left out: "
-                    f"{html.escape(', '.join(missing))}.</p>")
+        body.append(f"<p class=cap>{c.t('analyze.missing', tables=html.escape(', '.join(missing)))}</p>")
     if not runs:
-        body.append("<p>No runs: the tables hold no run (nothing was analyzed, or every input was empty).</p>")
+        body.append(f"<p>{c.t('analyze.no_runs')}</p>")
     else:
         if len(runs) > 1:
             body.append("<nav>" + "".join(f"<a href='#{anchor(r.run)}'>{html.escape(r.run)}</a>" for r in runs) + "</nav>")
-        body.append("<h2>Summary</h2>")
-        body.append(summary_table(runs))
-        body.append(EXPLAIN)
-        body.extend(run_html(r, i) for i, r in enumerate(runs))
-    return (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+        body.append(f"<h2>{c.t('analyze.h2.summary')}</h2>")
+        body.append(summary_table(runs, c))
+        body.append(f"<p class=note>{c.t('analyze.explain')}</p>")
+        body.extend(run_html(r, i, c) for i, r in enumerate(runs))
+    return (f"<!doctype html><html lang={lang}><head><meta charset=utf-8>"
             f"<meta name=viewport content='width=device-width, initial-scale=1'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n")
 
 
-def default_title(runs: list[Run]) -> str:
+def default_title(runs: list[Run], c: Catalog | None = None) -> str:
+    c = c or Catalog()
     names = [r.run for r in runs]
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    shown = ", ".join(names[:5]) + (c.t("analyze.title.more", count=len(names) - 5) if len(names) > 5 else "")
     return f"grouplab analyze: {shown}" if names else "grouplab analyze"
 
 
 def write_report(spark: SparkSession, out_dir: str | Path, title: str | None = None, *,
-                 max_gantt_rows: int = MAX_GANTT_ROWS, max_gantt_intervals: int = MAX_GANTT_INTERVALS) -> Path:
-    """Read the tables under `out_dir`, write `out_dir/report.html`, return its path."""
+                 max_gantt_rows: int = MAX_GANTT_ROWS, max_gantt_intervals: int = MAX_GANTT_INTERVALS,
+                 lang: str = "en") -> Path:
+    """Read the tables under `out_dir`, write `out_dir/report.html` (its words in `lang`), return its path."""
     out = Path(out_dir)
     frames, missing = load_tables(spark, out)
     runs = gather(spark, frames, max_gantt_rows, max_gantt_intervals)
-    page = render(runs, title or default_title(runs), out, missing)
+    page = render(runs, title or default_title(runs, Catalog(lang)), out, missing, lang)
     path = out / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
