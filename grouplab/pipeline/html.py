@@ -10,7 +10,16 @@ from __future__ import annotations
 import io
 import math
 import re
-from typing import Any
+from typing import Any, Callable
+
+
+def localized_svg(build: Callable[[], Any], lang: str, prefix: str) -> str:
+    """figure_svg of the Figure `build()` makes with its text in `lang` (the font is fixed when a
+    text is made, so the figure is built inside plot.font_context)."""
+    from grouplab.plot import font_context
+
+    with font_context(lang):
+        return figure_svg(build(), prefix)
 
 
 def figure_svg(fig: Any, prefix: str) -> str:

@@ -30,9 +30,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from grouplab.pipeline.html import figure_svg, fmt
+from grouplab.pipeline.html import fmt, localized_svg
 from grouplab.plot import (FAULT_WORDS, Band, Bar, FaultMark, Idle, OwnershipChart, chart_svg, client_colors, fault_word,
-                           font_context, lane_name, mpl, natural_key)
+                           lane_name, mpl, natural_key)
 from grouplab.teach.catalog import Catalog
 from grouplab.teach.reasons import say_text
 
@@ -511,8 +511,7 @@ def durations_svg(group: Group, prefix: str, c: Catalog | None = None) -> str:
     """Stacked bars per generation: join phase (colored by cause) + sync phase (dark); a rebalance
     that never completed shows its join phase hatched, with a red ×."""
     c = c or Catalog()
-    with font_context(c.lang):
-        return figure_svg(_durations(group, c), prefix)
+    return localized_svg(lambda: _durations(group, c), c.lang, prefix)
 
 
 def _durations(group: Group, c: Catalog) -> Any:
@@ -557,8 +556,7 @@ def stop_the_world_svg(group: Group, prefix: str, c: Catalog | None = None) -> s
     """Top: unowned partition-seconds each generation's assignment ended (colored by cause), the
     worst labelled. Below, on the same generations: partitions revoked and moved in that rebalance."""
     c = c or Catalog()
-    with font_context(c.lang):
-        return figure_svg(_stop_the_world(group, c), prefix)
+    return localized_svg(lambda: _stop_the_world(group, c), c.lang, prefix)
 
 
 def _stop_the_world(group: Group, c: Catalog) -> Any:
@@ -609,8 +607,7 @@ def _stop_the_world(group: Group, c: Catalog) -> Any:
 
 def delivery_partitions_svg(d: Delivery, prefix: str, c: Catalog | None = None) -> str:
     c = c or Catalog()
-    with font_context(c.lang):
-        return figure_svg(_delivery_partitions(d, c), prefix)
+    return localized_svg(lambda: _delivery_partitions(d, c), c.lang, prefix)
 
 
 def _delivery_partitions(d: Delivery, c: Catalog) -> Any:
@@ -637,8 +634,7 @@ def _delivery_partitions(d: Delivery, c: Catalog) -> Any:
 
 def processed_svg(d: Delivery, prefix: str, c: Catalog | None = None) -> str:
     c = c or Catalog()
-    with font_context(c.lang):
-        return figure_svg(_processed(d, c), prefix)
+    return localized_svg(lambda: _processed(d, c), c.lang, prefix)
 
 
 def _processed(d: Delivery, c: Catalog) -> Any:

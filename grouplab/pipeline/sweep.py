@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BooleanType, DataType, DoubleType, IntegerType, LongType, MapType,
                                StringType, StructField, StructType)
 
-from grouplab.pipeline.html import figure_svg, fmt
+from grouplab.pipeline.html import fmt, localized_svg
 from grouplab.sim.scenario import Scenario
 from grouplab.teach.catalog import Catalog
 
@@ -337,11 +337,8 @@ def bar_chart_svg(summary: list[dict[str, Any]], metric: str, ylabel: str, assig
                   sizes: list[int], c: Catalog | None = None) -> str:
     """Grouped bars: one group per member count, the assignors side by side. Matplotlib's object
     API (no pyplot, no GUI backend), rendered to SVG text for inlining."""
-    from grouplab.plot import font_context
-
     c = c or Catalog()
-    with font_context(c.lang):
-        return figure_svg(_bar_chart(summary, metric, ylabel, assignors, sizes, c), metric)
+    return localized_svg(lambda: _bar_chart(summary, metric, ylabel, assignors, sizes, c), c.lang, metric)
 
 
 def _bar_chart(summary: list[dict[str, Any]], metric: str, ylabel: str, assignors: list[str],
