@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from rich.console import Console
 
+from grouplab.cli_text import cli_texts, default_lang, has_wide, lang_of, localize_parser, wrap_cells
 from grouplab.consumer.assignors import UnknownAssignor, assignor_names, get_assignor
 from grouplab.consumer.config import ConsumerConfig, ConsumerConfigError
 from grouplab.coordinator.config import BrokerConfig, ConfigError
@@ -24,7 +25,7 @@ from grouplab.coordinator.group_log import LogLockedError
 from grouplab.extras import MissingExtra, extra_for, require
 from grouplab.protocol.effects import wall_clock_ms
 from grouplab.protocol.types import Subscription, TopicPartition, format_partitions
-from grouplab.teach.catalog import Catalog
+from grouplab.teach.catalog import DEFAULT_LANG, Catalog
 
 if TYPE_CHECKING:
     from grouplab.teach.lessons import Lesson, Told
@@ -66,10 +67,18 @@ class CliError(Exception):
     unknown group): one line on stderr, exit 1."""
 
 
+_LANG = DEFAULT_LANG  # the language of this command line's own words (help, usage errors): main() sets it
+
+
+def say(english: str) -> str:
+    """A usage error, a failure or a help text in the command line's language (cli_text.py)."""
+    return cli_texts(_LANG).say(english)
+
+
 def fail(command: str | None, message: object) -> None:
     """One line on stderr, never wrapped, never read as rich markup ("[Errno 98]", "[t0:7]");
     prefixed `grouplab COMMAND:` unless `command` is None (a message that names its command)."""
-    text = " ".join(str(message).split())
+    text = say(" ".join(str(message).split()))
     if command is not None:
         text = f"grouplab {command}: {text}" if command else f"grouplab: {text}"
     err.print(text, style="red", markup=False, highlight=False, soft_wrap=True)
@@ -935,10 +944,11 @@ def check_assign_protocol(args: argparse.Namespace) -> None:
     server = ", ".join(SERVER_ASSIGNORS)
     if args.protocol == "consumer":
         if args.assignor not in SERVER_ASSIGNORS:
-            what = ("is a client-side assignor (use it with --protocol classic)" if args.assignor in assignor_names()
-                    else "is no assignor")
+            if args.assignor in assignor_names():
+                raise UsageError(f"--protocol consumer computes the assignment on the coordinator with {server}; "
+                                 f"{args.assignor!r} is a client-side assignor (use it with --protocol classic)")
             raise UsageError(f"--protocol consumer computes the assignment on the coordinator with {server}; "
-                             f"{args.assignor!r} {what}")
+                             f"{args.assignor!r} is no assignor")
         if args.streams is not None:
             raise UsageError("--streams is for the ZooKeeper-era assignors; leave out --protocol consumer")
     elif args.assignor in SERVER_ASSIGNORS and args.assignor not in assignor_names():
@@ -1688,6 +1698,11 @@ class _KeepSigint:
         return signal.signal(signum, handler)
 
 
+def interrupted_line(command: str, done: str) -> str:
+    """What Ctrl-C during a Spark command prints: how far it got (`done`, English, said here)."""
+    return f"grouplab {command}: {say(f'interrupted after {done}; Spark stopped' if done else 'interrupted; Spark stopped')}"
+
+
 class SparkInterrupt:
     """Ctrl-C during a Spark command: one line saying what was done, Spark stopped quietly, exit 130.
 
@@ -1761,7 +1776,7 @@ class SparkInterrupt:
             done = self.done()
         except Exception:
             done = ""
-        line = f"grouplab {self.command}: interrupted{' after ' + done if done else ''}; Spark stopped\n"
+        line = interrupted_line(self.command, done) + "\n"
         try:
             sys.stdout.flush()
         except Exception:
@@ -2027,7 +2042,21 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
                 or action.default == [] or action.default == argparse.SUPPRESS
                 or "default" in text or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
             return text
-        return f"{text} (default: %(default)s)"
+        return f"{text}{say(' (default: %(default)s)')}"
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """Epilogs laid out by hand keep their lines; a one-line description is wrapped."""
+        if "\n" in text.strip():
+            return super()._fill_text(text, width, indent)
+        if has_wide(text):
+            return "\n".join(indent + line for line in wrap_cells(text, width - len(indent)))
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return wrap_cells(text, width) if has_wide(text) else super()._split_lines(text, width)
+
+    def add_usage(self, usage: str | None, actions: Any, groups: Any, prefix: str | None = None) -> None:
+        super().add_usage(usage, actions, groups, say("usage: ") if prefix is None else prefix)
 
 
 class Parser(argparse.ArgumentParser):
@@ -2038,8 +2067,8 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        err.print(f"{self.prog}: {' '.join(message.split())} (see {self.prog} --help)", style="red", markup=False,
-                  highlight=False, soft_wrap=True)
+        err.print(f"{self.prog}: {say(' '.join(message.split()))}{say(f' (see {self.prog} --help)')}", style="red",
+                  markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
 
 
@@ -2152,7 +2181,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--ui-port", type=port_number, metavar="PORT",
                         help=f"the dashboard's port on 127.0.0.1 (default: {DEFAULT_UI_PORT}; 0: any free port, printed)")
         sp.add_argument("--open", action="store_true", help="open the dashboard in the default web browser")
-        sp.add_argument("--lang", default="en", help="language of everything it shows (lines, tables, the dashboard): "
+        sp.add_argument("--lang", default=default_lang(), help="language of everything it shows (lines, tables, the dashboard): "
                                                      "en or zh")
 
     r = sub.add_parser("run", help="a coordinator plus N simulated consumers, showing each rebalance live",
@@ -2198,7 +2227,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "to RUN_DIR/trace/coordinator.jsonl (grouplab replay, explain)")
     c.add_argument("--log-json", action="store_true",
                    help="print the JSON event log to stderr instead of the human view of each rebalance")
-    c.add_argument("--lang", default="en", help="language of the human view: en or zh")
+    c.add_argument("--lang", default=default_lang(), help="language of the human view: en or zh")
     c.add_argument("--data-dir", metavar="DIR", help="keep group and topic metadata in DIR/group-metadata.log and the "
                                       "partition logs in DIR/logs/: a restarted coordinator recovers its groups, topics "
                                       "and records (without it nothing is kept)")
@@ -2220,7 +2249,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--group-instance-id", help="static membership (group.instance.id)")
     k.add_argument("--run-dir", help="write the event log to RUN_DIR/<client-id>.jsonl")
     k.add_argument("--log-json", action="store_true", help="also print the JSON event log to stderr")
-    k.add_argument("--lang", default="en", help="language of the consumer's explanations: en or zh")
+    k.add_argument("--lang", default=default_lang(), help="language of the consumer's explanations: en or zh")
     k.add_argument("--consumer-config", action="append", default=[], metavar="NAME=VALUE",
                    help="consumer config override with Kafka's name (repeatable)")
 
@@ -2230,7 +2259,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--group", action="append", help="group to describe (repeatable)")
     d.add_argument("--all-groups", action="store_true", help="describe every group the coordinator has")
     d.add_argument("--format", choices=["table", "json"], default="table", help="output format")
-    d.add_argument("--lang", default="en", help="language of the tables' words: en or zh (JSON keys stay English)")
+    d.add_argument("--lang", default=default_lang(), help="language of the tables' words: en or zh (JSON keys stay English)")
 
     x = sub.add_parser("delete", help="delete Empty groups and their committed offsets, like kafka-consumer-groups "
                                       "--delete (a group with members is refused); with --topic, delete some "
@@ -2333,7 +2362,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "at each of these group sizes, e.g. 10,50,100 (simulated): "
                                                       "registry reads / requests, time to settle, claim conflicts")
     cp.add_argument("--format", choices=["table", "json"], default="table", help="output format")
-    cp.add_argument("--lang", default="en", help="language of the tables and the conclusion: en or zh")
+    cp.add_argument("--lang", default=default_lang(), help="language of the tables and the conclusion: en or zh")
 
     w = sub.add_parser("sweep", help="many simulations as Spark tasks: assignors × member counts × seeds, "
                                      "compared in Parquet tables and an HTML report (docs/pipeline.md)")
@@ -2349,7 +2378,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulations per Spark task (default 1: best balance; more: less task overhead)")
     w.add_argument("--show-violations", type=at_least(0), default=10, metavar="N",
                    help="failed cases to print (all are in the report)")
-    w.add_argument("--lang", default="en", help="language of the table, the lines and the HTML report: en or zh")
+    w.add_argument("--lang", default=default_lang(), help="language of the table, the lines and the HTML report: en or zh")
 
     y = sub.add_parser("analyze", help="event logs of runs -> Parquet tables and an HTML report, on Spark (docs/pipeline.md)")
     y.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (grouplab run/simulate --run-dir)")
@@ -2357,7 +2386,7 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--master", help="Spark master URL (default: $GROUPLAB_SPARK_MASTER or local[*])")
     y.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (repeatable)")
     y.add_argument("--events-table", action="store_true", help="also write every parsed event as the `events` table")
-    y.add_argument("--lang", default="en", help="language of the table, the lines and the HTML report: en or zh")
+    y.add_argument("--lang", default=default_lang(), help="language of the table, the lines and the HTML report: en or zh")
 
     rp = sub.add_parser("replay", help="run the coordinator's state machine again over a run's message trace "
                         "and check that it answers the same (docs/events.md §7)")
@@ -2368,7 +2397,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("target", metavar="RUN_DIR|SCENARIO|LESSON", nargs="?",
                     help="a run directory (run/simulate/coordinator --run-dir), or a scenario or lesson to simulate")
     ex.add_argument("--seed", type=int, help="the seed to simulate a SCENARIO with (default 1; a lesson's own)")
-    ex.add_argument("--lang", default="en", help="language of the explanations: en or zh")
+    ex.add_argument("--lang", default=default_lang(), help="language of the explanations: en or zh")
     ex.add_argument("--lessons", action="store_true", help="list the built-in lessons (as `grouplab lessons`)")
     ex.add_argument("--lesson", metavar="LESSON", help="a built-in lesson to tell (the same as giving its name)")
     ex.add_argument("--format", choices=["text", "markdown", "mermaid"], default="text",
@@ -2382,7 +2411,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--all", action="store_true", help="also tell routine messages (heartbeats, commits) one by one")
 
     ls = sub.add_parser("lessons", help="list the built-in lessons: `grouplab explain LESSON` tells one (docs/explain.md)")
-    ls.add_argument("--lang", default="en", help="language of the titles: en or zh")
+    ls.add_argument("--lang", default=default_lang(), help="language of the titles: en or zh")
 
     pl = sub.add_parser("plot", help="draw a run's partition ownership over time: rebalances, faults and the time "
                                      "partitions were assigned but not consumed (no Spark)")
@@ -2390,7 +2419,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--out", required=True, metavar="FILE", help="timeline.png or timeline.svg (the format is the extension)")
     pl.add_argument("--group", help="the consumer group to draw (default: the run's group with the most partitions)")
     pl.add_argument("--title", help="the chart's title (default: the run directory's name and the group)")
-    pl.add_argument("--lang", default="en", help="language of the chart's title, legend and axis: en or zh "
+    pl.add_argument("--lang", default=default_lang(), help="language of the chart's title, legend and axis: en or zh "
                                                  "(zh needs a CJK font, e.g. Debian's fonts-wqy-microhei)")
 
     a = sub.add_parser("assign", help="compute an assignment without any server (a calculator)")
@@ -2478,7 +2507,10 @@ def _spelling_hint(command: argparse.ArgumentParser, extra: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _LANG
+    _LANG = lang_of(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    localize_parser(parser, _LANG)
     args, extra = parser.parse_known_args(argv)
     if extra:
         command = _command_parser(parser, args)

@@ -1,0 +1,178 @@
+"""The command line's own words in Chinese (issue 25, item 3): `--help` of every command, usage
+errors (argparse's and grouplab's), one-line failures and the line Ctrl-C prints during a Spark
+command, with `--lang zh` on the command line or GROUPLAB_LANG=zh in the environment
+(grouplab/cli_text.py, grouplab/teach/catalog/cli/zh.toml)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+
+from grouplab import cli
+from grouplab.cli import build_parser, interrupted_line, main
+from grouplab.cli_text import cli_texts, lang_of, wrap_cells
+from tests.test_zh_output import untranslated
+
+ZH = cli_texts("zh")
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    found = {"grouplab": parser}
+    for action in parser._actions:  # noqa: SLF001
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            found.update(action.choices)
+    return found
+
+
+def _help_texts() -> list[str]:
+    texts: list[str] = []
+    for parser in _parsers().values():
+        texts += [t for t in (parser.description, parser.epilog) if t]
+        texts += [g.title for g in parser._action_groups if g.title]  # noqa: SLF001
+        for action in parser._actions:  # noqa: SLF001
+            if action.help and action.help != argparse.SUPPRESS:
+                texts.append(action.help)
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                texts += [c.help for c in action._choices_actions if c.help]  # noqa: SLF001
+    return sorted(set(texts))
+
+
+def prose(text: str) -> str:
+    """`text` without what is a name in any language: option names, metavars, quoted values,
+    commands, paths and lists of names (lessons, scenarios, choices)."""
+    return re.sub(r"'[^']*'|`[^`]*`|grouplab [\w-]+|--?[a-z][a-z0-9-]*|\b[A-Z][A-Z_:,.\[\]-]+\b|\S+[/.,]\S+"
+                  r"|(?:[a-z0-9][\w.-]*, )+[a-z0-9][\w.-]*", " ", text)
+
+
+def test_every_help_text_has_its_chinese() -> None:
+    assert [t for t in _help_texts() if not ZH.knows(t)] == []
+
+
+def _error_templates() -> list[str]:
+    """Every message cli.py raises or prints as a usage error or failure, its values as `{}`."""
+
+    def template(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = template(node.left), template(node.right)
+            return None if left is None or right is None else left + right
+        return None  # a catalogue text (c.t(...)) or an exception passed on
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(Path(cli.__file__).read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) and node.args:
+            name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            if name in ("UsageError", "CliError", "ArgumentTypeError", "fail"):
+                text = template(node.args[-1] if name == "fail" else node.args[0])
+                if text:
+                    found.add(" ".join(text.split()))
+    return sorted(found)
+
+
+def test_every_usage_error_and_failure_in_cli_has_its_chinese() -> None:
+    templates = _error_templates()
+    assert len(templates) > 60  # the walk finds them (it would pass vacuously if it found none)
+    missing = [t for t in templates if "unrecognized arguments" not in t  # said in parts: see below
+               and ZH.say(t.replace("{}", "'v'")) == t.replace("{}", "'v'")]
+    assert missing == []
+
+
+@pytest.mark.parametrize("command", sorted(_parsers()))
+def test_every_commands_help_is_in_chinese(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ([] if command == "grouplab" else [command]) + ["--help", "--lang", "zh"]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("用法：")
+    assert untranslated(prose(out)) == []
+    # Wrapped by cells, not characters (a Chinese character takes two); English examples keep their lines.
+    assert all(cell_len(line) <= 100 for line in out.splitlines() if cell_len(line) != len(line))
+
+
+BAD_COMMANDS = [
+    ["bogus"],
+    ["simulate"],
+    ["run", "--consumers", "x"],
+    ["run", "--port", "99999"],
+    ["run", "--timeout", "0"],
+    ["run", "--ui-port", "9000"],
+    ["run", "--brokers", "99"],
+    ["run", "--protocol", "zk", "--delivery", "at-least-once"],
+    ["describe", "--port", "9999"],
+    ["coordinator", "--bootstrap-server", "127.0.0.1:9092"],
+    ["describe", "--format", "yaml"],
+    ["explain", "no-such-lesson"],
+    ["simulate", "--scenario", "no-such-scenario"],
+    ["simulate", "--scenario", "crash-storm", "--seeds", "x"],
+    ["simulate", "--scenario", "crash-storm", "--seed", "1", "--seeds", "1-3"],
+    ["assign", "--assignor", "range", "--topics", "t0:3"],
+    ["assign", "--assignor", "nope", "--topics", "t0:3", "--member", "a=t0"],
+    ["assign", "--assignor", "range", "--topics", "t0", "--member", "a=t0"],
+    ["coordinator", "--config", "no.such.config=1", "--port", "0"],
+    ["plot", "run-dir", "--out", "x.gif"],
+]
+
+
+@pytest.mark.parametrize("argv", BAD_COMMANDS, ids=lambda a: " ".join(a))
+def test_usage_errors_are_said_in_chinese(argv: list[str], capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def run(args: list[str]) -> tuple[int, str]:
+        try:
+            code = main(args)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        return code, capsys.readouterr().err
+
+    monkeypatch.delenv("GROUPLAB_LANG", raising=False)
+    en_code, en = run(argv)
+    zh_code, zh = run([*argv, "--lang", "zh"])
+    monkeypatch.setenv("GROUPLAB_LANG", "zh")
+    env_code, by_env = run(argv)
+    assert en_code == zh_code == env_code == 2, (en, zh)
+    assert len(zh.strip().splitlines()) == 1 and "Traceback" not in zh
+    assert untranslated(prose(zh)) == [], zh
+    assert by_env == zh
+    assert en != zh and untranslated(en)  # English stays English
+
+
+def test_the_language_is_read_before_argparse() -> None:
+    assert lang_of(["run", "--lang", "zh"]) == "zh"
+    assert lang_of(["run", "--lang=zh"]) == "zh"
+    assert lang_of(["run", "--lang", "fr"]) == "en"  # the command then refuses --lang fr itself
+    assert lang_of(["explain", "--", "--lang", "zh"]) == "en"
+
+
+def test_the_line_ctrl_c_prints_during_spark_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "_LANG", "zh")
+    for done in ("writing 2 table(s): rebalances, assignments", "3 of 40 Spark tasks", "starting Spark", ""):
+        line = interrupted_line("analyze", done)
+        assert line.startswith("grouplab analyze: ") and untranslated(line) == [], line
+    assert "rebalances, assignments" in interrupted_line("analyze", "writing 2 table(s): rebalances, assignments")
+    monkeypatch.setattr(cli, "_LANG", "en")
+    assert interrupted_line("sweep", "starting Spark") == "grouplab sweep: interrupted after starting Spark; Spark stopped"
+
+
+def test_chinese_help_wraps_by_cells_and_never_inside_a_name() -> None:
+    lines = wrap_cells("配合 --group-protocol consumer，指定请求的服务端分配器（默认：由协调者按其 "
+                       "group.consumer.assignors 选择）", 30)
+    assert all(cell_len(line) <= 32 for line in lines)  # a closing mark may hang over by one
+    assert "--group-protocol" in "".join(lines) and "group.consumer.assignors" in " ".join(lines)
+    assert not any(line.startswith(("，", "）", "：")) or line.endswith("（") for line in lines)
+
+
+def test_english_help_is_unchanged(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GROUPLAB_LANG", raising=False)
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: grouplab run") and "\noptions:\n" in out and "(default: t0:3,t1:3)" in out
