@@ -1,7 +1,7 @@
 """A lean load generator for scripts/bench_scale.py (issue 26): many classic-protocol members of one
 group, as Kafka's perf tools are to Kafka's clients.
 
-Each member is an asyncio Protocol on its own loopback TCP connection that speaks what
+Each member is a non-blocking socket, its own loopback TCP connection, that speaks what
 GroupMemberClient speaks to `grouplab coordinator`, with the same encodings (framing.encode_request
 of the same request dataclasses; Kafka's ConsumerProtocol Subscription v3 and Assignment bytes):
 JoinGroup with no member id, again with the id MEMBER_ID_REQUIRED gave it, SyncGroup (the leader's
@@ -19,9 +19,12 @@ their assignments cover every partition exactly once (checked, not assumed).
 
 from __future__ import annotations
 
-import asyncio
+import heapq
+import itertools
 import multiprocessing as mp
 import os
+import select
+import socket
 import struct
 import time
 from collections import Counter
@@ -49,6 +52,7 @@ from grouplab.protocol.types import Assignment, Subscription, TopicPartition
 _LEN = struct.Struct(">I")
 JOIN, SYNC, HEARTBEAT = 0, 1, 2  # a correlation id's kind is its value modulo 3
 ASSIGNOR = "range"
+CONNECTS_IN_FLIGHT = 3_500  # of all workers together: within the accept queue of 4096 (Worker.connect_more)
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class Plan:
     session_timeout_ms: int = 45_000
     rebalance_timeout_ms: int = 300_000  # max.poll.interval.ms, as GroupMemberClient sends it
     heartbeat_interval_ms: int = 3_000
+    window: int = 1_000  # connects at most in flight (see Worker.connect_more)
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,7 @@ def _request(api: str, cid: int, client_id: str, body: Any) -> bytes:
     return encode_request(RequestHeader(api, API[api].max_version, cid, client_id), body)
 
 
-class Member(asyncio.Protocol):
+class Member:
     """One member's connection and its few states: joining, syncing, stable."""
 
     def __init__(self, worker: "Worker", index: int) -> None:
@@ -93,9 +98,14 @@ class Member(asyncio.Protocol):
         self.seq = 0
         self.expect: dict[int, int] = {}  # correlation id -> kind, of requests still unanswered
         self.buf = bytearray()
-        self.transport: asyncio.Transport | None = None
-        self.heartbeat: asyncio.TimerHandle | None = None
+        self.out = b""  # what the socket did not take yet
+        self.connected = False
+        self.beat_seq = 0  # the heartbeat timer armed last; an older one that fires does nothing
         self.first_join = worker.first_join(3, self.client_id)  # made before the start: the first cid is 3
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setblocking(False)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio's transports do
+        self.fd = self.sock.fileno()
 
     # ------------------------------------------------------------------ sending
 
@@ -106,13 +116,28 @@ class Member(asyncio.Protocol):
         return cid
 
     def _send(self, frame: bytes) -> None:
-        assert self.transport is not None
-        self.transport.write(frame)
+        if self.out:
+            self.out += frame
+            return
+        try:
+            sent = self.sock.send(frame)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(frame):
+            self.out = frame[sent:]
+            self.w.poller.modify(self.fd, select.EPOLLIN | select.EPOLLOUT)
+
+    def flush(self) -> None:
+        try:
+            sent = self.sock.send(self.out)
+        except BlockingIOError:
+            return
+        self.out = self.out[sent:]
+        if not self.out:
+            self.w.poller.modify(self.fd, select.EPOLLIN)
 
     def join(self) -> None:
-        if self.heartbeat is not None:
-            self.heartbeat.cancel()
-            self.heartbeat = None
+        self.beat_seq += 1  # no heartbeats while joining
         self.expect = {c: k for c, k in self.expect.items() if k == HEARTBEAT}  # answers to those are ignored
         cid = self._cid(JOIN)
         if not self.member_id and cid == 3:
@@ -128,25 +153,36 @@ class Member(asyncio.Protocol):
             self.w.plan.group, self.generation, self.member_id, None, consumer_protocol.PROTOCOL_TYPE, ASSIGNOR,
             assignments)))
 
-    def beat(self) -> None:
-        self.heartbeat = None
+    def arm_heartbeat(self) -> None:
+        self.beat_seq += 1
+        self.w.later(self.w.plan.heartbeat_interval_ms / 1000, self, self.beat_seq)
+
+    def beat(self, seq: int) -> None:
+        if seq != self.beat_seq:
+            return
         self._send(_request("Heartbeat", self._cid(HEARTBEAT), self.client_id,
                             HeartbeatRequest(self.w.plan.group, self.generation, self.member_id)))
-        self.heartbeat = self.w.loop.call_later(self.w.plan.heartbeat_interval_ms / 1000, self.beat)
+        self.arm_heartbeat()
 
     # ------------------------------------------------------------------ receiving
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def on_connected(self) -> None:
+        error = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if error:
+            self.w.fail(f"{self.client_id}: connect failed ({os.strerror(error)})")
+            return
+        self.connected = True
+        self.w.poller.modify(self.fd, select.EPOLLIN)
         self.join()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.heartbeat is not None:
-            self.heartbeat.cancel()
-        if not self.w.closing:
-            self.w.fail(f"{self.client_id}: connection lost ({exc})")
-
-    def data_received(self, data: bytes) -> None:
+    def on_readable(self) -> None:
+        try:
+            data = self.sock.recv(262144)
+        except BlockingIOError:
+            return
+        if not data:
+            self.w.fail(f"{self.client_id}: the coordinator closed the connection")
+            return
         buf = self.buf
         buf += data
         pos = 0
@@ -170,6 +206,8 @@ class Member(asyncio.Protocol):
         if code == ErrorCode.MEMBER_ID_REQUIRED.value:
             self.member_id = body["member_id"]
             self.join()
+            self.w.answered += 1
+            self.w.connect_more()
             return
         if code != 0:
             self.w.fail(f"{self.client_id}: JoinGroup answered {ErrorCode.from_code(code).name}")
@@ -191,7 +229,7 @@ class Member(asyncio.Protocol):
             self.w.fail(f"{self.client_id}: SyncGroup answered {ErrorCode.from_code(code).name}")
             return
         self.assignment = body["assignment"]
-        self.heartbeat = self.w.loop.call_later(self.w.plan.heartbeat_interval_ms / 1000, self.beat)
+        self.arm_heartbeat()
         self.w.synced(self)
 
     def on_heartbeat(self, body: dict[str, Any]) -> None:
@@ -203,17 +241,22 @@ class Member(asyncio.Protocol):
 
 
 class Worker:
-    """One process's members; tells the parent each time all of them hold answers of one generation."""
+    """One process's members on one epoll loop (no asyncio: no transport, future or task per
+    connection); tells the parent each time all of them hold answers of one generation."""
 
     def __init__(self, plan: Plan, pipe: Connection) -> None:
         self.plan = plan
         self.pipe = pipe
-        self.loop = asyncio.get_running_loop()
+        self.poller = select.epoll()
         self.closing = False
         self.cpu0 = 0.0
+        self.started = self.answered = 0  # connects started; members with an answer to their first JoinGroup
+        self.timers: list[tuple[float, int, Member, int]] = []  # (due, tie-break, member, its beat_seq)
+        self._order = itertools.count()
         self._metadata: dict[int, bytes] = {}
         self._first = self.metadata(-1)
         self.members = [Member(self, plan.first + i) for i in range(plan.count)]
+        self.by_fd = {m.fd: m for m in self.members}
         self.synced_in: dict[int, int] = {}  # member index -> generation of its last SyncGroup answer
         self.in_generation: Counter[int] = Counter()
         self.index = {id(m): i for i, m in enumerate(self.members)}
@@ -240,6 +283,9 @@ class Worker:
         return [SyncGroupRequestAssignment(m, consumer_protocol.encode_assignment(Assignment(sorted(ps))))
                 for m, ps in result.items()]
 
+    def later(self, delay_s: float, member: Member, seq: int) -> None:
+        heapq.heappush(self.timers, (time.monotonic() + delay_s, next(self._order), member, seq))
+
     def unsynced(self, m: Member) -> None:
         was = self.synced_in.pop(self.index[id(m)], None)
         if was is not None:
@@ -261,34 +307,71 @@ class Worker:
     def report(self) -> list[tuple[str, str, int, int, bytes]]:
         return [(m.client_id, m.member_id, m.generation, m.leader_members, m.assignment) for m in self.members]
 
+    def connect_more(self) -> None:
+        """Start connects while fewer than `plan.window` of this worker's members have no answer to
+        their first JoinGroup yet. 10,000 connects at once overflow the kernel's accept queue
+        (net.core.somaxconn, 4096 here) before the coordinator can accept them; the dropped SYNs
+        are sent again only 1 s, then 3 s, later, and that wait, not the coordinator, would be
+        measured. An answer proves the coordinator accepted the connection."""
+        address = ("127.0.0.1", self.plan.port)
+        while self.started < len(self.members) and self.started - self.answered < self.plan.window:
+            m = self.members[self.started]
+            self.started += 1
+            m.sock.connect_ex(address)  # EINPROGRESS: writable once connected
+            self.poller.register(m.fd, select.EPOLLOUT)
 
-async def _work(plan: Plan, pipe: Connection, go: Any) -> None:
-    worker = Worker(plan, pipe)
-    pipe.send(("ready", 0, 0.0, 0.0))
-    await asyncio.to_thread(go.wait)
-    t_go = time.perf_counter()
-    worker.cpu0 = time.process_time()
-    loop = asyncio.get_running_loop()
-    await asyncio.gather(*(loop.create_connection(lambda m=m: m, "127.0.0.1", plan.port) for m in worker.members))
-    if os.environ.get("LEAN_DEBUG"):
-        print(f"worker {plan.first}: connected +{time.perf_counter() - t_go:.3f}", flush=True)
-    while True:  # the parent asks for the report, then says stop
-        message = await asyncio.to_thread(pipe.recv)
-        if message == "report":
-            pipe.send(("report", worker.report(), 0.0, 0.0))
-        else:
-            break
-    worker.closing = True
-    for m in worker.members:
-        if m.transport is not None:
-            m.transport.close()
+    def run(self) -> None:
+        """Until the parent says stop: sockets, heartbeat timers and the parent's questions."""
+        control = self.pipe.fileno()
+        self.poller.register(control, select.EPOLLIN)
+        while True:
+            timeout = max(0.0, self.timers[0][0] - time.monotonic()) if self.timers else -1
+            for fd, mask in self.poller.poll(timeout):
+                if fd == control:
+                    if self.pipe.recv() == "report":
+                        self.pipe.send(("report", self.report(), 0.0, 0.0))
+                        continue
+                    return
+                m = self.by_fd[fd]
+                if self.closing:
+                    self.poller.unregister(fd)
+                elif not m.connected:
+                    m.on_connected()
+                else:
+                    if mask & select.EPOLLOUT:
+                        m.flush()
+                    if mask & (select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR):
+                        m.on_readable()
+            now = time.monotonic()
+            while self.timers and self.timers[0][0] <= now:
+                _, _, m, seq = heapq.heappop(self.timers)
+                if not self.closing:
+                    m.beat(seq)
+
+    def close(self) -> None:
+        self.closing = True
+        for m in self.members:
+            m.sock.close()
+        self.poller.close()
 
 
 def _worker_main(plan: Plan, pipe: Connection, go: Any) -> None:
     import gc
 
+    worker = Worker(plan, pipe)
     gc.freeze()  # the members live until the end: no collector passes over them
-    asyncio.run(_work(plan, pipe, go))
+    pipe.send(("ready", 0, 0.0, 0.0))
+    go.wait()
+    worker.cpu0 = time.process_time()
+    worker.connect_more()
+    try:
+        if os.environ.get("LEAN_PROFILE"):
+            import cProfile
+            cProfile.runctx("worker.run()", globals(), locals(), f"/tmp/lean-worker-{plan.first}.prof")
+        else:
+            worker.run()
+    finally:
+        worker.close()
 
 
 def check(reports: list[tuple[str, str, int, int, bytes]], n: int, partitions: int, topic: str) -> tuple[int, int]:
@@ -324,7 +407,8 @@ def time_to_stable(port: int, n: int, group: str, topic: str, partitions: int, p
         if not count:
             continue
         mine, theirs = ctx.Pipe()
-        plan = Plan(port, group, topic, partitions, first, count, heartbeat_interval_ms=heartbeat_interval_ms)
+        plan = Plan(port, group, topic, partitions, first, count, heartbeat_interval_ms=heartbeat_interval_ms,
+                    window=max(1, CONNECTS_IN_FLIGHT // procs))
         p = ctx.Process(target=_worker_main, args=(plan, theirs, go), daemon=True)
         p.start()
         pipes.append(mine)
@@ -341,12 +425,12 @@ def time_to_stable(port: int, n: int, group: str, topic: str, partitions: int, p
             left = deadline - time.perf_counter()
             if left <= 0:
                 raise TimeoutError(f"{n} lean members not Stable within {timeout_s:.0f} s: {latest}")
-            for pipe in wait(pipes, left):
-                assert isinstance(pipe, Connection)
-                what, value, when, cpu = pipe.recv()
+            for ready in wait(pipes, left):
+                assert isinstance(ready, Connection)
+                what, value, when, cpu = ready.recv()
                 if what == "failed":
                     raise RuntimeError(f"lean member failed: {value}")
-                latest[pipes.index(pipe)] = (value, when, cpu)
+                latest[pipes.index(ready)] = (value, when, cpu)
             gens = {g for g, _, _ in latest.values()}
             if len(latest) == len(pipes) and len(gens) == 1:
                 reports = []
