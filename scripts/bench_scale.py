@@ -14,7 +14,9 @@ Two kinds of members, each a row of the table:
   every member its own loopback TCP connection speaking the same JoinGroup / SyncGroup / Heartbeat
   requests, in the same encodings, as grouplab's consumer (the leader runs `range` over the
   subscriptions its JoinGroup answer lists), with nothing the coordinator does not see (no event
-  log, no poll loop, request bytes made once), spread over --lean-procs worker processes. Done when
+  log, no poll loop, no asyncio: plain sockets on one epoll loop per worker), spread over
+  --lean-procs worker processes, with at most 3,500 connects in flight (10,000 at once overflow the
+  kernel's accept queue of 4,096, and a dropped SYN is sent again only 1 s later). Done when
   every member holds a SyncGroup answer of one generation, whose leader listed all of them, and
   the assignments cover each of the topic's 1,000 partitions exactly once (checked each time).
   This row is the coordinator's figure.
@@ -31,7 +33,8 @@ at their next heartbeat, 3 s later (generation 2 in the earlier runs). 3000 ms a
 the target, so the benchmark sets it to 100 ms (--initial-delay-ms): every member's join falls
 inside the windows, and the figure includes the last window (100–200 ms after the last join).
 What is measured is still "time until all members are one Stable generation": a run that needed
-a second generation says so in the generation column and pays for it.
+a second generation (on a machine so loaded that the members, waiting for a core, let a whole
+window pass without a join) says so in the generation column and pays for it.
 
 Measured per repetition: seconds from the start until that; the generation it took; CPU seconds of
 the coordinator process and of the members (the lean workers' own, or this process's) meanwhile;
