@@ -365,11 +365,7 @@ def _worker_main(plan: Plan, pipe: Connection, go: Any) -> None:
     worker.cpu0 = time.process_time()
     worker.connect_more()
     try:
-        if os.environ.get("LEAN_PROFILE"):
-            import cProfile
-            cProfile.runctx("worker.run()", globals(), locals(), f"/tmp/lean-worker-{plan.first}.prof")
-        else:
-            worker.run()
+        worker.run()
     finally:
         worker.close()
 
