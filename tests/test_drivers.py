@@ -25,7 +25,7 @@ from grouplab.protocol.effects import ArmTimer, CancelTimer, LogEvent, Persist, 
 from grouplab.protocol.events import FreeFormEvent
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.framing import encode_request, read_response
-from grouplab.protocol.kernel import TimerTable, UnhandledOutput
+from grouplab.protocol.kernel import ExtendingTimerTable, TimerTable, UnhandledOutput
 from grouplab.protocol.messages import API, ListGroupsRequest, RequestHeader
 from grouplab.protocol.types import TopicPartition
 
@@ -293,6 +293,27 @@ def test_timer_table_rearming_replaces_and_cancelling_drops():
     timers.apply(CancelTimer(("b",)))
     time.run_until(1_000)
     assert fired == [("a",)] and time.delays == [100, 300, 200]
+
+
+def test_an_extending_timer_table_fires_each_key_when_a_timer_table_would():
+    """The coordinator's table (a session pushed on at each heartbeat): a later deadline is noted,
+    not scheduled again; an earlier one and a cancel act at once; each key fires at its last
+    deadline, exactly as a TimerTable fires it."""
+    script = [(0, ArmTimer(("s",), 100)), (40, ArmTimer(("s",), 140)), (90, ArmTimer(("s",), 190)),
+              (0, ArmTimer(("e",), 500)), (10, ArmTimer(("e",), 600)), (20, ArmTimer(("e",), 250)),
+              (0, ArmTimer(("c",), 300)), (50, ArmTimer(("c",), 400)), (60, CancelTimer(("c",))),
+              (300, ArmTimer(("r",), 350)), (360, ArmTimer(("r",), 420))]
+    seen = {}
+    for table in (TimerTable, ExtendingTimerTable):
+        time, fired = VirtualTime(), list[tuple[int, tuple]]()
+        timers = table(time.schedule, time.clock, lambda key, time=time, fired=fired: fired.append((time.now, key)))
+        for at, out in sorted(script, key=lambda step: step[0]):
+            time.run_until(at)
+            timers.apply(out)
+        time.run_until(1_000)
+        seen[table] = (fired, len(time.delays))
+    assert seen[ExtendingTimerTable][0] == seen[TimerTable][0] == [(190, ("s",)), (250, ("e",)), (350, ("r",)), (420, ("r",))]
+    assert seen[ExtendingTimerTable][1] < seen[TimerTable][1]  # fewer entries on the schedule
 
 
 def test_sequential_member_ids_keep_the_simulators_and_the_tests_forms():

@@ -45,7 +45,7 @@ from grouplab.coordinator.tally import RequestTally
 from grouplab.coordinator.trace import TraceRecorder, TraceSink
 from grouplab.protocol import events
 from grouplab.protocol.effects import LogEvent, Output, Reply, wall_clock_ms
-from grouplab.protocol.kernel import TimerTable, loop_schedule
+from grouplab.protocol.kernel import ExtendingTimerTable, loop_schedule
 from grouplab.protocol.errors import AnswerTooLarge, ErrorCode, FrameTooLarge
 from grouplab.protocol.framing import BadRequest, FrameReader, decode_request, encode_response
 from grouplab.protocol.messages import ErrorResponse
@@ -298,7 +298,7 @@ class CoordinatorServer:
     async def start(self) -> "CoordinatorServer":
         self._loop = asyncio.get_running_loop()
         driver = self.driver = CoordinatorDriver(
-            self.broker, self.clock, TimerTable(loop_schedule(self._loop), self.clock, self._fire), self._reply,
+            self.broker, self.clock, ExtendingTimerTable(loop_schedule(self._loop), self.clock, self._fire), self._reply,
             self._persist, self._emit, self.trace)  # reads self.events when an event comes
         try:
             restored = self._recover() if self.data_dir is not None else []

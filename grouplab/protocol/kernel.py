@@ -88,6 +88,53 @@ class TimerTable:
         self._fire(key)
 
 
+class ExtendingTimerTable(TimerTable):
+    """A TimerTable for timers mostly armed again later than they were (a member's session, pushed
+    on at each heartbeat): arming a key again with a deadline no earlier than its pending one only
+    notes the new deadline, and when the pending action runs it waits on for the rest instead of
+    firing. The key fires at the same deadline as in a TimerTable, without a cancel and a new
+    entry on the schedule per heartbeat (the coordinator's shell: about a tenth of a heartbeat's
+    CPU, and a loop heap full of cancelled handles). An earlier deadline, or a cancel, is carried
+    out at once as in a TimerTable."""
+
+    def __init__(self, schedule: CancellableSchedule, clock: Clock, fire: Callable[[TimerKey], None]) -> None:
+        super().__init__(schedule, clock, fire)
+        self._deadlines: dict[TimerKey, int] = {}  # key -> the deadline it fires at (pending keys only)
+
+    def apply(self, out: ArmTimer | CancelTimer) -> None:
+        key = out.key
+        if type(out) is ArmTimer:
+            pending = self._deadlines.get(key)
+            if pending is not None and out.deadline_ms >= pending:
+                self._deadlines[key] = out.deadline_ms
+                return
+            self.cancel(key)
+            self._deadlines[key] = out.deadline_ms
+            self._arm(key, out.deadline_ms)
+        else:
+            self.cancel(key)
+
+    def cancel(self, key: TimerKey) -> None:
+        self._deadlines.pop(key, None)
+        super().cancel(key)
+
+    def cancel_all(self) -> None:
+        self._deadlines.clear()
+        super().cancel_all()
+
+    def _arm(self, key: TimerKey, deadline_ms: int) -> None:
+        delay_ms = max(0, deadline_ms - self._clock())
+        self._handles[key] = self._schedule(delay_ms, functools.partial(self._due_at, key, deadline_ms))
+
+    def _due_at(self, key: TimerKey, scheduled_ms: int) -> None:
+        deadline = self._deadlines.get(key)
+        if deadline is not None and deadline > scheduled_ms:  # pushed on since: wait for the rest
+            self._arm(key, deadline)
+            return
+        self._deadlines.pop(key, None)
+        self._due(key)
+
+
 def loop_schedule(loop: asyncio.AbstractEventLoop) -> CancellableSchedule:
     """An asyncio event loop as a `Schedule` (its call_later counts seconds)."""
     return lambda delay_ms, action: loop.call_later(delay_ms / 1000, action)

@@ -8,7 +8,9 @@ while they live, hand freed heap back to the system after.
 - `gc_relaxed()`: a long loop that makes and frees many short-lived objects a step (the
   simulator: messages, outputs, timers) and almost no cycles; collections every 700 allocations
   rescan its long-lived state (a 1,000-member world) and took a fifth of a run (issue 26). Cycles
-  are still collected, a hundred times less often.
+  are still collected, a hundred times less often. `grouplab coordinator` serves inside it too:
+  10,000 members joining make objects that mostly live on (members, connections, timers) and few
+  cycles, and the collections that kept rescanning them were a third of its CPU (issue 26).
 - `trim_heap()`: glibc's malloc keeps freed memory in its arenas, so a process whose peak was
   hundreds of MB stays that large after the objects are gone; malloc_trim(0) returns the free
   pages. Elsewhere (no glibc) it does nothing.
