@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -96,6 +97,23 @@ def _port(proc: subprocess.Popen[str]) -> int:
     raise AssertionError("the coordinator did not say where it listens")
 
 
+def _lines_until(proc: subprocess.Popen[str], words: str, deadline_s: float = 120) -> str:
+    """Its stdout up to the first line with `words`; after `deadline_s` it is killed, which ends the
+    read (a loaded machine is slow, never a reason to fail; a process that never says it, is)."""
+    assert proc.stdout is not None
+    watchdog = threading.Timer(deadline_s, proc.kill)
+    watchdog.start()
+    said: list[str] = []
+    try:
+        for line in proc.stdout:
+            said.append(line)
+            if words in line:
+                break
+    finally:
+        watchdog.cancel()
+    return "".join(said)
+
+
 def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
@@ -113,10 +131,10 @@ def test_the_coordinator_command_speaks_to_a_person_or_in_json(log_json: bool) -
         consumer = _start("consumer", "--bootstrap-server", f"127.0.0.1:{port}", "--group", "g", "--topics", "t",
                           "--client-id", "reader")
         try:
-            time.sleep(4)
+            said = _lines_until(consumer, "owns t[0]")
         finally:
             c_out, _ = _stop(consumer)
-        assert "owns t[0]" in c_out
+        assert "owns t[0]" in said + c_out
     finally:
         _, err = _stop(server)
     if log_json:
