@@ -24,7 +24,7 @@ import sys
 from array import array
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from typing import Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import msgpack
 
@@ -109,6 +109,7 @@ def _decode_kafka(data: bytes) -> tuple[list[TopicPartition], int | None] | None
     return parts, generation
 
 
+UserDataDecoder = Callable[[bytes], "tuple[list[TopicPartition], int | None] | None"]
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _SWAP = sys.byteorder == "little"
@@ -140,9 +141,10 @@ _topic = operator.itemgetter(0)
 _number = operator.itemgetter(1)
 
 
-def eager_member_data(sub: Subscription) -> MemberData:
-    """Kafka's StickyAssignor: always the user data, never owned_partitions."""
-    decoded = decode_user_data(sub.user_data) if sub.user_data else None
+def eager_member_data(sub: Subscription, read: UserDataDecoder | None = None) -> MemberData:
+    """Kafka's StickyAssignor: always the user data, never owned_partitions. `read`: a decoder
+    equal to decode_user_data (sticky_shapes.UserDataReader, for the members of one assignment)."""
+    decoded = (read or decode_user_data)(sub.user_data) if sub.user_data else None
     if decoded is None:
         return MemberData([], None)
     return MemberData(*decoded)
