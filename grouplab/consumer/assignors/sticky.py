@@ -28,7 +28,7 @@ from itertools import chain
 from typing import Callable, Mapping
 
 from grouplab.consumer.assignors.base import AssignmentMap, Assignor, RebalanceProtocol, partitions_of
-from grouplab.consumer.assignors.java_order import java_key
+from grouplab.consumer.assignors.java_order import java_sorted
 from grouplab.consumer.assignors.sticky_claims import (
     NO_GENERATION,
     Claims,
@@ -63,7 +63,7 @@ class StickyResult:
 def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription],
                   member_data: Callable[[Subscription], MemberData]) -> StickyResult:
     """Kafka's AbstractStickyAssignor.assign: claims first, then the constrained or general path."""
-    subscribed = {t for s in subscriptions.values() for t in s.topics if t in partitions_per_topic}
+    subscribed = set().union(*[s.topics for s in subscriptions.values()]).intersection(partitions_per_topic)
     by_topic = {t: partitions_of(t, partitions_per_topic[t]) for t in subscribed}
     data = {m: member_data(s) for m, s in subscriptions.items()}
     valid: set[TopicPartition] = set()
@@ -71,7 +71,7 @@ def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mappin
         valid = set(chain.from_iterable(by_topic.values()))
     claims = resolve_claims(valid, subscriptions, data)
     if claims.all_equal:
-        everything = list(chain.from_iterable(by_topic[t] for t in sorted(by_topic, key=java_key)))
+        everything = list(chain.from_iterable(by_topic[t] for t in java_sorted(by_topic)))
         target, transferring = constrained_assign(everything, claims.members, claims.hashmap_order, claims.owned,
                                                   claims.doubly)
         return StickyResult({m: sorted(target[m]) for m in subscriptions}, transferring, claims)
