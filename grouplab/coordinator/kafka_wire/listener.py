@@ -50,6 +50,7 @@ from grouplab.coordinator.kafka_wire.codec import (
     frame_response,
     header_v1,
 )
+from grouplab.coordinator.kafka_wire.commit_decoder import decode_offset_commit
 from grouplab.coordinator.kafka_wire.holdings import WireHoldings
 from grouplab.coordinator.tally import RequestTally
 from grouplab.coordinator.kafka_wire.purgatory import FetchPurgatory
@@ -457,7 +458,15 @@ class KafkaConnection(asyncio.Protocol):
         self._handle(frame)
         self._pump()
 
+    def _view(self) -> View:
+        return View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id,
+                    message_max_bytes=self.listener.message_max_bytes, cluster=self.listener.cluster)
+
     def _handle(self, frame: bytes) -> None:
+        commit = decode_offset_commit(frame)
+        if commit is not None:  # the commonest request of a running group, read straight into grouplab's
+            self._translated(KafkaReplyTo(self, commit[0], self._view()), commit[1], None)
+            return
         try:
             request = decode_request(frame)
         except CloseConnection as exc:
@@ -478,8 +487,7 @@ class KafkaConnection(asyncio.Protocol):
         if name == "ApiVersions":
             self._write(encode_response(api_versions_response(request.version), request.correlation_id))
             return
-        view = View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id,
-                    message_max_bytes=self.listener.message_max_bytes, cluster=self.listener.cluster)
+        view = self._view()
         tally = self.listener.host.tally
         if name == "FindCoordinator":
             found = find_coordinator_response(request.api, request.version, request.body, view)
