@@ -125,6 +125,13 @@ def decode_offset_commit(frame: bytes) -> tuple[KafkaRequest, OffsetCommitReques
     if key != OFFSET_COMMIT_KEY or not MIN_VERSION <= version <= MAX_VERSION:
         return None
     try:
+        if version >= FIRST_FLEXIBLE:
+            try:
+                quick = _flexible(frame, version, correlation_id)
+            except _Unsupported:
+                quick = None  # a long string: the reader below takes it
+            if quick is not None:
+                return quick
         r = _Reader(frame, _PREFIX.size, False)
         client_id = r.nullable_string() or ""  # header: always a plain nullable string
         r.flexible = version >= FIRST_FLEXIBLE
@@ -161,3 +168,73 @@ def _body(r: _Reader, version: int) -> OffsetCommitRequest:
     r.no_tags()
     return OffsetCommitRequest(group_id=group_id, topics=topics, generation_id=generation_id, member_id=member_id,
                                group_instance_id=group_instance_id)
+
+
+def _compact_string(data: bytes, pos: int) -> tuple[str | None, int]:
+    """A compact nullable string whose length fits one varint byte (any other: _Unsupported)."""
+    n = data[pos] - 1
+    if n < 0 or n >= 0x7F:
+        if n == -1:
+            return None, pos + 1
+        raise _Unsupported  # a length of two or more varint bytes: the general reader
+    start = pos + 1
+    stop = start + n
+    if stop > len(data):
+        raise _Unsupported
+    return data[start:stop].decode("utf-8"), stop
+
+
+def _flexible(data: bytes, version: int, correlation_id: int) -> tuple[KafkaRequest, OffsetCommitRequest] | None:
+    """v8-v9 as a client writes them (every length and count in one varint byte, no tagged
+    field), in one function: the reader's method calls were most of its time. None: anything
+    else, for the general reader."""
+    (n,) = _INT16.unpack_from(data, _PREFIX.size)
+    pos = _PREFIX.size + 2
+    if n >= 0:
+        if pos + n > len(data):
+            return None
+        client_id = data[pos:pos + n].decode("utf-8")
+        pos += n
+    elif n == -1:
+        client_id = ""
+    else:
+        return None
+    if data[pos]:
+        return None  # header tagged fields
+    group_id, pos = _compact_string(data, pos + 1)
+    (generation_id,) = _INT32.unpack_from(data, pos)
+    member_id, pos = _compact_string(data, pos + 4)
+    group_instance_id = None
+    if version >= 7:
+        group_instance_id, pos = _compact_string(data, pos)
+    if group_id is None or member_id is None:
+        return None
+    topic_count = data[pos] - 1
+    pos += 1
+    if not 0 <= topic_count < 0x7F:
+        return None
+    unpack_partition = _PARTITION_V6.unpack_from
+    topics = []
+    for _ in range(topic_count):
+        name, pos = _compact_string(data, pos)
+        count = data[pos] - 1
+        pos += 1
+        if name is None or not 0 <= count < 0x7F:
+            return None
+        partitions = []
+        for _ in range(count):
+            index, offset, epoch = unpack_partition(data, pos)
+            metadata, pos = _compact_string(data, pos + 16)
+            if data[pos]:
+                return None  # tagged fields
+            pos += 1
+            partitions.append(OffsetCommitRequestPartition(index, offset, epoch, metadata))
+        if data[pos]:
+            return None
+        pos += 1
+        topics.append(OffsetCommitRequestTopic(name, partitions))
+    if data[pos] or pos + 1 != len(data):
+        return None  # tagged fields, or bytes left over
+    request = KafkaRequest(_API, version, correlation_id, client_id, None)
+    return request, OffsetCommitRequest(group_id=group_id, topics=topics, generation_id=int(generation_id),
+                                        member_id=member_id, group_instance_id=group_instance_id)
