@@ -3,7 +3,11 @@ Kafka's results only if these orders are Java's."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from grouplab.consumer.assignors.java_order import (
+    java_sorted,
     hashmap_order,
     hashset_first,
     java_key,
@@ -55,3 +59,11 @@ def test_topic_partition_hash_and_hashset_first() -> None:
     first = hashset_first(entries, max_size=3)
     buckets = {e: (v[0] ^ (v[0] >> 16)) & 15 for e, v in entries.items()}
     assert buckets[first] == min(buckets.values())
+
+
+@given(st.lists(st.one_of(st.text(max_size=6), st.text(alphabet="ab\ud7ff\ue000\uffff\U00010000", max_size=4))))
+def test_java_sorted_is_compare_to_order(texts: list[str]) -> None:
+    """ASCII sorted as it is, anything else by UTF-16 code units: String.compareTo either way
+    (U+E000..U+FFFF sort after a supplementary character in Java, before it by code point)."""
+    assert java_sorted(texts) == sorted(texts, key=java_key)
+    assert java_sorted(["\ue000", "\U00010000"]) == ["\U00010000", "\ue000"]

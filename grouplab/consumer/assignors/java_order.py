@@ -28,6 +28,18 @@ def java_key(text: str) -> bytes:
     return text.encode("utf-16-be", "surrogatepass")
 
 
+def java_sorted(texts: Iterable[str]) -> list[str]:
+    """`texts` sorted by `String.compareTo`. ASCII strings (member ids and topic names, nearly
+    always) compare the same by code point, so they are sorted as they are, without a key: the
+    sticky assignors sort a thousand member ids more than once per assignment."""
+    texts = list(texts)
+    if all(map(str.isascii, texts)):
+        texts.sort()
+    else:
+        texts.sort(key=java_key)
+    return texts
+
+
 def string_hash(text: str) -> int:
     """`String.hashCode()` as an unsigned 32-bit number."""
     units = array("H", text.encode(_UTF16_NATIVE, "surrogatepass"))

@@ -28,7 +28,7 @@ from itertools import chain
 from typing import Callable, Mapping
 
 from grouplab.consumer.assignors.base import AssignmentMap, Assignor, RebalanceProtocol, partitions_of
-from grouplab.consumer.assignors.java_order import java_key
+from grouplab.consumer.assignors.java_order import java_sorted
 from grouplab.consumer.assignors.sticky_claims import (
     NO_GENERATION,
     Claims,
@@ -42,6 +42,7 @@ from grouplab.consumer.assignors.sticky_claims import (
 )
 from grouplab.consumer.assignors.sticky_constrained import constrained_assign
 from grouplab.consumer.assignors.sticky_general import general_assign
+from grouplab.consumer.assignors.sticky_shapes import UserDataReader
 from grouplab.protocol.memory import gc_paused
 from grouplab.protocol.types import Subscription, TopicPartition
 
@@ -62,7 +63,7 @@ class StickyResult:
 def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription],
                   member_data: Callable[[Subscription], MemberData]) -> StickyResult:
     """Kafka's AbstractStickyAssignor.assign: claims first, then the constrained or general path."""
-    subscribed = {t for s in subscriptions.values() for t in s.topics if t in partitions_per_topic}
+    subscribed = set().union(*[s.topics for s in subscriptions.values()]).intersection(partitions_per_topic)
     by_topic = {t: partitions_of(t, partitions_per_topic[t]) for t in subscribed}
     data = {m: member_data(s) for m, s in subscriptions.items()}
     valid: set[TopicPartition] = set()
@@ -70,7 +71,7 @@ def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mappin
         valid = set(chain.from_iterable(by_topic.values()))
     claims = resolve_claims(valid, subscriptions, data)
     if claims.all_equal:
-        everything = list(chain.from_iterable(by_topic[t] for t in sorted(by_topic, key=java_key)))
+        everything = list(chain.from_iterable(by_topic[t] for t in java_sorted(by_topic)))
         target, transferring = constrained_assign(everything, claims.members, claims.hashmap_order, claims.owned,
                                                   claims.doubly)
         return StickyResult({m: sorted(target[m]) for m in subscriptions}, transferring, claims)
@@ -128,10 +129,16 @@ class StickyAssignor(Assignor):
     def member_data(self, subscription: Subscription) -> MemberData:
         return eager_member_data(subscription)
 
+    def members_reader(self) -> Callable[[Subscription], MemberData]:
+        """member_data for the members of one assignment: their user data read by a reader that
+        learns its repeated shapes (sticky_shapes.py), with the same results."""
+        read = UserDataReader()
+        return lambda subscription: eager_member_data(subscription, read)
+
     def compute(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]) -> StickyResult:
         """The assignment with Kafka's bookkeeping (for tests and explanations)."""
         with gc_paused():
-            return sticky_assign(partitions_per_topic, subscriptions, self.member_data)
+            return sticky_assign(partitions_per_topic, subscriptions, self.members_reader())
 
     def assign(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]) -> AssignmentMap:
         if not subscriptions:
@@ -151,6 +158,9 @@ class CooperativeStickyAssignor(StickyAssignor):
     def member_data(self, subscription: Subscription) -> MemberData:
         return cooperative_member_data(subscription)
 
+    def members_reader(self) -> Callable[[Subscription], MemberData]:
+        return self.member_data  # no user data to read
+
     def withheld(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription],
                  result: StickyResult) -> dict[TopicPartition, str]:
         """partition -> the member it is headed for once its owner has revoked it."""
@@ -162,7 +172,7 @@ class CooperativeStickyAssignor(StickyAssignor):
         if not subscriptions:
             return {}
         with gc_paused():
-            result = sticky_assign(partitions_per_topic, subscriptions, self.member_data)
+            result = sticky_assign(partitions_per_topic, subscriptions, self.members_reader())
             withheld = self.withheld(partitions_per_topic, subscriptions, result)
             if not withheld:
                 return result.assignment

@@ -24,12 +24,12 @@ import sys
 from array import array
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from typing import Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import msgpack
 
 from grouplab.consumer.assignors.base import as_partitions
-from grouplab.consumer.assignors.java_order import hashmap_order, java_key
+from grouplab.consumer.assignors.java_order import hashmap_order, java_sorted
 from grouplab.protocol.types import Subscription, TopicPartition
 
 NO_GENERATION = -1
@@ -109,6 +109,7 @@ def _decode_kafka(data: bytes) -> tuple[list[TopicPartition], int | None] | None
     return parts, generation
 
 
+UserDataDecoder = Callable[[bytes], "tuple[list[TopicPartition], int | None] | None"]
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _SWAP = sys.byteorder == "little"
@@ -140,9 +141,10 @@ _topic = operator.itemgetter(0)
 _number = operator.itemgetter(1)
 
 
-def eager_member_data(sub: Subscription) -> MemberData:
-    """Kafka's StickyAssignor: always the user data, never owned_partitions."""
-    decoded = decode_user_data(sub.user_data) if sub.user_data else None
+def eager_member_data(sub: Subscription, read: UserDataDecoder | None = None) -> MemberData:
+    """Kafka's StickyAssignor: always the user data, never owned_partitions. `read`: a decoder
+    equal to decode_user_data (sticky_shapes.UserDataReader, for the members of one assignment)."""
+    decoded = (read or decode_user_data)(sub.user_data) if sub.user_data else None
     if decoded is None:
         return MemberData([], None)
     return MemberData(*decoded)
@@ -192,8 +194,11 @@ def resolve_claims(valid: set[TopicPartition], subscriptions: Mapping[str, Subsc
 
     A partition claimed by one member only is simply kept; Kafka's member-by-member walk matters
     only for partitions claimed more than once, so only those are walked."""
-    order = sorted(subscriptions, key=java_key)
-    topic_sets = {frozenset(subscriptions[m].topics) for m in order}
+    order = java_sorted(subscriptions)
+    topic_lists = [subscriptions[m].topics for m in order]
+    # The same topic list everywhere (the usual case) is found by list equality in C.
+    all_equal = not topic_lists or topic_lists.count(topic_lists[0]) == len(topic_lists) or len(
+        {frozenset(topics) for topics in topic_lists}) == 1
     generation = {m: generation_of(data[m]) for m in order}
     max_generation = max(generation.values(), default=NO_GENERATION)
     claimed = {m: set(data[m].partitions) for m in order if data[m].partitions}
@@ -204,7 +209,7 @@ def resolve_claims(valid: set[TopicPartition], subscriptions: Mapping[str, Subsc
     owned: dict[str, set[TopicPartition]] = {m: claimed.get(m, set()) for m in order}
     doubly: set[TopicPartition] = set()
     contested = sum(map(len, claimed.values())) != len(everything_claimed)
-    result = Claims(owned, doubly, max_generation, len(topic_sets) <= 1, order, contested, dict(data))
+    result = Claims(owned, doubly, max_generation, all_equal, order, contested, dict(data))
     if contested:
         seen: set[TopicPartition] = set()
         disputed: set[TopicPartition] = set()

@@ -25,7 +25,7 @@ from collections import deque
 from itertools import filterfalse
 from typing import Callable, Mapping
 
-from grouplab.consumer.assignors.java_order import java_key
+from grouplab.consumer.assignors.java_order import java_key, java_sorted
 from grouplab.protocol.types import TopicPartition
 
 
@@ -84,8 +84,8 @@ def constrained_assign(all_partitions: list[TopicPartition], members: list[str],
     kept_count = {m: len(ps) for m, ps in assignment.items()}
     kept: set[TopicPartition] = set().union(*assignment.values())
     free = list(filterfalse(kept.__contains__, all_partitions)) if kept else all_partitions
-    under.sort(key=java_key)
-    at_min.sort(key=java_key)
+    under = java_sorted(under)
+    at_min = java_sorted(at_min)
     waiting = deque(at_min)
     taken = 0  # free[:taken] are dealt
 

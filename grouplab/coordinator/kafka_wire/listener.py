@@ -50,6 +50,7 @@ from grouplab.coordinator.kafka_wire.codec import (
     frame_response,
     header_v1,
 )
+from grouplab.coordinator.kafka_wire.commit_decoder import decode_offset_commit
 from grouplab.coordinator.kafka_wire.holdings import WireHoldings
 from grouplab.coordinator.tally import RequestTally
 from grouplab.coordinator.kafka_wire.purgatory import FetchPurgatory
@@ -63,8 +64,8 @@ from grouplab.protocol.framing import encode_response as encode_grouplab_respons
 from grouplab.protocol import events
 from grouplab.protocol.memory import gc_paused, trim_heap
 from grouplab.protocol.messages import (
-    ErrorResponse, FetchRequest, JoinGroupRequest, LeaveGroupRequest, MetadataRequest, ProduceRequest, SyncGroupRequest,
-    SyncGroupResponse,
+    ErrorResponse, FetchRequest, JoinGroupRequest, LeaveGroupRequest, MetadataRequest, OffsetCommitRequest, ProduceRequest,
+    SyncGroupRequest, SyncGroupResponse,
 )
 
 _log = logging.getLogger("grouplab.kafka_wire")
@@ -355,7 +356,9 @@ class KafkaConnection(asyncio.Protocol):
         self.reader = FrameReader(listener.max_frame_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = ""
+        self.peer_host = ""
         self.local: tuple[str, int] = ("127.0.0.1", 0)
+        self._commit_view: View | None = None  # made at the first OffsetCommit (_commit)
         self.pending: deque[bytes] = deque()  # frames read, not yet handled
         self.pending_bytes = 0
         self.inflight: KafkaReplyTo | None = None
@@ -373,6 +376,7 @@ class KafkaConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.peer_host = self.peer.rsplit(":", 1)[0]  # what each request's context names
         local = transport.get_extra_info("sockname")
         if local:
             self.local = (local[0], local[1])  # advertised to this client: the address it reached
@@ -457,7 +461,15 @@ class KafkaConnection(asyncio.Protocol):
         self._handle(frame)
         self._pump()
 
+    def _view(self) -> View:
+        return View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id,
+                    message_max_bytes=self.listener.message_max_bytes, cluster=self.listener.cluster)
+
     def _handle(self, frame: bytes) -> None:
+        commit = decode_offset_commit(frame)
+        if commit is not None:  # the commonest request of a running group, read straight into grouplab's
+            self._commit(*commit)
+            return
         try:
             request = decode_request(frame)
         except CloseConnection as exc:
@@ -478,8 +490,7 @@ class KafkaConnection(asyncio.Protocol):
         if name == "ApiVersions":
             self._write(encode_response(api_versions_response(request.version), request.correlation_id))
             return
-        view = View(host=self.local[0], port=self.local[1], node_id=self.listener.node_id,
-                    message_max_bytes=self.listener.message_max_bytes, cluster=self.listener.cluster)
+        view = self._view()
         tally = self.listener.host.tally
         if name == "FindCoordinator":
             found = find_coordinator_response(request.api, request.version, request.body, view)
@@ -501,6 +512,19 @@ class KafkaConnection(asyncio.Protocol):
             self._translated(token, None, exc)
             return
         self._translated(token, body, None)
+
+    def _commit(self, request: KafkaRequest, body: OffsetCommitRequest) -> None:
+        """What _translated does with an OffsetCommit, without asking what else it might be; its
+        View is the connection's one for commits (an OffsetCommit's answer reads nothing of it
+        that a request changes)."""
+        view = self._commit_view
+        if view is None:
+            view = self._commit_view = self._view()
+        token = KafkaReplyTo(self, request, view)
+        token.body = body
+        self.inflight = token
+        self.listener.host.submit("OffsetCommit", body, RequestContext(token, request.client_id, self.peer_host,
+                                                                       self.listener.node_id))
 
     def _translate_off_loop(self, token: KafkaReplyTo) -> None:
         """A Produce whose batches take long to decode (records.is_heavy): decoded on a thread, the
@@ -534,7 +558,7 @@ class KafkaConnection(asyncio.Protocol):
         if exc is not None:  # a value the translation cannot take: refused as unreadable
             self._refuse(f"{name} v{request.version}: {exc!r}")
             return
-        ctx = RequestContext(token, request.client_id, self.peer.rsplit(":", 1)[0], self.listener.node_id)
+        ctx = RequestContext(token, request.client_id, self.peer_host, self.listener.node_id)
         frame, token.frame = token.frame, b""
         if isinstance(body, FetchRequest):  # a parked Fetch keeps its frame only (_ParkedFetch)
             token.request = dataclasses.replace(request, body=None)
@@ -569,7 +593,7 @@ class KafkaConnection(asyncio.Protocol):
         if not body.requests:
             self.send(request.correlation_id, GroupsFetched([]))
             return
-        host = self.peer.rsplit(":", 1)[0]
+        host = self.peer_host
         for index, sub in enumerate(body.requests):
             token = KafkaReplyTo(_GroupPart(batch, index), request, view)
             token.body = sub
