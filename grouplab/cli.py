@@ -1389,6 +1389,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else [1 if args.seed is None else args.seed]
     if args.run_dir and len(seeds) > 1:
         raise UsageError("--run-dir writes one run's event log: use it with --seed, not --seeds")
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     if args.protocol == "zk":
         return cmd_simulate_zk(args, seeds)
     scenario = load_scenario(resolve_scenario(args.scenario))
@@ -1406,17 +1408,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         scenario = scenario.with_assignors(check_assignors(parse_list(args.assignor)))
     interrupted = False
     if len(seeds) == 1:
-        timeline = Timeline(scenario.group_id, session_timeout_ms=scenario.coordinator_session_timeout_ms())
+        timeline = Timeline(scenario.group_id, session_timeout_ms=scenario.coordinator_session_timeout_ms(),
+                            lang=args.lang)
         result = run_seed(scenario, seeds[0], args.run_dir, listener=timeline)
         costs_line = timeline.finish(result.ended_ms)
-        console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seeds[0]}"))
+        console.print(timeline.render(limit=args.timeline_rows,
+                                      title=c.t("sim.title", scenario=scenario.name, seed=seeds[0])))
         results = [result]
     else:
         results = []
         with sigint_flag() as stop:
             if not err.is_terminal:  # (a terminal gets the progress bar instead)
-                err.print(f"running {len(seeds):,} seeds of {scenario.name}…", soft_wrap=True)
-            with ProgressReport(err, f"{scenario.name}: seeds", total=len(seeds), unit="seeds") as progress:
+                err.print(c.t("sim.running", count=f"{len(seeds):,}", scenario=scenario.name), soft_wrap=True)
+            with ProgressReport(err, c.t("sim.progress", scenario=scenario.name), total=len(seeds),
+                                unit=c.t("sim.progress.unit")) as progress:
                 for seed in seeds:
                     if stop.is_set():
                         break
@@ -1424,8 +1429,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                     progress.update(advance=1)
         if stop.is_set():
             interrupted = True
-            err.print(f"[yellow]interrupted after {len(results):,} of {len(seeds):,} seeds; "
-                      f"the summary below covers those[/]", soft_wrap=True)
+            err.print(f"[yellow]{c.t('sim.interrupted', done=f'{len(results):,}', total=f'{len(seeds):,}')}[/]",
+                      soft_wrap=True)
             if not results:
                 return 130
     rows = [result_row(r) for r in results]
@@ -1434,17 +1439,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if not r.ok:
             v = r.violation
             assert v is not None
-            console.print(f"[red bold]seed {r.seed}: invariant '{v.invariant}' violated at t={v.now_ms} ms[/]\n  {v.detail}")
-            console.print("  last steps:\n" + "\n".join(f"    {line}" for line in v.trace[-args.trace_lines:]))
-            console.print(f"  replay: grouplab simulate --scenario {args.scenario} --seed {r.seed} --run-dir runs/seed-{r.seed}")
-    console.print(f"{scenario.name}: {summary['seeds']} seed(s), {summary['events']:,} simulator events "
-                  f"(messages, timers and faults; not log lines), "
-                  + (_epochs_summary(summary) if scenario.group_protocol() == "consumer" else
-                     f"{summary['rebalances']} rebalances, {summary['partitions_moved']} partitions moved, ")
-                  + f"settled after the faults in median {summary['settle_ms_median']} ms (max {summary['settle_ms_max']} ms); "
-                  + ("[green]all invariants held[/]" if not summary["failed"] else f"[red]failed seeds: {summary['failed']}[/]"))
+            said = c.t("sim.violated", seed=r.seed, invariant=v.invariant, ms=v.now_ms)
+            console.print(f"[red bold]{said}[/]\n  {v.detail}")
+            console.print(f"  {c.t('sim.last_steps')}\n" + "\n".join(f"    {line}" for line in v.trace[-args.trace_lines:]))
+            console.print(f"  {c.t('sim.replay')} grouplab simulate --scenario {args.scenario} --seed {r.seed} "
+                          f"--run-dir runs/seed-{r.seed}")
+    console.print(c.t("sim.summary", scenario=scenario.name, seeds=summary["seeds"], events=f"{summary['events']:,}")
+                  + (_epochs_summary(summary, c) if scenario.group_protocol() == "consumer" else
+                     c.t("sim.summary.rebalances", rebalances=summary["rebalances"], moved=summary["partitions_moved"]))
+                  + c.t("sim.summary.settled", median=summary["settle_ms_median"], most=summary["settle_ms_max"])
+                  + (f"[green]{c.t('sim.held')}[/]" if not summary["failed"]
+                     else f"[red]{c.t('sim.failed_seeds', seeds=summary['failed'])}[/]"))
     if summary["produced"] is not None:
-        console.print(_delivery_summary(summary, rows), soft_wrap=True)
+        console.print(_delivery_summary(summary, rows, c), soft_wrap=True)
     if len(seeds) == 1:
         console.print(costs_line)
     if args.summary_json:
@@ -1455,31 +1462,29 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 1 if summary["failed"] else 0
 
 
-def _delivery_summary(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+def _delivery_summary(summary: dict[str, Any], rows: list[dict[str, Any]], c: Catalog) -> str:
     """A delivery scenario's account over its seeds: `delivery: 180,000 records produced, 180,250
     processed · lost 0 · duplicated 250 (in 7 of 100 seeds) · read_uncommitted would see 300 twice`."""
     def seeds_with(key: str) -> str:
         hit = sum(1 for r in rows if (r.get(key) or 0) > 0)
-        return f" (in {hit} of {len(rows)} seeds)" if summary[key] else ""
+        return c.t("sim.delivery.in_seeds", hit=hit, total=len(rows)) if summary[key] else ""
 
     unc = sum(r.get("duplicated_uncommitted") or 0 for r in rows)
-    return (f"delivery: {summary['produced']:,} records produced, {summary['processed']:,} processed · "
-            f"lost {summary['lost']:,}{seeds_with('lost')} · duplicated {summary['duplicated']:,}"
-            f"{seeds_with('duplicated')}"
-            + (f" · read_uncommitted would see {unc:,} twice (aborted transactions' writes)"
-               if unc != summary["duplicated"] else ""))
+    return (c.t("sim.delivery", produced=f"{summary['produced']:,}", processed=f"{summary['processed']:,}",
+                lost=f"{summary['lost']:,}", lost_seeds=seeds_with("lost"), duplicated=f"{summary['duplicated']:,}",
+                duplicated_seeds=seeds_with("duplicated"))
+            + (c.t("sim.delivery.uncommitted", count=f"{unc:,}") if unc != summary["duplicated"] else ""))
 
 
-def _epochs_summary(summary: dict[str, Any]) -> str:
+def _epochs_summary(summary: dict[str, Any], c: Catalog) -> str:
     """A consumer-protocol group's part of the summary line: `14 group epochs (member_joined ×6,
     session_timeout ×8), 20 partitions moved, back to Stable after an epoch move in median 1,040 ms
     (max 3,100 ms), `."""
     causes = ", ".join(f"{k} ×{n}" for k, n in summary["epoch_causes"].items())
     median, most = summary["converge_ms_median"], summary["converge_ms_max"]
-    back = (f"back to Stable after an epoch move in median {median:,.0f} ms (max {most:,} ms), "
-            if median is not None else "")
-    return (f"{summary['group_epochs']} group epochs" + (f" ({causes})" if causes else "")
-            + f", {summary['partitions_moved']} partitions moved, " + back)
+    back = c.t("sim.epochs.back", median=f"{median:,.0f}", most=f"{most:,}") if median is not None else ""
+    return (c.t("sim.epochs", count=summary["group_epochs"]) + (f" ({causes})" if causes else "")
+            + c.t("sim.epochs.moved", moved=summary["partitions_moved"]) + back)
 
 
 @contextlib.contextmanager
@@ -2319,6 +2324,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--summary-json", metavar="OUT", help="write per-seed and total metrics as JSON")
     s.add_argument("--timeline-rows", type=at_least(0), default=60, help="timeline rows to print (0: all)")
     s.add_argument("--trace-lines", type=at_least(0), default=20, help="steps shown before a violation")
+    s.add_argument("--lang", default="en", help="language of the timeline, the summary and the failing seeds' "
+                                                "reports: en or zh")
 
     cp = sub.add_parser("compare", help="the same membership changes under the ZooKeeper era, the classic protocol "
                                         "(eager and cooperative) and KIP-848, side by side (docs/legacy.md §7)",
