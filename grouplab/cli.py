@@ -1512,27 +1512,28 @@ def cmd_simulate_zk(args: argparse.Namespace, seeds: list[int]) -> int:
     from grouplab.zk.sim import Violation
     from grouplab.zk.simulate import ZkTimeline, changes_table, run_zk_seed, summary_line
 
+    c = Catalog(args.lang)
     if args.members or args.assignor or args.summary_json:
         raise UsageError("--members, --assignor and --summary-json are for coordinator scenarios; "
                          "a ZooKeeper-era scenario sets its consumers itself")
     scenario = load_zk_scenario(args.scenario)
     results, failed = [], []
     for seed in seeds:
-        timeline = ZkTimeline(scenario.group) if len(seeds) == 1 else None
+        timeline = ZkTimeline(scenario.group, lang=args.lang) if len(seeds) == 1 else None
         try:
             result = run_zk_seed(scenario, seed, args.run_dir, listener=timeline)
         except Violation as v:
             failed.append(v)
-            console.print(f"[red bold]seed {seed}: {v}[/]", markup=True, highlight=False)
-            console.print(f"  replay: grouplab simulate --protocol zk --scenario {args.scenario} --seed {seed} "
+            console.print(f"[red bold]{c.t('sim.zk.violated', seed=seed, invariant=v.invariant, ms=v.at_ms, detail=v.detail)}[/]", markup=True, highlight=False)
+            console.print(f"  {c.t('sim.replay')} grouplab simulate --protocol zk --scenario {args.scenario} --seed {seed} "
                           f"--run-dir runs/zk-seed-{seed}", markup=False)
             continue
         results.append(result)
         if timeline is not None:
-            console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seed}"))
-            console.print(changes_table(result, "what each change cost (until everything was quiet and every "
-                                                "partition fetched)"))
-    console.print(summary_line(scenario, results, failed))
+            console.print(timeline.render(limit=args.timeline_rows, title=c.t("sim.title", scenario=scenario.name,
+                                                                                  seed=seed)))
+            console.print(changes_table(result, c.t("sim.zk.changes_title"), c))
+    console.print(summary_line(scenario, results, failed, c))
     return 1 if failed else 0
 
 
