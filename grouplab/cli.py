@@ -1003,6 +1003,8 @@ def parse_assign_owned(specs: list[str], members: dict[str, list[str]],
 
 
 def cmd_assign(args: argparse.Namespace) -> int:
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     sizes = parse_topic_sizes(args.topics)
     check_assign_protocol(args)
     if args.protocol == "consumer":
@@ -1012,7 +1014,7 @@ def cmd_assign(args: argparse.Namespace) -> int:
         given = parse_assign_owned(args.owned or [], members, sizes, departed_ok=True)  # as below: one that left
         return print_server_assignment(console, args.assignor, args.topics, sizes, members,
                                        {m: ps for m, ps in given.items() if m in members}, args.format,
-                                       departed={m: ps for m, ps in given.items() if m not in members})
+                                       departed={m: ps for m, ps in given.items() if m not in members}, c=c)
     if args.streams is not None or any(":" in spec.partition("=")[2] for spec in args.member):
         return assign_over_threads(args, sizes)
     members = parse_assign_members(args.member, sizes, allow_none=False)
@@ -1043,15 +1045,14 @@ def cmd_assign(args: argparse.Namespace) -> int:
         if previous.get(tp) not in (None, m):
             moved_to[m] = moved_to.get(m, 0) + 1
     console.print(assignment_table({m: sorted(ps) for m, ps in result.items()}, moved=moved_to if previous else None,
-                                   title=f"{args.assignor} · topics {args.topics}"))
-    print_departed(console, departed)
+                                   title=c.t("assign.title", assignor=args.assignor, topics=args.topics), c=c))
+    print_departed(console, departed, c)
     if previous:
         withheld = sorted(tp for tp in previous if tp not in owner and tp.partition < sizes.get(tp.topic, 0))
         moved = [f"{tp}: {previous[tp]}→{owner[tp]}" for tp in sorted(owner) if previous.get(tp) not in (None, owner[tp])]
-        console.print(f"moved {len(moved)}: {', '.join(moved) or '-'}")
+        console.print(c.t("assign.moved", count=len(moved), moves=", ".join(moved) or "-"))
         if withheld:
-            console.print(f"withheld {len(withheld)} (their owners revoke them; a follow-up rebalance assigns them): "
-                          f"{format_partitions(withheld)}")
+            console.print(c.t("assign.withheld", count=len(withheld), partitions=format_partitions(withheld)))
     return 0
 
 
@@ -1078,6 +1079,7 @@ def assign_over_threads(args: argparse.Namespace, sizes: dict[str, int]) -> int:
     from grouplab.consumer.legacy.assignors import get_legacy_assignor
     from grouplab.consumer.legacy.threads import by_consumer
 
+    c = Catalog(args.lang)
     if args.owned:
         raise UsageError("--owned is for the sticky assignors; the ZooKeeper-era assignors (--streams) kept no memory")
     streams = 1 if args.streams is None else args.streams
@@ -1095,10 +1097,11 @@ def assign_over_threads(args: argparse.Namespace, sizes: dict[str, int]) -> int:
         return 0
     from grouplab.display import assignment_table
 
-    console.print(assignment_table(result, title=f"{args.assignor} over consumer threads (ZooKeeper era) · "
-                                                 f"topics {args.topics}", unit="thread"))
+    console.print(assignment_table(result, title=c.t("assign.threads.title", assignor=args.assignor, topics=args.topics),
+                                   unit=c.t("assign.threads.unit"), c=c))
     per_consumer = by_consumer(result, subscriptions)
-    console.print("per consumer: " + " · ".join(f"{c}: {format_partitions(ps)}" for c, ps in per_consumer.items()))
+    console.print(c.t("assign.per_consumer", consumers=" · ".join(f"{name}: {format_partitions(ps)}"
+                                                                  for name, ps in per_consumer.items())))
     return 0
 
 
@@ -2447,6 +2450,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the ZooKeeper-era consumer: N streams (threads) per topic for every member, assigned over "
                         "thread ids <member>-<n> with the old range or roundrobin; a member's TOPIC:STREAMS "
                         "overrides it (docs/legacy.md)")
+    a.add_argument("--lang", default="en", help="language of the table and the lines under it: en or zh "
+                                                "(JSON stays as it is)")
     return p
 
 

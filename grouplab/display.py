@@ -321,8 +321,10 @@ def configs_table(title: str, configs: list[Any]) -> Table:
     return table
 
 
-def print_departed(console: Console, departed: Mapping[str, list[TopicPartition]]) -> None:
+def print_departed(console: Console, departed: Mapping[str, list[TopicPartition]], c: Catalog | None = None) -> None:
     """`grouplab assign`'s line for members given --owned but no --member: they left the group."""
+    c = c or Catalog()
     if departed:
-        console.print("left the group: " + "; ".join(f"{m} (owned {format_partitions(sorted(ps))})"
-                                                      for m, ps in sorted(departed.items())))
+        console.print(c.t("assign.departed", members="; ".join(
+            c.t("assign.departed.member", member=m, partitions=format_partitions(sorted(ps)))
+            for m, ps in sorted(departed.items()))))
