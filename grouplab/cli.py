@@ -1110,26 +1110,29 @@ def assign_over_threads(args: argparse.Namespace, sizes: dict[str, int]) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """The work is grouplab/replay.py; this says what it compared, or where the two part ways."""
-    from grouplab.replay import ReplayRefused, replay
+    from grouplab.replay import EVENTS_MISSING, ReplayRefused, replay
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     try:
         result = replay(args.run_dir)
     except ReplayRefused as exc:
         raise CliError(exc) from None
-    inputs = (f"{result.requests:,} requests, {result.timers:,} timer firings, {result.member_ids:,} member ids"
-              + (f", {result.restarts} coordinator restart{'s' * (result.restarts != 1)}" if result.restarts else ""))
+    inputs = (c.t("replay.inputs", requests=f"{result.requests:,}", timers=f"{result.timers:,}",
+                  member_ids=f"{result.member_ids:,}")
+              + (c.t("replay.restarts" if result.restarts != 1 else "replay.restart", count=result.restarts)
+                 if result.restarts else ""))
     diff = result.difference
     if diff is None:
-        events = (f" and {result.events:,} event-log lines" if result.events_compared else "")
-        console.print(f"replayed {inputs}: {result.responses:,} answers{events} identical to the recording")
+        events = c.t("replay.events", count=f"{result.events:,}") if result.events_compared else ""
+        console.print(c.t("replay.identical", inputs=inputs, answers=f"{result.responses:,}", events=events))
         for note in result.notes:
-            err.print(f"[yellow]note:[/] {note}")
+            err.print(f"[yellow]{c.t('replay.note')}[/] {c.t('replay.events_missing') if note == EVENTS_MISSING else note}")
         return 0
     where = "trace/coordinator.jsonl" if diff.what == "trace line" else "coordinator.jsonl"
-    console.print(f"[red]the replay differs[/] from the recording at {where} line {diff.index} "
-                  f"(after {inputs} were replayed):")
-    console.print(f"  recorded: {_excerpt(diff.recorded)}", markup=False, highlight=False)
-    console.print(f"  replayed: {_excerpt(diff.replayed)}", markup=False, highlight=False)
+    console.print(f"[red]{c.t('replay.differs')}[/]{c.t('replay.differs.where', where=where, line=diff.index, inputs=inputs)}")
+    console.print(f"  {c.t('replay.recorded')} {_excerpt(diff.recorded)}", markup=False, highlight=False)
+    console.print(f"  {c.t('replay.replayed')} {_excerpt(diff.replayed)}", markup=False, highlight=False)
     return 1
 
 
@@ -2402,6 +2405,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="run the coordinator's state machine again over a run's message trace "
                         "and check that it answers the same (docs/events.md §7)")
     rp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate/coordinator --run-dir)")
+    rp.add_argument("--lang", default="en", help="language of the verdict: en or zh")
 
     ex = sub.add_parser("explain", help="tell a run message by message: who sent what, what the coordinator "
                         "decided and why (docs/explain.md)")
