@@ -807,35 +807,37 @@ async def cmd_delete(args: argparse.Namespace) -> int:
     from grouplab.admin import AdminClient, AdminError, parse_bootstrap
     from grouplab.protocol.errors import ErrorCode
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     if args.topic:
-        return await delete_group_offsets(args)
+        return await delete_group_offsets(args, c)
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
         groups = args.group or []
         if args.all_groups:
             groups = await admin.list_groups()
             if not groups:
-                err.print("the coordinator has no groups")
+                err.print(c.t("delete.no_groups"))
                 return 0
         if not groups:
             raise UsageError("give --group NAME (repeatable) or --all-groups")
         results = await admin.delete_groups(groups)
     deleted = [g for g, code in results.items() if code == 0]
     if deleted:
-        console.print(f"deleted group{'s' * (len(deleted) != 1)} {', '.join(map(repr, deleted))}", markup=False,
-                      highlight=False)
+        console.print(c.t("delete.groups" if len(deleted) != 1 else "delete.group", groups=", ".join(map(repr, deleted))),
+                      markup=False, highlight=False)
     # What each refusal means to the person who asked (kafka-consumer-groups names only the code).
-    meaning = {ErrorCode.GROUP_ID_NOT_FOUND: "does not exist (GROUP_ID_NOT_FOUND)",
-               ErrorCode.NON_EMPTY_GROUP: "has members; stop them or let them leave first (NON_EMPTY_GROUP)",
-               ErrorCode.INVALID_GROUP_ID: "is not a valid group id (INVALID_GROUP_ID)"}
-    failed = [f"{g!r} {meaning.get(ErrorCode.from_code(code)) or AdminError(code, None)}"
+    meaning = {ErrorCode.GROUP_ID_NOT_FOUND: c.t("delete.meaning.GROUP_ID_NOT_FOUND"),
+               ErrorCode.NON_EMPTY_GROUP: c.t("delete.meaning.NON_EMPTY_GROUP"),
+               ErrorCode.INVALID_GROUP_ID: c.t("delete.meaning.INVALID_GROUP_ID")}
+    failed = [c.t("delete.failed.one", name=repr(g), meaning=meaning.get(ErrorCode.from_code(code)) or AdminError(code, None))
               for g, code in results.items() if code]
     if failed:
-        raise CliError(f"could not delete: {'; '.join(failed)}")
+        raise CliError(c.t("delete.failed", failed=c.t("delete.sep").join(failed)))
     return 0
 
 
-async def delete_group_offsets(args: argparse.Namespace) -> int:
+async def delete_group_offsets(args: argparse.Namespace, c: Catalog) -> int:
     """`delete --group G --topic T[:P,...]`: the deleted partitions printed; a refusal (of the
     request, or of some partitions) one line on stderr and exit 1."""
     from grouplab.admin import AdminClient, AdminError, parse_bootstrap
@@ -852,37 +854,40 @@ async def delete_group_offsets(args: argparse.Namespace) -> int:
     except TopicSpecError as exc:
         raise UsageError(str(exc)) from None
     except AdminError as exc:
-        meaning = MEANING.get(ErrorCode.from_code(exc.code)) or str(exc)
-        raise CliError(f"could not delete offsets: group {group!r} {meaning}") from None
+        code = ErrorCode.from_code(exc.code)
+        meaning = c.t(f"delete.offsets.meaning.{code.name}") if code in MEANING else str(exc)
+        raise CliError(c.t("delete.offsets.refused", group=repr(group), meaning=meaning)) from None
     if outcome.deleted:
         names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in outcome.deleted)
-        console.print(f"deleted the committed offsets of {names} from group {group!r}", markup=False, highlight=False)
-    problems = outcome.problems(group)
+        console.print(c.t("delete.offsets.deleted", partitions=names, group=repr(group)), markup=False, highlight=False)
+    problems = outcome.problems(group, c)
     if problems:
-        raise CliError(f"could not delete offsets of group {group!r}: {'; '.join(problems)}")
+        raise CliError(c.t("delete.offsets.failed", group=repr(group), problems=c.t("delete.sep").join(problems)))
     return 0
 
 
 async def cmd_topics(args: argparse.Namespace) -> int:
     from grouplab.admin import AdminClient, parse_bootstrap
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
         if args.action == "create":
             await admin.create_topics({args.topic: args.partitions})
-            console.print(f"created topic {args.topic} with {args.partitions} partitions")
+            console.print(c.t("topics.created", topic=args.topic, count=args.partitions))
         elif args.action == "add-partitions":
             await admin.create_partitions(args.topic, args.partitions)
-            console.print(f"topic {args.topic} now has {args.partitions} partitions")
+            console.print(c.t("topics.now_has", topic=args.topic, count=args.partitions))
         elif args.action == "delete":
-            return await _delete_topics(admin, args.topic)
+            return await _delete_topics(admin, args.topic, c)
         else:
             for name, count in sorted((await admin.topics()).items()):
                 console.print(f"{name}\t{count}")
     return 0
 
 
-async def _delete_topics(admin: Any, names: list[str]) -> int:
+async def _delete_topics(admin: Any, names: list[str], c: Catalog) -> int:
     """Like kafka-topics --delete: DeleteTopics of each topic; the deleted ones are printed, any
     that could not be deleted make one line on stderr and exit 1."""
     from grouplab.admin import AdminError
@@ -891,15 +896,15 @@ async def _delete_topics(admin: Any, names: list[str]) -> int:
     results = await admin.delete_topics(names)
     deleted = [name for name, (code, _) in results.items() if code == 0]
     if deleted:
-        console.print(f"deleted topic{'s' * (len(deleted) != 1)} {', '.join(deleted)}", markup=False, highlight=False)
-    meaning = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "does not exist (UNKNOWN_TOPIC_OR_PARTITION; list them with "
-                                                     "`grouplab topics list`)",
-               ErrorCode.TOPIC_DELETION_DISABLED: "was not deleted: the coordinator runs with delete.topic.enable=false "
-                                                  "(TOPIC_DELETION_DISABLED)"}
-    failed = [f"{name!r} {meaning.get(ErrorCode.from_code(code)) or AdminError(code, message)}"
+        console.print(c.t("topics.deleted" if len(deleted) != 1 else "topics.deleted_one", topics=", ".join(deleted)),
+                      markup=False, highlight=False)
+    meaning = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: c.t("topics.meaning.UNKNOWN_TOPIC_OR_PARTITION"),
+               ErrorCode.TOPIC_DELETION_DISABLED: c.t("topics.meaning.TOPIC_DELETION_DISABLED")}
+    failed = [c.t("delete.failed.one", name=repr(name),
+                  meaning=meaning.get(ErrorCode.from_code(code)) or AdminError(code, message))
               for name, (code, message) in results.items() if code]
     if failed:
-        raise CliError(f"could not delete: {'; '.join(failed)}")
+        raise CliError(c.t("delete.failed", failed=c.t("delete.sep").join(failed)))
     return 0
 
 
@@ -911,6 +916,8 @@ async def cmd_configs(args: argparse.Namespace) -> int:
     from grouplab.protocol.errors import ErrorCode
     from grouplab.protocol.messages import RESOURCE_BROKER, RESOURCE_TOPIC, DescribeConfigsResource
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
         if args.topic is not None:
@@ -919,18 +926,18 @@ async def cmd_configs(args: argparse.Namespace) -> int:
             broker = args.broker if args.broker is not None else (await admin.describe_cluster()).controller_id
             resource = DescribeConfigsResource(RESOURCE_BROKER, str(broker))
         (result,) = await admin.describe_configs([resource], documentation=args.format == "json")
-    what = f"topic {args.topic}" if args.topic is not None else f"broker {resource.resource_name}"
+    what = (c.t("configs.topic", topic=args.topic) if args.topic is not None
+            else c.t("configs.broker", broker=resource.resource_name))
     if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        raise CliError(f"topic {args.topic!r} does not exist (UNKNOWN_TOPIC_OR_PARTITION; list them with "
-                       f"`grouplab topics list`)")
+        raise CliError(c.t("configs.no_topic", topic=repr(args.topic)))
     if result.error_code:
-        raise CliError(f"cannot describe {what}: {AdminError(result.error_code, result.error_message)}")
+        raise CliError(c.t("configs.cannot", what=what, error=AdminError(result.error_code, result.error_message)))
     if args.format == "json":
         print(json.dumps([{"name": e.name, "value": e.value, "source": CONFIG_SOURCES.get(e.config_source),
                            "read_only": e.read_only, "sensitive": e.is_sensitive, "documentation": e.documentation}
                           for e in result.configs], indent=2))
     else:
-        console.print(configs_table(f"configs of {what}", result.configs))
+        console.print(configs_table(c.t("configs.title", what=what), result.configs, c))
     return 0
 
 
@@ -2284,6 +2291,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete the group's committed offsets of this topic (every partition), or of these "
                         "partitions, instead of the group (repeatable; one --group; refused for a topic its "
                         "members consume)")
+    x.add_argument("--lang", default="en", help="language of the result lines: en or zh")
 
     t = sub.add_parser("topics", help="create topics, add partitions, delete topics, list topics")
     tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -2291,16 +2299,21 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("topic", help="topic name")
     tc.add_argument("--partitions", type=at_least(1), default=1, help="partition count")
     add_bootstrap(tc)
+    tc.add_argument("--lang", default="en", help="language of the result line: en or zh")
     ta = tsub.add_parser("add-partitions", help="raise a topic's partition count to --partitions (the new total)")
     ta.add_argument("topic", help="topic name")
     ta.add_argument("--partitions", type=at_least(1), required=True, help="the new total partition count")
     add_bootstrap(ta)
+    ta.add_argument("--lang", default="en", help="language of the result line: en or zh")
     td = tsub.add_parser("delete", help="delete topics: their partitions' records, and every group's committed "
                                         "offsets of them (like kafka-topics --delete)")
     td.add_argument("topic", nargs="+", help="topic name (one or more)")
     add_bootstrap(td)
+    td.add_argument("--lang", default="en", help="language of the result lines: en or zh")
     tl = tsub.add_parser("list", help="list topics with their partition counts")
     add_bootstrap(tl)
+    tl.add_argument("--lang", default="en", help="language of the result lines: en or zh (the list itself is names "
+                                                 "and numbers)")
 
     cf = sub.add_parser("configs", help="describe the broker's or a topic's configs: values and their sources "
                                         "(like kafka-configs --describe --all)")
@@ -2311,6 +2324,8 @@ def build_parser() -> argparse.ArgumentParser:
     cf.add_argument("--format", choices=["table", "json"], default="table",
                     help="output format (json adds read-only, sensitive and documentation)")
     add_bootstrap(cf)
+    cf.add_argument("--lang", default="en", help="language of the table's title and header: en or zh "
+                                                 "(JSON stays as it is)")
 
     s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)",
                        epilog=SIMULATE_EPILOG)
