@@ -2291,7 +2291,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete the group's committed offsets of this topic (every partition), or of these "
                         "partitions, instead of the group (repeatable; one --group; refused for a topic its "
                         "members consume)")
-    x.add_argument("--lang", default="en", help="language of the result lines: en or zh")
+    x.add_argument("--lang", default=default_lang(), help="language of the result lines: en or zh")
 
     t = sub.add_parser("topics", help="create topics, add partitions, delete topics, list topics")
     tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -2299,20 +2299,20 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("topic", help="topic name")
     tc.add_argument("--partitions", type=at_least(1), default=1, help="partition count")
     add_bootstrap(tc)
-    tc.add_argument("--lang", default="en", help="language of the result line: en or zh")
+    tc.add_argument("--lang", default=default_lang(), help="language of the result line: en or zh")
     ta = tsub.add_parser("add-partitions", help="raise a topic's partition count to --partitions (the new total)")
     ta.add_argument("topic", help="topic name")
     ta.add_argument("--partitions", type=at_least(1), required=True, help="the new total partition count")
     add_bootstrap(ta)
-    ta.add_argument("--lang", default="en", help="language of the result line: en or zh")
+    ta.add_argument("--lang", default=default_lang(), help="language of the result line: en or zh")
     td = tsub.add_parser("delete", help="delete topics: their partitions' records, and every group's committed "
                                         "offsets of them (like kafka-topics --delete)")
     td.add_argument("topic", nargs="+", help="topic name (one or more)")
     add_bootstrap(td)
-    td.add_argument("--lang", default="en", help="language of the result lines: en or zh")
+    td.add_argument("--lang", default=default_lang(), help="language of the result lines: en or zh")
     tl = tsub.add_parser("list", help="list topics with their partition counts")
     add_bootstrap(tl)
-    tl.add_argument("--lang", default="en", help="language of the result lines: en or zh (the list itself is names "
+    tl.add_argument("--lang", default=default_lang(), help="language of the result lines: en or zh (the list itself is names "
                                                  "and numbers)")
 
     cf = sub.add_parser("configs", help="describe the broker's or a topic's configs: values and their sources "
@@ -2324,7 +2324,7 @@ def build_parser() -> argparse.ArgumentParser:
     cf.add_argument("--format", choices=["table", "json"], default="table",
                     help="output format (json adds read-only, sensitive and documentation)")
     add_bootstrap(cf)
-    cf.add_argument("--lang", default="en", help="language of the table's title and header: en or zh "
+    cf.add_argument("--lang", default=default_lang(), help="language of the table's title and header: en or zh "
                                                  "(JSON stays as it is)")
 
     s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)",
@@ -2346,7 +2346,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--summary-json", metavar="OUT", help="write per-seed and total metrics as JSON")
     s.add_argument("--timeline-rows", type=at_least(0), default=60, help="timeline rows to print (0: all)")
     s.add_argument("--trace-lines", type=at_least(0), default=20, help="steps shown before a violation")
-    s.add_argument("--lang", default="en", help="language of the timeline, the summary and the failing seeds' "
+    s.add_argument("--lang", default=default_lang(), help="language of the timeline, the summary and the failing seeds' "
                                                 "reports: en or zh")
 
     cp = sub.add_parser("compare", help="the same membership changes under the ZooKeeper era, the classic protocol "
@@ -2420,7 +2420,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="run the coordinator's state machine again over a run's message trace "
                         "and check that it answers the same (docs/events.md §7)")
     rp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate/coordinator --run-dir)")
-    rp.add_argument("--lang", default="en", help="language of the verdict: en or zh")
+    rp.add_argument("--lang", default=default_lang(), help="language of the verdict: en or zh")
 
     ex = sub.add_parser("explain", help="tell a run message by message: who sent what, what the coordinator "
                         "decided and why (docs/explain.md)")
@@ -2469,7 +2469,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the ZooKeeper-era consumer: N streams (threads) per topic for every member, assigned over "
                         "thread ids <member>-<n> with the old range or roundrobin; a member's TOPIC:STREAMS "
                         "overrides it (docs/legacy.md)")
-    a.add_argument("--lang", default="en", help="language of the table and the lines under it: en or zh "
+    a.add_argument("--lang", default=default_lang(), help="language of the table and the lines under it: en or zh "
                                                 "(JSON stays as it is)")
     return p
 
