@@ -8,6 +8,7 @@ import contextlib
 import gc
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -1452,7 +1453,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if not r.ok:
             v = r.violation
             assert v is not None
-            said = c.t("sim.violated", seed=r.seed, invariant=v.invariant, ms=v.now_ms)
+            said = c.t("sim.violated", seed=r.seed, invariant=_invariant_name(v.invariant, c), ms=v.now_ms)
             console.print(f"[red bold]{said}[/]\n  {v.detail}")
             console.print(f"  {c.t('sim.last_steps')}\n" + "\n".join(f"    {line}" for line in v.trace[-args.trace_lines:]))
             console.print(f"  {c.t('sim.replay')} grouplab simulate --scenario {args.scenario} --seed {r.seed} "
@@ -1473,6 +1474,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if interrupted:
         return 130
     return 1 if summary["failed"] else 0
+
+
+def _invariant_name(name: str, c: Catalog) -> str:
+    """An invariant's name (`one owner per generation`) in the catalogue's words; one it has no
+    text for (the ZooKeeper era's `single_owner`, a name) as it came."""
+    key = "sim.invariant." + re.sub(r"\W+", "_", name)
+    return c.t(key) if c.has(key) else name
 
 
 def _delivery_summary(summary: dict[str, Any], rows: list[dict[str, Any]], c: Catalog) -> str:

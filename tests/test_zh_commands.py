@@ -105,11 +105,11 @@ def test_a_failing_seeds_report_in_chinese(capsys: pytest.CaptureFixture[str], m
                                                                "m-1 and m-2", 4200, seed, ["t=4100 m-1 -> JoinGroup #7"]))
 
     monkeypatch.setattr(runner, "run_seed", broken)
-    # (the invariant's name and what it saw are the simulator's own words: left as they are)
+    # (what the invariant saw is the simulator's own words: left as they are)
     en, zh = both(capsys, ["simulate", "--scenario", "clean-shutdown", "--seeds", "1-2"], rc=1,
-                  names=("one leader per generation", "generation 3 has leaders m-1 and m-2"))
+                  names=("generation 3 has leaders m-1 and m-2",))
     assert "invariant 'one leader per generation' violated" in en and "failed seeds: [2]" in en
-    assert "种子 2：不变式" in zh and "最后几步：" in zh
+    assert "种子 2：不变式 '每一代只有一个领导者'" in zh and "最后几步：" in zh
     assert "重放： grouplab simulate --scenario clean-shutdown --seed 2" in zh and "失败的种子：[2]" in zh
 
 
@@ -246,3 +246,17 @@ def test_topics_configs_and_delete_in_chinese(bootstrap: list[str], capsys: pyte
     # The broker's own refusal is Kafka's text; the line around it is Chinese.
     zh = run_in(capsys, "zh", ["configs", "--broker", "0", *bootstrap], 1)
     assert "无法描述 broker 0：INVALID_REQUEST" in zh
+
+
+def test_every_invariant_the_simulator_checks_has_its_chinese_name() -> None:
+    """The names `fail("...")` gives in grouplab/sim/ (the ZooKeeper era's are identifiers, names)."""
+    from grouplab.cli import _invariant_name
+    from grouplab.teach.catalog import Catalog
+
+    root = Path(__file__).resolve().parent.parent / "grouplab" / "sim"
+    names = {m for path in root.glob("*.py") for m in re.findall(r'fail\(\s*"([^"]+)"', path.read_text())}
+    assert len(names) >= 10
+    for name in names:
+        assert _invariant_name(name, Catalog("en")) == name
+        assert untranslated(_invariant_name(name, Catalog("zh"))) == [], name
+        assert _invariant_name(name, Catalog("zh")) != name, name
