@@ -1435,7 +1435,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             if not err.is_terminal:  # (a terminal gets the progress bar instead)
                 err.print(c.t("sim.running", count=f"{len(seeds):,}", scenario=scenario.name), soft_wrap=True)
             with ProgressReport(err, c.t("sim.progress", scenario=scenario.name), total=len(seeds),
-                                unit=c.t("sim.progress.unit")) as progress:
+                                unit=c.t("sim.progress.unit"), c=c) as progress:
                 for seed in seeds:
                     if stop.is_set():
                         break

@@ -260,3 +260,23 @@ def test_every_invariant_the_simulator_checks_has_its_chinese_name() -> None:
         assert _invariant_name(name, Catalog("en")) == name
         assert untranslated(_invariant_name(name, Catalog("zh"))) == [], name
         assert _invariant_name(name, Catalog("zh")) != name, name
+
+
+def test_the_plain_progress_line_of_many_seeds_in_chinese() -> None:
+    """Off a terminal, `simulate --seeds` says how far it got every 10 s (tests/test_progress.py)."""
+    import io
+
+    from rich.console import Console
+
+    from grouplab.progress import ProgressReport
+    from grouplab.teach.catalog import Catalog
+
+    c, out, now = Catalog("zh"), io.StringIO(), [0.0]
+    with ProgressReport(Console(file=out, force_terminal=False, width=200), c.t("sim.progress", scenario="crash-storm"),
+                        total=100, unit=c.t("sim.progress.unit"), clock=lambda: now[0], c=c) as progress:
+        for _ in range(100):
+            now[0] += 0.5
+            progress.update(advance=1)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "20 / 100 个种子 · 10 秒 · 大约还要 40 秒 · crash-storm：种子"
+    assert untranslated(out.getvalue()) == []
