@@ -42,8 +42,8 @@ class Timeline:
     def __call__(self, node: str, ev: LogEvent) -> None:
         rebalance = self.costs.feed(node, ev)
         if node == "simulator":
-            detail = ", ".join(f"{k}={v}" for k, v in ev.fields.items()
-                               if k not in ("group_id", "seed") and v not in (None, [], ""))
+            detail = self.c.t("sim.tl.field_sep").join(f"{k}={v}" for k, v in ev.fields.items()
+                                                        if k not in ("group_id", "seed") and v not in (None, [], ""))
             key = f"sim.tl.event.{ev.event}"
             self.rows.append((ev.ts_ms, self.c.t(key) if self.c.has(key) else ev.event.replace("_", " "), detail))
             self._costs()

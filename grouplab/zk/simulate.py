@@ -6,6 +6,7 @@ name, `delay_watches c-1 300 ms`) keeps the simulator's words."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -17,6 +18,24 @@ from grouplab.sim.timeline import Timeline
 from grouplab.zk.sim import Violation, ZkResult, ZkScenario, ZkSimulation
 from grouplab.protocol.effects import LogEvent
 from grouplab.teach.catalog import Catalog
+
+
+# Why a ZooKeeper-era rebalance attempt failed (consumer/legacy/connector.py's texts) -> catalogue key.
+ATTEMPT_REASONS = [
+    (re.compile(r"(?P<count>\d+) partition\(s\) still owned by another consumer thread"), "sim.zk.reason.still_owned"),
+    (re.compile(r"consumer (?P<consumer>\S+) vanished while the registry was read"), "sim.zk.reason.vanished"),
+    (re.compile(r"this consumer's own registration is missing"), "sim.zk.reason.own_missing"),
+    (re.compile(r"cannot read (?P<path>\S+): (?P<error>\S+)"), "sim.zk.reason.cannot_read"),
+]
+
+
+def say_reason(reason: str, c: Catalog) -> str:
+    """A failed attempt's reason in the catalogue's words; one it does not know as it came."""
+    for pattern, key in ATTEMPT_REASONS:
+        m = pattern.fullmatch(reason)
+        if m is not None:
+            return c.t(key, **m.groupdict())
+    return reason
 
 
 def _pairs(partitions: list[list[object]], c: Catalog) -> str:
@@ -53,7 +72,8 @@ class ZkTimeline(Timeline):
                                   attempt=f["attempt"])))
         elif ev.event == "zk_rebalance_failed":
             self.rows.append((ev.ts_ms, c.t("sim.zk.gave_up"),
-                              c.t("sim.zk.gave_up.detail", node=node, attempts=f["attempts"], reason=f["reason"])))
+                              c.t("sim.zk.gave_up.detail", node=node, attempts=f["attempts"],
+                                  reason=say_reason(f["reason"], c))))
 
 
 def run_zk_seed(scenario: ZkScenario, seed: int, run_dir: str | Path | None = None,
