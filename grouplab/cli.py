@@ -695,18 +695,19 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
         raise
     groups, topics = len(server.broker.groups), len(server.broker.topics.partitions)
     logs = server.log_store.recovery.partitions if server.log_store is not None else 0
-    restored = (f" · restored {groups} group{'s' * (groups != 1)} and {topics} topic{'s' * (topics != 1)} "
-                f"from {args.data_dir} ({logs} partition log{'s' * (logs != 1)})") if args.data_dir else ""
-    kafka = f" · Kafka clients on {args.host}:{server.kafka_port}" if server.kafka_port is not None else ""
+    c = Catalog(args.lang)
+    restored = c.t("cmd.coordinator.restored", groups=count_of(c, "groups", groups), topics=count_of(c, "topics", topics),
+                   dir=args.data_dir, logs=count_of(c, "logs", logs)) if args.data_dir else ""
+    kafka = c.t("cmd.coordinator.kafka", addr=f"{args.host}:{server.kafka_port}") if server.kafka_port is not None else ""
     if args.brokers > 1:
-        err.print(f"[bold]grouplab coordinator[/]: a cluster of {args.brokers} brokers{restored} (Ctrl-C to stop)")
+        err.print(c.t("cmd.coordinator.cluster", brokers=args.brokers, restored=restored))
         for node in range(args.brokers):
-            kafka_at = f" · Kafka clients on {args.host}:{server.kafka_ports[node]}" if server.kafka_ports else ""
-            err.print(f"  broker {node} listening on {args.host}:{server.ports[node]}{kafka_at}")
+            kafka_at = c.t("cmd.coordinator.kafka", addr=f"{args.host}:{server.kafka_ports[node]}") if server.kafka_ports else ""
+            err.print(c.t("cmd.coordinator.broker", node=node, addr=f"{args.host}:{server.ports[node]}", kafka=kafka_at))
         bootstrap = ",".join(f"{args.host}:{p}" for p in (server.kafka_ports or server.ports).values())
-        err.print(f"  bootstrap servers: {bootstrap}")
+        err.print(c.t("cmd.coordinator.bootstrap", servers=bootstrap))
     else:
-        err.print(f"[bold]grouplab coordinator[/] listening on {args.host}:{server.port}{kafka}{restored} (Ctrl-C to stop)")
+        err.print(c.t("cmd.coordinator.listening", addr=f"{args.host}:{server.port}", kafka=kafka, restored=restored))
     gc.freeze()  # what start made (modules, recovered state) lives on: full collections need not walk it again
     from grouplab.broker_console import BrokerConsole
 
@@ -716,7 +717,7 @@ async def cmd_coordinator(args: argparse.Namespace) -> int:
             console.start()
         await server.serve_forever()
     except asyncio.CancelledError:
-        err.print("[yellow]interrupted: coordinator stopped[/]")
+        err.print(f"[yellow]{c.t('cmd.coordinator.interrupted')}[/]")
         return 130
     finally:
         if console is not None:
@@ -750,13 +751,14 @@ async def cmd_consumer(args: argparse.Namespace) -> int:
         events.close()
         raise CliError(f"cannot connect to {host}:{port}: {exc.strerror or exc}; "
                        "is `grouplab coordinator` running there? (--bootstrap-server)") from None
-    console.print(f"consumer [bold]{args.client_id}[/] joining group {args.group} at {host}:{port} (Ctrl-C to leave)")
+    c = Catalog(args.lang)
+    console.print(c.t("cmd.consumer.joining", client=args.client_id, group=args.group, addr=f"{host}:{port}"))
     try:
         while app.client.machine.fatal_error is None:
             await asyncio.sleep(0.2)
         return 1
     except asyncio.CancelledError:
-        console.print(f"[yellow]interrupted: {args.client_id} left the group[/]")
+        console.print(f"[yellow]{c.t('cmd.consumer.interrupted', client=args.client_id)}[/]")
         return 130
     finally:
         await app.stop(leave=True)
@@ -1144,6 +1146,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1
 
 
+def count_of(c: Catalog, what: str, n: int) -> str:
+    """`1 group`, `2 groups`: the catalogue's `cmd.count.<what>.one` or `.many`."""
+    return c.t(f"cmd.count.{what}.{'one' if n == 1 else 'many'}", n=n)
+
+
 def check_lang(lang: str) -> None:
     from grouplab.teach.catalog import languages
 
@@ -1203,7 +1210,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if text:
         if args.out:
             Path(args.out).write_text(text, encoding="utf-8")
-            err.print(f"wrote {args.out}")
+            err.print(c.t("cmd.wrote", path=args.out))
         else:
             sys.stdout.write(text)
         return 0
@@ -1258,7 +1265,7 @@ def _write_diagrams(told: list[Told], c: Catalog, show_all: bool, out: str | Non
         text = diagrams[0][1]
         if out:
             Path(out).write_text(text, encoding="utf-8")
-            err.print(f"wrote {out}")
+            err.print(c.t("cmd.wrote", path=out))
         else:
             sys.stdout.write(text)
         return 0
@@ -1267,7 +1274,7 @@ def _write_diagrams(told: list[Told], c: Catalog, show_all: bool, out: str | Non
         for t, text in diagrams:
             path = base.with_name(f"{base.stem}-{t.variant}{base.suffix or '.mmd'}")
             path.write_text(text, encoding="utf-8")
-            err.print(f"wrote {path}")
+            err.print(c.t("cmd.wrote", path=path))
         return 0
     sys.stdout.write("\n".join(f"%% {_mm_comment(t.label or t.variant or '')}\n{text}" for t, text in diagrams))
     return 0
@@ -1309,7 +1316,7 @@ def _explain_compare_lesson(args: argparse.Namespace, lesson: Lesson) -> int:
         text = markdown(told, c, title, intro)
         if args.out:
             Path(args.out).write_text(text, encoding="utf-8")
-            err.print(f"wrote {args.out}")
+            err.print(c.t("cmd.wrote", path=args.out))
         else:
             sys.stdout.write(text)
         return 0
@@ -1849,7 +1856,7 @@ def output_dir(path: str) -> Path:
     return out
 
 
-def _sweep_eta(scenario: Any, members: int, cases: int) -> str:
+def _sweep_eta(scenario: Any, members: int, cases: int, c: Catalog) -> str:
     """`about 20 min on 2 cores (one 1,000-member simulation took 2.4 s here)`: an upper-side guess,
     the largest size's time for every case, shared among this machine's cores."""
     import time as _time
@@ -1861,8 +1868,8 @@ def _sweep_eta(scenario: Any, members: int, cases: int) -> str:
     one = _time.monotonic() - started
     cores = os.cpu_count() or 1
     total = one * cases / cores
-    when = f"{total / 60:.0f} min" if total >= 120 else f"{total:.0f} s"
-    return f"at most about {when} on {cores} cores (one {members:,}-member simulation took {one:.1f} s here)"
+    when = c.t("sweep.eta.min", n=f"{total / 60:.0f}") if total >= 120 else c.t("sweep.eta.s", n=f"{total:.0f}")
+    return c.t("sweep.eta", when=when, cores=cores, members=f"{members:,}", one=f"{one:.1f}")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -1891,12 +1898,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     cases = len(assignors) * len(sizes) * len(seeds)
     # Its size before Spark starts (which takes a while): what was asked for, and a guess at how
     # long, from one simulation of the largest size timed here.
-    err.print(f"[bold]grouplab sweep[/] {scenario.name} · {', '.join(assignors)} × {', '.join(map(str, sizes))} "
-              f"members × {len(seeds)} seeds = {cases:,} simulations · {_sweep_eta(scenario, max(sizes), cases)}",
-              soft_wrap=True)
+    err.print(c.t("sweep.start", scenario=scenario.name, assignors=", ".join(assignors), sizes=", ".join(map(str, sizes)),
+                  seeds=len(seeds), cases=f"{cases:,}", eta=_sweep_eta(scenario, max(sizes), cases, c)), soft_wrap=True)
 
     def done() -> str:
-        return f"{tasks[0]:,} of {tasks[1]:,} Spark tasks" if tasks[1] else "starting Spark"
+        return f"{tasks[0]:,} of {tasks[1]:,} Spark tasks" if tasks[1] else "starting Spark"  # said by interrupted_line
 
     with SparkInterrupt("sweep", done) as interrupt:
         try:
@@ -1905,8 +1911,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise CliError(exc) from None
         from grouplab.pipeline.sweep import run_sweep
 
-        err.print(f"Spark {spark.sparkContext.master} started", soft_wrap=True)
-        with ProgressReport(err, "Spark tasks") as progress:
+        err.print(c.t("sweep.spark_started", master=spark.sparkContext.master), soft_wrap=True)
+        with ProgressReport(err, c.t("sweep.progress.tasks")) as progress:
 
             def advanced(finished: int, total: int) -> None:
                 tasks[:] = [finished, total]

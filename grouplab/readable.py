@@ -174,7 +174,7 @@ class CoordinatorView:
         self.console.print(Text(f"{clock_text(ev.ts_ms)}  {line}", style=style))
         if why and rule not in self.told:
             self.told.add(rule)
-            self.console.print(Text(f"{'':14}{c.t('why')}: {why}", style="dim italic"))
+            self.console.print(Text(f"{'':14}{c.t('why.line', why=why)}", style="dim italic"))
 
     @staticmethod
     def _settles(p: object) -> bool:
@@ -415,4 +415,4 @@ class ConsumerView:
         self.console.print(Text(self._node + line, style=style))
         if why and why not in self.told:
             self.told.add(why)
-            self.console.print(Text(f"  {self.c.t('why')}: {why}", style="dim italic"))
+            self.console.print(Text(f"  {self.c.t('why.line', why=why)}", style="dim italic"))

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import asyncio
+import os
 import re
+import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,8 @@ from grouplab import cli
 from grouplab.cli import build_parser, interrupted_line, main
 from grouplab.cli_text import cli_texts, lang_of, wrap_cells
 from tests.test_zh_output import untranslated
+
+ROOT = Path(__file__).resolve().parent.parent
 
 ZH = cli_texts("zh")
 
@@ -177,3 +183,51 @@ def test_english_help_is_unchanged(capsys: pytest.CaptureFixture[str], monkeypat
         main(["run", "--help"])
     out = capsys.readouterr().out
     assert out.startswith("usage: grouplab run") and "\noptions:\n" in out and "(default: t0:3,t1:3)" in out
+
+
+async def _line_with(stream: asyncio.StreamReader, word: str, seen: list[str]) -> str:
+    while True:
+        line = (await asyncio.wait_for(stream.readline(), 60)).decode()
+        assert line, f"the stream ended before a line with {word!r}: {seen}"
+        seen.append(line)
+        if word in line:
+            return line
+
+
+def test_coordinator_and_consumer_say_their_lines_in_chinese(tmp_path: Path) -> None:
+    """What `coordinator` and `consumer` print around their views: where they listen, what they
+    restored, that Ctrl-C stopped them."""
+
+    async def scene() -> tuple[list[str], list[str]]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "GROUPLAB_LANG": "zh"}  # the environment's language
+        start = (sys.executable, "-m", "grouplab.cli")
+        coordinator = await asyncio.create_subprocess_exec(
+            *start, "coordinator", "--port", "0", "--kafka-port", "0", "--data-dir", str(tmp_path), env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        said: list[str] = []
+        heard: list[str] = []
+        try:
+            assert coordinator.stderr is not None
+            listening = await _line_with(coordinator.stderr, "监听", said)
+            port = re.search(r"127\.0\.0\.1:(\d+)", listening)
+            assert port, listening
+            consumer = await asyncio.create_subprocess_exec(
+                *start, "consumer", "--bootstrap-server", f"127.0.0.1:{port.group(1)}", "--topics", "t0", "--group", "g", env=env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            assert consumer.stdout is not None
+            await _line_with(consumer.stdout, "正在加入", heard)
+            await _line_with(consumer.stdout, "代", heard)  # its view of the generation it joined
+            consumer.send_signal(signal.SIGINT)
+            out, _ = await asyncio.wait_for(consumer.communicate(), 60)
+            heard += out.decode().splitlines()
+            assert consumer.returncode == 130
+        finally:
+            coordinator.send_signal(signal.SIGINT)
+            out, err = await asyncio.wait_for(coordinator.communicate(), 60)
+            said += err.decode().splitlines()
+        assert coordinator.returncode == 130
+        return said, heard
+
+    said, heard = asyncio.run(scene())
+    assert untranslated(prose("\n".join(said))) == [] and untranslated(prose("\n".join(heard))) == []
+    assert "已中断：协调者已停止" in said[-1] and any("已离开消费组" in line for line in heard)

@@ -155,7 +155,7 @@ def text_lines(story: Story, steps: list[Narrated], c: Catalog, show_all: bool =
             yield style, f"{when if i == 0 else '':>12}  {arrow}: {said.text}"
             if said.why and (show_all or said.why not in told):  # each rule once, where the run first shows it
                 told.add(said.why)
-                yield "italic dim", f"{'':14}{c.t('why')}: {said.why}"
+                yield "italic dim", f"{'':14}{c.t('why.line', why=said.why)}"
         if s.changed and s.group is not None:
             yield "green", f"{'':14}⇒ " + c.t(s.state_key, group=s.group, state=s.state, generation=s.generation)
         if on_step is not None and not on_step():
