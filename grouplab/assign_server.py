@@ -16,6 +16,7 @@ from rich.console import Console
 
 from grouplab.coordinator.server_assignors import MemberSpec, TargetAssignment, server_assignor
 from grouplab.protocol.types import TopicPartition
+from grouplab.teach.catalog import Catalog
 
 
 def member_specs(topics_by_member: Mapping[str, list[str]],
@@ -37,10 +38,12 @@ def as_partitions(result: TargetAssignment) -> dict[str, list[TopicPartition]]:
 
 def print_server_assignment(console: Console, assignor: str, topics_text: str, sizes: Mapping[str, int],
                             topics_by_member: Mapping[str, list[str]], owned: Mapping[str, list[TopicPartition]],
-                            output_format: str, departed: Mapping[str, list[TopicPartition]] | None = None) -> int:
+                            output_format: str, departed: Mapping[str, list[TopicPartition]] | None = None,
+                            c: Catalog | None = None) -> int:
     """`departed`: members that left, with what they owned; their partitions go to the others and
     count as moved (the coordinator drops a member it removed from the target assignment)."""
     departed = departed or {}
+    c = c or Catalog()
     result = as_partitions(server_assignor(assignor).assign(member_specs(topics_by_member, owned), sizes))
     if output_format == "json":
         print(json.dumps({m: [[tp.topic, tp.partition] for tp in ps] for m, ps in result.items()}))
@@ -54,10 +57,11 @@ def print_server_assignment(console: Console, assignor: str, topics_text: str, s
     for tp in moved:
         moved_to[owner[tp]] = moved_to.get(owner[tp], 0) + 1
     console.print(assignment_table(result, moved=moved_to if previous else None,
-                                   title=f"{assignor} (server-side, consumer protocol) · topics {topics_text}"))
-    print_departed(console, departed)
+                                   title=c.t("assign.server.title", assignor=assignor, topics=topics_text), c=c))
+    print_departed(console, departed, c)
     if previous:
-        console.print(f"moved {len(moved)}: {', '.join(f'{tp}: {previous[tp]}→{owner[tp]}' for tp in moved) or '-'}")
+        console.print(c.t("assign.moved", count=len(moved),
+                          moves=", ".join(f"{tp}: {previous[tp]}→{owner[tp]}" for tp in moved) or "-"))
         if moved:
-            console.print("each moved partition goes to its new owner once the old owner has revoked it")
+            console.print(c.t("assign.server.revoke_first"))
     return 0

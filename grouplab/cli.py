@@ -8,6 +8,7 @@ import contextlib
 import gc
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -811,35 +812,37 @@ async def cmd_delete(args: argparse.Namespace) -> int:
     from grouplab.admin import AdminClient, AdminError, parse_bootstrap
     from grouplab.protocol.errors import ErrorCode
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     if args.topic:
-        return await delete_group_offsets(args)
+        return await delete_group_offsets(args, c)
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
         groups = args.group or []
         if args.all_groups:
             groups = await admin.list_groups()
             if not groups:
-                err.print("the coordinator has no groups")
+                err.print(c.t("delete.no_groups"))
                 return 0
         if not groups:
             raise UsageError("give --group NAME (repeatable) or --all-groups")
         results = await admin.delete_groups(groups)
     deleted = [g for g, code in results.items() if code == 0]
     if deleted:
-        console.print(f"deleted group{'s' * (len(deleted) != 1)} {', '.join(map(repr, deleted))}", markup=False,
-                      highlight=False)
+        console.print(c.t("delete.groups" if len(deleted) != 1 else "delete.group", groups=", ".join(map(repr, deleted))),
+                      markup=False, highlight=False)
     # What each refusal means to the person who asked (kafka-consumer-groups names only the code).
-    meaning = {ErrorCode.GROUP_ID_NOT_FOUND: "does not exist (GROUP_ID_NOT_FOUND)",
-               ErrorCode.NON_EMPTY_GROUP: "has members; stop them or let them leave first (NON_EMPTY_GROUP)",
-               ErrorCode.INVALID_GROUP_ID: "is not a valid group id (INVALID_GROUP_ID)"}
-    failed = [f"{g!r} {meaning.get(ErrorCode.from_code(code)) or AdminError(code, None)}"
+    meaning = {ErrorCode.GROUP_ID_NOT_FOUND: c.t("delete.meaning.GROUP_ID_NOT_FOUND"),
+               ErrorCode.NON_EMPTY_GROUP: c.t("delete.meaning.NON_EMPTY_GROUP"),
+               ErrorCode.INVALID_GROUP_ID: c.t("delete.meaning.INVALID_GROUP_ID")}
+    failed = [c.t("delete.failed.one", name=repr(g), meaning=meaning.get(ErrorCode.from_code(code)) or AdminError(code, None))
               for g, code in results.items() if code]
     if failed:
-        raise CliError(f"could not delete: {'; '.join(failed)}")
+        raise CliError(c.t("delete.failed", failed=c.t("delete.sep").join(failed)))
     return 0
 
 
-async def delete_group_offsets(args: argparse.Namespace) -> int:
+async def delete_group_offsets(args: argparse.Namespace, c: Catalog) -> int:
     """`delete --group G --topic T[:P,...]`: the deleted partitions printed; a refusal (of the
     request, or of some partitions) one line on stderr and exit 1."""
     from grouplab.admin import AdminClient, AdminError, parse_bootstrap
@@ -856,37 +859,40 @@ async def delete_group_offsets(args: argparse.Namespace) -> int:
     except TopicSpecError as exc:
         raise UsageError(str(exc)) from None
     except AdminError as exc:
-        meaning = MEANING.get(ErrorCode.from_code(exc.code)) or str(exc)
-        raise CliError(f"could not delete offsets: group {group!r} {meaning}") from None
+        code = ErrorCode.from_code(exc.code)
+        meaning = c.t(f"delete.offsets.meaning.{code.name}") if code in MEANING else str(exc)
+        raise CliError(c.t("delete.offsets.refused", group=repr(group), meaning=meaning)) from None
     if outcome.deleted:
         names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in outcome.deleted)
-        console.print(f"deleted the committed offsets of {names} from group {group!r}", markup=False, highlight=False)
-    problems = outcome.problems(group)
+        console.print(c.t("delete.offsets.deleted", partitions=names, group=repr(group)), markup=False, highlight=False)
+    problems = outcome.problems(group, c)
     if problems:
-        raise CliError(f"could not delete offsets of group {group!r}: {'; '.join(problems)}")
+        raise CliError(c.t("delete.offsets.failed", group=repr(group), problems=c.t("delete.sep").join(problems)))
     return 0
 
 
 async def cmd_topics(args: argparse.Namespace) -> int:
     from grouplab.admin import AdminClient, parse_bootstrap
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
         if args.action == "create":
             await admin.create_topics({args.topic: args.partitions})
-            console.print(f"created topic {args.topic} with {args.partitions} partitions")
+            console.print(c.t("topics.created", topic=args.topic, count=args.partitions))
         elif args.action == "add-partitions":
             await admin.create_partitions(args.topic, args.partitions)
-            console.print(f"topic {args.topic} now has {args.partitions} partitions")
+            console.print(c.t("topics.now_has", topic=args.topic, count=args.partitions))
         elif args.action == "delete":
-            return await _delete_topics(admin, args.topic)
+            return await _delete_topics(admin, args.topic, c)
         else:
             for name, count in sorted((await admin.topics()).items()):
                 console.print(f"{name}\t{count}")
     return 0
 
 
-async def _delete_topics(admin: Any, names: list[str]) -> int:
+async def _delete_topics(admin: Any, names: list[str], c: Catalog) -> int:
     """Like kafka-topics --delete: DeleteTopics of each topic; the deleted ones are printed, any
     that could not be deleted make one line on stderr and exit 1."""
     from grouplab.admin import AdminError
@@ -895,15 +901,15 @@ async def _delete_topics(admin: Any, names: list[str]) -> int:
     results = await admin.delete_topics(names)
     deleted = [name for name, (code, _) in results.items() if code == 0]
     if deleted:
-        console.print(f"deleted topic{'s' * (len(deleted) != 1)} {', '.join(deleted)}", markup=False, highlight=False)
-    meaning = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "does not exist (UNKNOWN_TOPIC_OR_PARTITION; list them with "
-                                                     "`grouplab topics list`)",
-               ErrorCode.TOPIC_DELETION_DISABLED: "was not deleted: the coordinator runs with delete.topic.enable=false "
-                                                  "(TOPIC_DELETION_DISABLED)"}
-    failed = [f"{name!r} {meaning.get(ErrorCode.from_code(code)) or AdminError(code, message)}"
+        console.print(c.t("topics.deleted" if len(deleted) != 1 else "topics.deleted_one", topics=", ".join(deleted)),
+                      markup=False, highlight=False)
+    meaning = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: c.t("topics.meaning.UNKNOWN_TOPIC_OR_PARTITION"),
+               ErrorCode.TOPIC_DELETION_DISABLED: c.t("topics.meaning.TOPIC_DELETION_DISABLED")}
+    failed = [c.t("delete.failed.one", name=repr(name),
+                  meaning=meaning.get(ErrorCode.from_code(code)) or AdminError(code, message))
               for name, (code, message) in results.items() if code]
     if failed:
-        raise CliError(f"could not delete: {'; '.join(failed)}")
+        raise CliError(c.t("delete.failed", failed=c.t("delete.sep").join(failed)))
     return 0
 
 
@@ -915,6 +921,8 @@ async def cmd_configs(args: argparse.Namespace) -> int:
     from grouplab.protocol.errors import ErrorCode
     from grouplab.protocol.messages import RESOURCE_BROKER, RESOURCE_TOPIC, DescribeConfigsResource
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     host, port = parse_bootstrap(args.bootstrap_server)
     async with AdminClient(host, port) as admin:
         if args.topic is not None:
@@ -923,18 +931,18 @@ async def cmd_configs(args: argparse.Namespace) -> int:
             broker = args.broker if args.broker is not None else (await admin.describe_cluster()).controller_id
             resource = DescribeConfigsResource(RESOURCE_BROKER, str(broker))
         (result,) = await admin.describe_configs([resource], documentation=args.format == "json")
-    what = f"topic {args.topic}" if args.topic is not None else f"broker {resource.resource_name}"
+    what = (c.t("configs.topic", topic=args.topic) if args.topic is not None
+            else c.t("configs.broker", broker=resource.resource_name))
     if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        raise CliError(f"topic {args.topic!r} does not exist (UNKNOWN_TOPIC_OR_PARTITION; list them with "
-                       f"`grouplab topics list`)")
+        raise CliError(c.t("configs.no_topic", topic=repr(args.topic)))
     if result.error_code:
-        raise CliError(f"cannot describe {what}: {AdminError(result.error_code, result.error_message)}")
+        raise CliError(c.t("configs.cannot", what=what, error=AdminError(result.error_code, result.error_message)))
     if args.format == "json":
         print(json.dumps([{"name": e.name, "value": e.value, "source": CONFIG_SOURCES.get(e.config_source),
                            "read_only": e.read_only, "sensitive": e.is_sensitive, "documentation": e.documentation}
                           for e in result.configs], indent=2))
     else:
-        console.print(configs_table(f"configs of {what}", result.configs))
+        console.print(configs_table(c.t("configs.title", what=what), result.configs, c))
     return 0
 
 
@@ -1007,6 +1015,8 @@ def parse_assign_owned(specs: list[str], members: dict[str, list[str]],
 
 
 def cmd_assign(args: argparse.Namespace) -> int:
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     sizes = parse_topic_sizes(args.topics)
     check_assign_protocol(args)
     if args.protocol == "consumer":
@@ -1016,7 +1026,7 @@ def cmd_assign(args: argparse.Namespace) -> int:
         given = parse_assign_owned(args.owned or [], members, sizes, departed_ok=True)  # as below: one that left
         return print_server_assignment(console, args.assignor, args.topics, sizes, members,
                                        {m: ps for m, ps in given.items() if m in members}, args.format,
-                                       departed={m: ps for m, ps in given.items() if m not in members})
+                                       departed={m: ps for m, ps in given.items() if m not in members}, c=c)
     if args.streams is not None or any(":" in spec.partition("=")[2] for spec in args.member):
         return assign_over_threads(args, sizes)
     members = parse_assign_members(args.member, sizes, allow_none=False)
@@ -1047,15 +1057,14 @@ def cmd_assign(args: argparse.Namespace) -> int:
         if previous.get(tp) not in (None, m):
             moved_to[m] = moved_to.get(m, 0) + 1
     console.print(assignment_table({m: sorted(ps) for m, ps in result.items()}, moved=moved_to if previous else None,
-                                   title=f"{args.assignor} · topics {args.topics}"))
-    print_departed(console, departed)
+                                   title=c.t("assign.title", assignor=args.assignor, topics=args.topics), c=c))
+    print_departed(console, departed, c)
     if previous:
         withheld = sorted(tp for tp in previous if tp not in owner and tp.partition < sizes.get(tp.topic, 0))
         moved = [f"{tp}: {previous[tp]}→{owner[tp]}" for tp in sorted(owner) if previous.get(tp) not in (None, owner[tp])]
-        console.print(f"moved {len(moved)}: {', '.join(moved) or '-'}")
+        console.print(c.t("assign.moved", count=len(moved), moves=", ".join(moved) or "-"))
         if withheld:
-            console.print(f"withheld {len(withheld)} (their owners revoke them; a follow-up rebalance assigns them): "
-                          f"{format_partitions(withheld)}")
+            console.print(c.t("assign.withheld", count=len(withheld), partitions=format_partitions(withheld)))
     return 0
 
 
@@ -1082,6 +1091,7 @@ def assign_over_threads(args: argparse.Namespace, sizes: dict[str, int]) -> int:
     from grouplab.consumer.legacy.assignors import get_legacy_assignor
     from grouplab.consumer.legacy.threads import by_consumer
 
+    c = Catalog(args.lang)
     if args.owned:
         raise UsageError("--owned is for the sticky assignors; the ZooKeeper-era assignors (--streams) kept no memory")
     streams = 1 if args.streams is None else args.streams
@@ -1099,10 +1109,11 @@ def assign_over_threads(args: argparse.Namespace, sizes: dict[str, int]) -> int:
         return 0
     from grouplab.display import assignment_table
 
-    console.print(assignment_table(result, title=f"{args.assignor} over consumer threads (ZooKeeper era) · "
-                                                 f"topics {args.topics}", unit="thread"))
+    console.print(assignment_table(result, title=c.t("assign.threads.title", assignor=args.assignor, topics=args.topics),
+                                   unit=c.t("assign.threads.unit"), c=c))
     per_consumer = by_consumer(result, subscriptions)
-    console.print("per consumer: " + " · ".join(f"{c}: {format_partitions(ps)}" for c, ps in per_consumer.items()))
+    console.print(c.t("assign.per_consumer", consumers=" · ".join(f"{name}: {format_partitions(ps)}"
+                                                                  for name, ps in per_consumer.items())))
     return 0
 
 
@@ -1111,26 +1122,29 @@ def assign_over_threads(args: argparse.Namespace, sizes: dict[str, int]) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """The work is grouplab/replay.py; this says what it compared, or where the two part ways."""
-    from grouplab.replay import ReplayRefused, replay
+    from grouplab.replay import EVENTS_MISSING, ReplayRefused, replay
 
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     try:
         result = replay(args.run_dir)
     except ReplayRefused as exc:
         raise CliError(exc) from None
-    inputs = (f"{result.requests:,} requests, {result.timers:,} timer firings, {result.member_ids:,} member ids"
-              + (f", {result.restarts} coordinator restart{'s' * (result.restarts != 1)}" if result.restarts else ""))
+    inputs = (c.t("replay.inputs", requests=f"{result.requests:,}", timers=f"{result.timers:,}",
+                  member_ids=f"{result.member_ids:,}")
+              + (c.t("replay.restarts" if result.restarts != 1 else "replay.restart", count=result.restarts)
+                 if result.restarts else ""))
     diff = result.difference
     if diff is None:
-        events = (f" and {result.events:,} event-log lines" if result.events_compared else "")
-        console.print(f"replayed {inputs}: {result.responses:,} answers{events} identical to the recording")
+        events = c.t("replay.events", count=f"{result.events:,}") if result.events_compared else ""
+        console.print(c.t("replay.identical", inputs=inputs, answers=f"{result.responses:,}", events=events))
         for note in result.notes:
-            err.print(f"[yellow]note:[/] {note}")
+            err.print(f"[yellow]{c.t('replay.note')}[/] {c.t('replay.events_missing') if note == EVENTS_MISSING else note}")
         return 0
     where = "trace/coordinator.jsonl" if diff.what == "trace line" else "coordinator.jsonl"
-    console.print(f"[red]the replay differs[/] from the recording at {where} line {diff.index} "
-                  f"(after {inputs} were replayed):")
-    console.print(f"  recorded: {_excerpt(diff.recorded)}", markup=False, highlight=False)
-    console.print(f"  replayed: {_excerpt(diff.replayed)}", markup=False, highlight=False)
+    console.print(f"[red]{c.t('replay.differs')}[/]{c.t('replay.differs.where', where=where, line=diff.index, inputs=inputs)}")
+    console.print(f"  {c.t('replay.recorded')} {_excerpt(diff.recorded)}", markup=False, highlight=False)
+    console.print(f"  {c.t('replay.replayed')} {_excerpt(diff.replayed)}", markup=False, highlight=False)
     return 1
 
 
@@ -1398,6 +1412,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds else [1 if args.seed is None else args.seed]
     if args.run_dir and len(seeds) > 1:
         raise UsageError("--run-dir writes one run's event log: use it with --seed, not --seeds")
+    check_lang(args.lang)
+    c = Catalog(args.lang)
     if args.protocol == "zk":
         return cmd_simulate_zk(args, seeds)
     scenario = load_scenario(resolve_scenario(args.scenario))
@@ -1415,17 +1431,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         scenario = scenario.with_assignors(check_assignors(parse_list(args.assignor)))
     interrupted = False
     if len(seeds) == 1:
-        timeline = Timeline(scenario.group_id, session_timeout_ms=scenario.coordinator_session_timeout_ms())
+        timeline = Timeline(scenario.group_id, session_timeout_ms=scenario.coordinator_session_timeout_ms(),
+                            lang=args.lang)
         result = run_seed(scenario, seeds[0], args.run_dir, listener=timeline)
         costs_line = timeline.finish(result.ended_ms)
-        console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seeds[0]}"))
+        console.print(timeline.render(limit=args.timeline_rows,
+                                      title=c.t("sim.title", scenario=scenario.name, seed=seeds[0])))
         results = [result]
     else:
         results = []
         with sigint_flag() as stop:
             if not err.is_terminal:  # (a terminal gets the progress bar instead)
-                err.print(f"running {len(seeds):,} seeds of {scenario.name}…", soft_wrap=True)
-            with ProgressReport(err, f"{scenario.name}: seeds", total=len(seeds), unit="seeds") as progress:
+                err.print(c.t("sim.running", count=f"{len(seeds):,}", scenario=scenario.name), soft_wrap=True)
+            with ProgressReport(err, c.t("sim.progress", scenario=scenario.name), total=len(seeds),
+                                unit=c.t("sim.progress.unit"), c=c) as progress:
                 for seed in seeds:
                     if stop.is_set():
                         break
@@ -1433,8 +1452,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                     progress.update(advance=1)
         if stop.is_set():
             interrupted = True
-            err.print(f"[yellow]interrupted after {len(results):,} of {len(seeds):,} seeds; "
-                      f"the summary below covers those[/]", soft_wrap=True)
+            err.print(f"[yellow]{c.t('sim.interrupted', done=f'{len(results):,}', total=f'{len(seeds):,}')}[/]",
+                      soft_wrap=True)
             if not results:
                 return 130
     rows = [result_row(r) for r in results]
@@ -1443,17 +1462,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if not r.ok:
             v = r.violation
             assert v is not None
-            console.print(f"[red bold]seed {r.seed}: invariant '{v.invariant}' violated at t={v.now_ms} ms[/]\n  {v.detail}")
-            console.print("  last steps:\n" + "\n".join(f"    {line}" for line in v.trace[-args.trace_lines:]))
-            console.print(f"  replay: grouplab simulate --scenario {args.scenario} --seed {r.seed} --run-dir runs/seed-{r.seed}")
-    console.print(f"{scenario.name}: {summary['seeds']} seed(s), {summary['events']:,} simulator events "
-                  f"(messages, timers and faults; not log lines), "
-                  + (_epochs_summary(summary) if scenario.group_protocol() == "consumer" else
-                     f"{summary['rebalances']} rebalances, {summary['partitions_moved']} partitions moved, ")
-                  + f"settled after the faults in median {summary['settle_ms_median']} ms (max {summary['settle_ms_max']} ms); "
-                  + ("[green]all invariants held[/]" if not summary["failed"] else f"[red]failed seeds: {summary['failed']}[/]"))
+            said = c.t("sim.violated", seed=r.seed, invariant=_invariant_name(v.invariant, c), ms=v.now_ms)
+            console.print(f"[red bold]{said}[/]\n  {v.detail}")
+            console.print(f"  {c.t('sim.last_steps')}\n" + "\n".join(f"    {line}" for line in v.trace[-args.trace_lines:]))
+            console.print(f"  {c.t('sim.replay')} grouplab simulate --scenario {args.scenario} --seed {r.seed} "
+                          f"--run-dir runs/seed-{r.seed}")
+    console.print(c.t("sim.summary", scenario=scenario.name, seeds=summary["seeds"], events=f"{summary['events']:,}")
+                  + (_epochs_summary(summary, c) if scenario.group_protocol() == "consumer" else
+                     c.t("sim.summary.rebalances", rebalances=summary["rebalances"], moved=summary["partitions_moved"]))
+                  + c.t("sim.summary.settled", median=summary["settle_ms_median"], most=summary["settle_ms_max"])
+                  + (f"[green]{c.t('sim.held')}[/]" if not summary["failed"]
+                     else f"[red]{c.t('sim.failed_seeds', seeds=summary['failed'])}[/]"))
     if summary["produced"] is not None:
-        console.print(_delivery_summary(summary, rows), soft_wrap=True)
+        console.print(_delivery_summary(summary, rows, c), soft_wrap=True)
     if len(seeds) == 1:
         console.print(costs_line)
     if args.summary_json:
@@ -1464,31 +1485,36 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 1 if summary["failed"] else 0
 
 
-def _delivery_summary(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+def _invariant_name(name: str, c: Catalog) -> str:
+    """An invariant's name (`one owner per generation`) in the catalogue's words; one it has no
+    text for (the ZooKeeper era's `single_owner`, a name) as it came."""
+    key = "sim.invariant." + re.sub(r"\W+", "_", name)
+    return c.t(key) if c.has(key) else name
+
+
+def _delivery_summary(summary: dict[str, Any], rows: list[dict[str, Any]], c: Catalog) -> str:
     """A delivery scenario's account over its seeds: `delivery: 180,000 records produced, 180,250
     processed · lost 0 · duplicated 250 (in 7 of 100 seeds) · read_uncommitted would see 300 twice`."""
     def seeds_with(key: str) -> str:
         hit = sum(1 for r in rows if (r.get(key) or 0) > 0)
-        return f" (in {hit} of {len(rows)} seeds)" if summary[key] else ""
+        return c.t("sim.delivery.in_seeds", hit=hit, total=len(rows)) if summary[key] else ""
 
     unc = sum(r.get("duplicated_uncommitted") or 0 for r in rows)
-    return (f"delivery: {summary['produced']:,} records produced, {summary['processed']:,} processed · "
-            f"lost {summary['lost']:,}{seeds_with('lost')} · duplicated {summary['duplicated']:,}"
-            f"{seeds_with('duplicated')}"
-            + (f" · read_uncommitted would see {unc:,} twice (aborted transactions' writes)"
-               if unc != summary["duplicated"] else ""))
+    return (c.t("sim.delivery", produced=f"{summary['produced']:,}", processed=f"{summary['processed']:,}",
+                lost=f"{summary['lost']:,}", lost_seeds=seeds_with("lost"), duplicated=f"{summary['duplicated']:,}",
+                duplicated_seeds=seeds_with("duplicated"))
+            + (c.t("sim.delivery.uncommitted", count=f"{unc:,}") if unc != summary["duplicated"] else ""))
 
 
-def _epochs_summary(summary: dict[str, Any]) -> str:
+def _epochs_summary(summary: dict[str, Any], c: Catalog) -> str:
     """A consumer-protocol group's part of the summary line: `14 group epochs (member_joined ×6,
     session_timeout ×8), 20 partitions moved, back to Stable after an epoch move in median 1,040 ms
     (max 3,100 ms), `."""
     causes = ", ".join(f"{k} ×{n}" for k, n in summary["epoch_causes"].items())
     median, most = summary["converge_ms_median"], summary["converge_ms_max"]
-    back = (f"back to Stable after an epoch move in median {median:,.0f} ms (max {most:,} ms), "
-            if median is not None else "")
-    return (f"{summary['group_epochs']} group epochs" + (f" ({causes})" if causes else "")
-            + f", {summary['partitions_moved']} partitions moved, " + back)
+    back = c.t("sim.epochs.back", median=f"{median:,.0f}", most=f"{most:,}") if median is not None else ""
+    return (c.t("sim.epochs", count=summary["group_epochs"]) + (f" ({causes})" if causes else "")
+            + c.t("sim.epochs.moved", moved=summary["partitions_moved"]) + back)
 
 
 @contextlib.contextmanager
@@ -1516,27 +1542,28 @@ def cmd_simulate_zk(args: argparse.Namespace, seeds: list[int]) -> int:
     from grouplab.zk.sim import Violation
     from grouplab.zk.simulate import ZkTimeline, changes_table, run_zk_seed, summary_line
 
+    c = Catalog(args.lang)
     if args.members or args.assignor or args.summary_json:
         raise UsageError("--members, --assignor and --summary-json are for coordinator scenarios; "
                          "a ZooKeeper-era scenario sets its consumers itself")
     scenario = load_zk_scenario(args.scenario)
     results, failed = [], []
     for seed in seeds:
-        timeline = ZkTimeline(scenario.group) if len(seeds) == 1 else None
+        timeline = ZkTimeline(scenario.group, lang=args.lang) if len(seeds) == 1 else None
         try:
             result = run_zk_seed(scenario, seed, args.run_dir, listener=timeline)
         except Violation as v:
             failed.append(v)
-            console.print(f"[red bold]seed {seed}: {v}[/]", markup=True, highlight=False)
-            console.print(f"  replay: grouplab simulate --protocol zk --scenario {args.scenario} --seed {seed} "
+            console.print(f"[red bold]{c.t('sim.zk.violated', seed=seed, invariant=v.invariant, ms=v.at_ms, detail=v.detail)}[/]", markup=True, highlight=False)
+            console.print(f"  {c.t('sim.replay')} grouplab simulate --protocol zk --scenario {args.scenario} --seed {seed} "
                           f"--run-dir runs/zk-seed-{seed}", markup=False)
             continue
         results.append(result)
         if timeline is not None:
-            console.print(timeline.render(limit=args.timeline_rows, title=f"{scenario.name} · seed {seed}"))
-            console.print(changes_table(result, "what each change cost (until everything was quiet and every "
-                                                "partition fetched)"))
-    console.print(summary_line(scenario, results, failed))
+            console.print(timeline.render(limit=args.timeline_rows, title=c.t("sim.title", scenario=scenario.name,
+                                                                                  seed=seed)))
+            console.print(changes_table(result, c.t("sim.zk.changes_title"), c))
+    console.print(summary_line(scenario, results, failed, c))
     return 1 if failed else 0
 
 
@@ -2280,6 +2307,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete the group's committed offsets of this topic (every partition), or of these "
                         "partitions, instead of the group (repeatable; one --group; refused for a topic its "
                         "members consume)")
+    x.add_argument("--lang", default=default_lang(), help="language of the result lines: en or zh")
 
     t = sub.add_parser("topics", help="create topics, add partitions, delete topics, list topics")
     tsub = t.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -2287,16 +2315,21 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("topic", help="topic name")
     tc.add_argument("--partitions", type=at_least(1), default=1, help="partition count")
     add_bootstrap(tc)
+    tc.add_argument("--lang", default=default_lang(), help="language of the result line: en or zh")
     ta = tsub.add_parser("add-partitions", help="raise a topic's partition count to --partitions (the new total)")
     ta.add_argument("topic", help="topic name")
     ta.add_argument("--partitions", type=at_least(1), required=True, help="the new total partition count")
     add_bootstrap(ta)
+    ta.add_argument("--lang", default=default_lang(), help="language of the result line: en or zh")
     td = tsub.add_parser("delete", help="delete topics: their partitions' records, and every group's committed "
                                         "offsets of them (like kafka-topics --delete)")
     td.add_argument("topic", nargs="+", help="topic name (one or more)")
     add_bootstrap(td)
+    td.add_argument("--lang", default=default_lang(), help="language of the result lines: en or zh")
     tl = tsub.add_parser("list", help="list topics with their partition counts")
     add_bootstrap(tl)
+    tl.add_argument("--lang", default=default_lang(), help="language of the result lines: en or zh (the list itself is names "
+                                                 "and numbers)")
 
     cf = sub.add_parser("configs", help="describe the broker's or a topic's configs: values and their sources "
                                         "(like kafka-configs --describe --all)")
@@ -2307,6 +2340,8 @@ def build_parser() -> argparse.ArgumentParser:
     cf.add_argument("--format", choices=["table", "json"], default="table",
                     help="output format (json adds read-only, sensitive and documentation)")
     add_bootstrap(cf)
+    cf.add_argument("--lang", default=default_lang(), help="language of the table's title and header: en or zh "
+                                                 "(JSON stays as it is)")
 
     s = sub.add_parser("simulate", help="deterministic simulation of a fault scenario (virtual time, seeded)",
                        epilog=SIMULATE_EPILOG)
@@ -2327,6 +2362,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--summary-json", metavar="OUT", help="write per-seed and total metrics as JSON")
     s.add_argument("--timeline-rows", type=at_least(0), default=60, help="timeline rows to print (0: all)")
     s.add_argument("--trace-lines", type=at_least(0), default=20, help="steps shown before a violation")
+    s.add_argument("--lang", default=default_lang(), help="language of the timeline, the summary and the failing seeds' "
+                                                "reports: en or zh")
 
     cp = sub.add_parser("compare", help="the same membership changes under the ZooKeeper era, the classic protocol "
                                         "(eager and cooperative) and KIP-848, side by side (docs/legacy.md §7)",
@@ -2399,6 +2436,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="run the coordinator's state machine again over a run's message trace "
                         "and check that it answers the same (docs/events.md §7)")
     rp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (grouplab run/simulate/coordinator --run-dir)")
+    rp.add_argument("--lang", default=default_lang(), help="language of the verdict: en or zh")
 
     ex = sub.add_parser("explain", help="tell a run message by message: who sent what, what the coordinator "
                         "decided and why (docs/explain.md)")
@@ -2447,6 +2485,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the ZooKeeper-era consumer: N streams (threads) per topic for every member, assigned over "
                         "thread ids <member>-<n> with the old range or roundrobin; a member's TOPIC:STREAMS "
                         "overrides it (docs/legacy.md)")
+    a.add_argument("--lang", default=default_lang(), help="language of the table and the lines under it: en or zh "
+                                                "(JSON stays as it is)")
     return p
 
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from grouplab.admin import AdminClient, AdminError
 from grouplab.protocol.errors import ErrorCode
 from grouplab.protocol.types import TopicPartition
+from grouplab.teach.catalog import Catalog
 
-# What each answer means to the person who asked (kafka-consumer-groups names only the error).
+# What each answer means to the person who asked (kafka-consumer-groups names only the error); the
+# catalogue says each as `delete.offsets.meaning.<ERROR>` (English the same as here).
 MEANING = {
     ErrorCode.GROUP_ID_NOT_FOUND: "does not exist (GROUP_ID_NOT_FOUND)",
     ErrorCode.NON_EMPTY_GROUP: "has members and is not a consumer group; stop them first (NON_EMPTY_GROUP)",
@@ -50,14 +52,20 @@ class Outcome:
     refused: dict[TopicPartition, int] = field(default_factory=dict)  # partition -> error code
     missing_topics: list[str] = field(default_factory=list)  # named without partitions, and not there
 
-    def problems(self, group: str) -> list[str]:
-        lines = [f"topic {t!r} {MEANING[ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]}" for t in self.missing_topics]
+    def problems(self, group: str, c: Catalog | None = None) -> list[str]:
+        c = c or Catalog()
+
+        def meaning(code: int) -> str:
+            known = ErrorCode.from_code(code)
+            return c.t(f"delete.offsets.meaning.{known.name}") if known in MEANING else str(AdminError(code, None))
+
+        lines = [c.t("delete.offsets.missing_topic", topic=repr(t), meaning=meaning(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                 for t in self.missing_topics]
         by_code: dict[int, list[TopicPartition]] = {}
         for tp, code in self.refused.items():
             by_code.setdefault(code, []).append(tp)
         for code, tps in by_code.items():
-            meaning = MEANING.get(ErrorCode.from_code(code)) or str(AdminError(code, None))
-            lines.append(f"{', '.join(f'{tp.topic}-{tp.partition}' for tp in tps)}: {meaning}")
+            lines.append(f"{', '.join(f'{tp.topic}-{tp.partition}' for tp in tps)}: {meaning(code)}")
         return lines
 
 

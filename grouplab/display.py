@@ -310,19 +310,22 @@ CONFIG_SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYN
                   4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
 
 
-def configs_table(title: str, configs: list[Any]) -> Table:
+def configs_table(title: str, configs: list[Any], c: Catalog | None = None) -> Table:
     """kafka-configs --describe --all: each config, its value and where the value comes from."""
+    c = c or Catalog()
     table = Table(title=title, title_justify="left", header_style="bold")
     for col in ("config", "value", "source"):
-        table.add_column(col)
+        table.add_column(c.t(f"configs.col.{col}"))
     for e in configs:
         table.add_row(escape(e.name), escape("-" if e.value is None else e.value),
                       CONFIG_SOURCES.get(e.config_source, str(e.config_source)))
     return table
 
 
-def print_departed(console: Console, departed: Mapping[str, list[TopicPartition]]) -> None:
+def print_departed(console: Console, departed: Mapping[str, list[TopicPartition]], c: Catalog | None = None) -> None:
     """`grouplab assign`'s line for members given --owned but no --member: they left the group."""
+    c = c or Catalog()
     if departed:
-        console.print("left the group: " + "; ".join(f"{m} (owned {format_partitions(sorted(ps))})"
-                                                      for m, ps in sorted(departed.items())))
+        console.print(c.t("assign.departed", members="; ".join(
+            c.t("assign.departed.member", member=m, partitions=format_partitions(sorted(ps)))
+            for m, ps in sorted(departed.items()))))

@@ -3,7 +3,8 @@
 On a terminal, rich's bar, redrawn in place and gone when the work is done. Anywhere else (a pipe,
 a CI log, a file) a bar cannot be redrawn, so a plain line instead, at most every `every_s`
 seconds ("200 of 500 seeds · 41 s"): the first one after `every_s`, so a job that ends sooner
-prints nothing. The same calls for both.
+prints nothing. The same calls for both. The plain line's words come from a catalogue
+(`progress.*`), English unless one is given.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from grouplab.teach.catalog import Catalog
+
 PLAIN_EVERY_S = 10.0
 
 
@@ -22,8 +25,10 @@ class ProgressReport:
     """`with ProgressReport(err, "seeds", total=500) as progress: ... progress.update(advance=1)`."""
 
     def __init__(self, console: Console, description: str, total: int | None = None, unit: str = "",
-                 every_s: float = PLAIN_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+                 every_s: float = PLAIN_EVERY_S, clock: Callable[[], float] = time.monotonic,
+                 c: Catalog | None = None) -> None:
         self.console = console
+        self.c = c or Catalog()
         self.description = description
         self.total = total
         self.unit = unit or description
@@ -62,11 +67,13 @@ class ProgressReport:
         now = self.clock()
         if now - self._said >= self.every_s:
             self._said = now
-            of = f" of {self.total:,}" if self.total else ""
+            c = self.c
+            of = c.t("progress.of", total=f"{self.total:,}") if self.total else ""
             elapsed = now - self._started
             # What is left at the pace so far (once something is done): a guess, said as one.
-            left = (f" · about {elapsed * (self.total - self.completed) / self.completed:.0f} s left"
+            left = (c.t("progress.left", s=f"{elapsed * (self.total - self.completed) / self.completed:.0f}")
                     if self.total and 0 < self.completed < self.total else "")
-            self.console.print(f"{self.completed:,}{of} {self.unit} · {elapsed:.0f} s{left}"
+            self.console.print(c.t("progress.line", done=f"{self.completed:,}", of=of, unit=self.unit,
+                                   s=f"{elapsed:.0f}", left=left)
                                + (f" · {self.description}" if self.description != self.unit else ""),
                                soft_wrap=True, highlight=False)

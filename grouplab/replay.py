@@ -233,6 +233,10 @@ def replay(run_dir: str | Path) -> ReplayResult:
     return result
 
 
+# The note when the run has no event log to compare (`grouplab replay --lang` says it in its language).
+EVENTS_MISSING = "coordinator.jsonl is missing: the answers were compared, the event-log lines were not"
+
+
 def _compare_events(run_dir: Path, replayed_text: str, result: ReplayResult) -> None:
     path = run_dir / "coordinator.jsonl"
     replayed = [line for line in (json.loads(t) for t in replayed_text.splitlines() if t.strip())
@@ -240,7 +244,7 @@ def _compare_events(run_dir: Path, replayed_text: str, result: ReplayResult) -> 
     result.events = len(replayed)
     if not path.exists():
         result.events_compared = False
-        result.notes.append(f"{path.name} is missing: the answers were compared, the event-log lines were not")
+        result.notes.append(EVENTS_MISSING)
         return
     recorded = []
     with open(path, encoding="utf-8") as f:

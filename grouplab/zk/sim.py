@@ -90,6 +90,8 @@ class Violation(AssertionError):
     def __init__(self, invariant: str, detail: str, at_ms: int, seed: int) -> None:
         super().__init__(f"invariant {invariant} broken at {at_ms} ms (seed {seed}): {detail}")
         self.invariant = invariant
+        self.detail = detail
+        self.at_ms = at_ms
         self.seed = seed
 
 
