@@ -1654,14 +1654,15 @@ def _compare_scale(args: argparse.Namespace, designs: list[str]) -> int:
         raise UsageError(str(exc)) from None
     settings = _compare_script(args).settings
     seed = 1 if args.seed is None else args.seed
+    c = Catalog(args.lang)
     try:
-        with ProgressReport(err, "compare --scale", total=len(sizes) * len(designs), unit="runs") as progress:
+        with ProgressReport(err, "compare --scale", total=len(sizes) * len(designs), unit=c.t("progress.unit.runs"),
+                            c=c) as progress:
             scaled = run_scale(settings, sizes, seed, designs, lambda n, d: progress.update(advance=1))
     except CompareError as exc:
         raise CliError(exc) from None
     except AssertionError as exc:  # the ZooKeeper-era simulator's Violation names the seed
         raise CliError(f"the ZooKeeper-era simulator: {exc}") from None
-    c = Catalog(args.lang)
     lines = scale_lines(scaled, c)
     if args.format == "json":
         print(json.dumps({"mode": "scale", "seed": seed, "designs": designs,
@@ -1914,7 +1915,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from grouplab.pipeline.sweep import run_sweep
 
         err.print(c.t("sweep.spark_started", master=spark.sparkContext.master), soft_wrap=True)
-        with ProgressReport(err, c.t("sweep.progress.tasks")) as progress:
+        with ProgressReport(err, c.t("sweep.progress.tasks"), c=c) as progress:
 
             def advanced(finished: int, total: int) -> None:
                 tasks[:] = [finished, total]
@@ -2003,7 +2004,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         err.print(c.t("analyze.started", count=len(labels), runs=", ".join(labels.values()),
                       master=spark.sparkContext.master))
         with ProgressReport(err, c.t("analyze.progress.reading"), total=len(TABLES) + args.events_table + 1,
-                            unit="tables") as progress:
+                            unit=c.t("progress.unit.tables"), c=c) as progress:
 
             def written(name: str, rows: int) -> None:
                 written_tables.append(name)
