@@ -281,7 +281,8 @@ class ConsumerCoordinator(MemberSteps):
         self._cancel(_TIMER_METADATA)
         self._send(req, "JoinGroup", "join")
         self._arm(_TIMER_REQUEST, self._now + self.config.max_poll_interval_ms + JOIN_GRACE_MS)
-        self._log(events.JoinSent, reason=self.rejoin_reason, protocols=self.config.assignors, owned=_tps(self.owned))
+        if self.log_events:  # (_log checks it too, after its arguments are built: a sorted copy here)
+            self._log(events.JoinSent, reason=self.rejoin_reason, protocols=self.config.assignors, owned=_tps(self.owned))
 
     def _on_join_response(self, resp: JoinGroupResponse) -> None:
         code = ErrorCode.from_code(resp.error_code)
@@ -298,8 +299,9 @@ class ConsumerCoordinator(MemberSteps):
         self.protocol_name = resp.protocol_name
         self.leader_id = resp.leader
         is_leader = resp.leader == resp.member_id
-        self._log(events.Joined, leader=resp.leader, protocol_name=resp.protocol_name, is_leader=is_leader,
-                  members=[m.member_id for m in resp.members])
+        if self.log_events:
+            self._log(events.Joined, leader=resp.leader, protocol_name=resp.protocol_name, is_leader=is_leader,
+                      members=[m.member_id for m in resp.members])
         if is_leader:
             # KIP-814: with skip_assignment the leader keeps the current assignment but still
             # learns the group's subscriptions, to watch their partition counts.
@@ -379,13 +381,16 @@ class ConsumerCoordinator(MemberSteps):
         added = sorted(set(new) - old)
         self._set_state(MemberState.STABLE)
         self.last_heartbeat_ack_ms = self._now
-        self._log(events.SyncCompleted, partitions=_tps(new), added=_tps(added), revoked=_tps(revoked))
+        log = self.log_events  # (the events' arguments are sorted copies: built only for a log)
+        if log:
+            self._log(events.SyncCompleted, partitions=_tps(new), added=_tps(added), revoked=_tps(revoked))
         # Only a cooperative member still owns partitions here (an eager one revoked them all).
         self._revoke(revoked, "reassigned")
         self.owned = new
         self.last_assignment, self.last_assignment_generation = new, self.generation_id
         self._out.append(PartitionsAssigned(added))
-        self._log(events.PartitionsAssigned, partitions=_tps(added), owned=_tps(new))
+        if log:
+            self._log(events.PartitionsAssigned, partitions=_tps(added), owned=_tps(new))
         self._arm(_TIMER_HEARTBEAT, self._now + self.config.heartbeat_interval_ms)
         if self._is_leader():
             self._arm(_TIMER_METADATA, self._now + self.config.metadata_max_age_ms)
@@ -456,7 +461,8 @@ class ConsumerCoordinator(MemberSteps):
     # ------------------------------------------------------------------ errors and rejoining
 
     def _on_group_error(self, code: ErrorCode, api: str, message: str | None) -> None:
-        self._log(events.GroupError, api=api, error=code.name, message=message)
+        if self.log_events:
+            self._log(events.GroupError, api=api, error=code.name, message=message)
         if code in _FATAL_JOIN_ERRORS:
             self._lose_all(code.name)
             self.fatal_error = code

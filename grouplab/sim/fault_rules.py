@@ -49,7 +49,7 @@ class SimFaultRules:
     def __init__(self, sim: "SimHost", faults: list[FaultRule], faults_end_ms: int, to_broker: int,
                  to_member: int) -> None:
         self.sim = sim
-        self.to_broker, self.to_member = to_broker, to_member  # the heap kinds of the two directions
+        self.to_broker, self.to_member = to_broker, to_member  # the agenda kinds of the two directions
         self.windows = [_Window(f.rule(), f.from_ms, f.until_ms if f.until_ms is not None else faults_end_ms, f.hold_ms)
                         for f in faults]
         self.active = RuleSet()
