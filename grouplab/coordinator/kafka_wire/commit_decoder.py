@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 
 from grouplab.coordinator.kafka_wire.apis import APIS, KafkaApi
-from grouplab.coordinator.kafka_wire.codec import KafkaRequest
+from grouplab.coordinator.kafka_wire.codec import KafkaRequest, _uvarint
 from grouplab.protocol.messages import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
 
 OFFSET_COMMIT_KEY = 8
@@ -61,17 +61,11 @@ class _Reader:
         if value < 0x80:  # one byte: every length and count of a commit
             self.pos = pos + 1
             return value
-        value = shift = 0
-        while True:
-            if shift > 28:
-                raise _Unsupported
-            b = data[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                self.pos = pos
-                return value
-            shift += 7
+        try:  # longer: the general reader's varint
+            value, self.pos = _uvarint(data, pos)
+        except ValueError:
+            raise _Unsupported from None
+        return value
 
     def int32(self) -> int:
         (value,) = _INT32.unpack_from(self.data, self.pos)
