@@ -28,8 +28,9 @@ LANG_ENV = "GROUPLAB_LANG"
 
 
 def default_lang() -> str:
-    """Every `--lang` defaults to $GROUPLAB_LANG when it names a language, else English."""
-    lang = os.environ.get(LANG_ENV, "")
+    """Every `--lang` defaults to $GROUPLAB_LANG when it names a language (a locale's spelling,
+    zh_CN.UTF-8, names zh), else English."""
+    lang = os.environ.get(LANG_ENV, "").split(".")[0].split("_")[0].lower()
     return lang if lang in languages() else DEFAULT_LANG
 
 

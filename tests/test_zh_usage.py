@@ -152,7 +152,12 @@ def test_usage_errors_are_said_in_chinese(argv: list[str], capsys: pytest.Captur
     assert en != zh and not re.search(r"[\u3000-\u9fff\uff00-\uffef]", en), en
 
 
-def test_the_language_is_read_before_argparse() -> None:
+def test_the_language_is_read_before_argparse(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GROUPLAB_LANG", "zh_CN.UTF-8")  # a locale's spelling names its language
+    assert lang_of(["run"]) == "zh"
+    monkeypatch.setenv("GROUPLAB_LANG", "fr")
+    assert lang_of(["run"]) == "en"
+    monkeypatch.delenv("GROUPLAB_LANG")
     assert lang_of(["run", "--lang", "zh"]) == "zh"
     assert lang_of(["run", "--lang=zh"]) == "zh"
     assert lang_of(["run", "--lang", "fr"]) == "en"  # the command then refuses --lang fr itself
