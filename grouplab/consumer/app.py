@@ -58,6 +58,7 @@ class SimulatedConsumerApp:
         self.client = GroupMemberClient(config, host, port, listener=self, events=events, clock=clock, machine=machine,
                                         on_step=on_step, nodes=nodes)  # (nodes: a cluster's, consumer/client.py)
         self.crashed = False
+        self._crashing: asyncio.Task | None = None  # the stop a CrashNow began
         self._task: asyncio.Task | None = None
 
     # RebalanceListener ---------------------------------------------------------------
@@ -79,7 +80,8 @@ class SimulatedConsumerApp:
             self.stats.committed[out.tp] = out.offset
         elif type(out) is CrashNow:
             self.crashed = True
-            asyncio.get_event_loop().call_soon(lambda: asyncio.ensure_future(self.stop(leave=False)))
+            # A task, not a call here: the machine is mid-step. It runs at the loop's next turn.
+            self._crashing = asyncio.get_event_loop().create_task(self.stop(leave=False))
 
     # lifecycle -----------------------------------------------------------------------
 
@@ -116,6 +118,10 @@ class SimulatedConsumerApp:
             machine.crash_at = None
             await self.stop(leave=False)
             return False
+        if self._crashing is not None:
+            # Back only once the crash is done and logged (AppCrashed): what runs next, e.g. the
+            # countdown to the session timeout, must see the member stopped.
+            await self._crashing
         return True
 
     async def stop(self, leave: bool = True) -> None:
