@@ -86,10 +86,14 @@ async def fault_proxy(recorder: EventRecorder, cleanup: contextlib.AsyncExitStac
 @pytest.fixture(scope="session")
 def spark():
     """One real local SparkSession for the whole test session (starting one costs seconds):
-    two cores and two shuffle partitions, the shape of a laptop run, small."""
-    from grouplab.pipeline.session import spark_session
+    two cores and two shuffle partitions, the shape of a laptop run, small. The JVM compiles with
+    its quick compiler only (C1): the tests' queries are many and tiny, so the optimizing
+    compiler's warm-up costs more CPU than it ever wins back (a first analyze about 45 s of CPU
+    instead of 75 s here)."""
+    from grouplab.pipeline.session import JAVA_OPTIONS_KEY, spark_session
 
-    session = spark_session("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"},
+    session = spark_session("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g",
+                                         JAVA_OPTIONS_KEY: "-XX:TieredStopAtLevel=1"},
                             app_name="grouplab-tests")
     yield session
     session.stop()
@@ -115,3 +119,13 @@ def zookeeper():
     server.start()
     yield server
     server.stop()
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` (scripts/test): the Spark files on one worker, the longest files first
+    (tests/scheduling.py). Any other --dist is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.scheduling import SuiteScheduling
+
+    return SuiteScheduling(config, log)

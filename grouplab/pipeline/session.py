@@ -29,6 +29,7 @@ DEFAULTS: dict[str, str] = {
     # here, against well under a second listed on the driver.
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
 }
+JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
 # Only for local masters, where the driver is the whole cluster.
 LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.memory": "4g",
@@ -55,9 +56,12 @@ def effective_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
     settings = dict(DEFAULTS)
     if master.startswith("local"):
         settings.update(LOCAL_DEFAULTS)
-    log4j = Path(__file__).with_name("log4j2.properties")
-    settings["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{log4j}"
+    log4j = f"-Dlog4j.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}"
     settings.update(conf)
+    # A user's own JVM options (-Xss4m, a profiler, ...) come after grouplab's quiet logging, not
+    # instead of it; a -Dlog4j.configurationFile of theirs, later on the line, still wins.
+    options = JAVA_OPTIONS_KEY in conf and conf[JAVA_OPTIONS_KEY].strip()
+    settings[JAVA_OPTIONS_KEY] = f"{log4j} {options}" if options else log4j
     return settings
 
 
