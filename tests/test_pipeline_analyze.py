@@ -4,7 +4,9 @@ The main run is a deterministic simulation with known faults (three members; m-1
 and comes back at 45 s, m-0 leaves cleanly at 40 s), recorded to a run directory while the same events are collected in
 memory. The expected rows are worked out here in plain Python from those events, the simple way
 (rebalances, assignments and movements by the rebalance tracker, grouplab/rebalances.py), and
-compared with what Spark wrote.
+compared with what Spark wrote. The odd runs (a delivery run, malformed lines, a reused
+directory, a deleted topic, a real-socket run) are analyzed together in one call (`several`):
+an analyze costs tens of seconds of Spark planning whatever its size, and every table is per run.
 """
 
 from __future__ import annotations
