@@ -109,6 +109,9 @@ class ConsumerCoordinator(MemberSteps):
 
     def __post_init__(self) -> None:
         self.assignors = [get_assignor(name) for name in self.config.assignors]
+        # Cooperative only if every configured assignor supports it (Kafka's rule); read at every join.
+        self._rebalance_protocol = (RebalanceProtocol.COOPERATIVE if all(
+            a.rebalance_protocol is RebalanceProtocol.COOPERATIVE for a in self.assignors) else RebalanceProtocol.EAGER)
         self._next_cid = 0
         self._inflight: dict[int, str] = {}  # correlation id -> what the request was for
         self._join_members: list[Any] = []
@@ -218,20 +221,24 @@ class ConsumerCoordinator(MemberSteps):
             self._sent_to.pop(correlation_id, None)
         if purpose is None or self.state in (MemberState.CLOSED, MemberState.FAILED):
             return self._end()  # stale: an answer to a request we no longer wait for
-        if isinstance(body, FindCoordinatorResponse):
+        # (The response types are distinct classes: the commonest first.)
+        if isinstance(body, HeartbeatResponse):
+            if purpose.startswith("heartbeat"):
+                self._heartbeat_inflight = False
+                if self.state is MemberState.STABLE and purpose == f"heartbeat:{self.generation_id}":
+                    self._on_heartbeat_response(body)
+        elif isinstance(body, JoinGroupResponse):
+            if purpose == "join" and self.state is MemberState.JOINING:
+                self._on_join_response(body)
+        elif isinstance(body, SyncGroupResponse):
+            if purpose == "sync" and self.state is MemberState.SYNCING:
+                self._on_sync_response(body)
+        elif isinstance(body, FindCoordinatorResponse):
             self._on_lookup_response(correlation_id, body)
-        elif isinstance(body, JoinGroupResponse) and purpose == "join" and self.state is MemberState.JOINING:
-            self._on_join_response(body)
         elif isinstance(body, MetadataResponse) and purpose == "assign" and self.state is MemberState.JOINING:
             self._on_assignment_metadata(body)
         elif isinstance(body, MetadataResponse) and purpose == "watch" and self.state is MemberState.STABLE:
             self._on_watch_metadata(body)
-        elif isinstance(body, SyncGroupResponse) and purpose == "sync" and self.state is MemberState.SYNCING:
-            self._on_sync_response(body)
-        elif isinstance(body, HeartbeatResponse) and purpose.startswith("heartbeat"):
-            self._heartbeat_inflight = False
-            if self.state is MemberState.STABLE and purpose == f"heartbeat:{self.generation_id}":
-                self._on_heartbeat_response(body)
         elif isinstance(body, LeaveGroupResponse):
             pass
         return self._end()
@@ -241,12 +248,10 @@ class ConsumerCoordinator(MemberSteps):
     @property
     def rebalance_protocol(self) -> RebalanceProtocol:
         """Cooperative only if every configured assignor supports it (Kafka's rule)."""
-        if all(a.rebalance_protocol is RebalanceProtocol.COOPERATIVE for a in self.assignors):
-            return RebalanceProtocol.COOPERATIVE
-        return RebalanceProtocol.EAGER
+        return self._rebalance_protocol
 
     def _send_join(self) -> None:
-        if self.rebalance_protocol is RebalanceProtocol.EAGER:
+        if self._rebalance_protocol is RebalanceProtocol.EAGER:
             self._revoke_all(self.rejoin_reason)
         if self._coordinator_missing():
             # JOINING until the coordinator is found; _coordinator_ready sends the JoinGroup.

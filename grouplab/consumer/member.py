@@ -92,7 +92,7 @@ class MemberSteps(StepOutputs):
 
     def _coordinator_missing(self) -> bool:
         """In a cluster with no coordinator known: look it up (once) and say so; the caller sends nothing."""
-        if not self.in_cluster or self.coordinator_node is not None:
+        if self.coordinator_node is not None or not self.config.bootstrap_nodes:  # (in_cluster, without the call)
             return False
         self._find_coordinator()
         return True

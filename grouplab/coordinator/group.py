@@ -676,12 +676,12 @@ class Group(StepOutputs):
         if req.member_id in self.members and self._is_fenced(req.member_id, req.group_instance_id):
             return ErrorCode.FENCED_INSTANCE_ID, f"instance {req.group_instance_id} is owned by another member id"
         others_type = next((m.protocol_type for m in self.members.values() if m.member_id != req.member_id), None)
-        if others_type is not None:
+        if others_type is not None and (req.protocol_type != others_type
+                                        or not self._others_support_one_of(names, excluding=req.member_id)):
             shared = self._candidates(excluding=req.member_id)
-            if req.protocol_type != others_type or not shared & set(names):
-                return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (
-                    f"protocols {names} share none with the group's {sorted(shared)} (protocol_type {others_type!r})"
-                )
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (
+                f"protocols {names} share none with the group's {sorted(shared)} (protocol_type {others_type!r})"
+            )
         is_new = not known and not (req.group_instance_id is not None and req.group_instance_id in self.static_members)
         if is_new and len(self.members) + len(self.pending_members) >= cfg.group_max_size:
             return ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {self.group_id} has reached group.max.size={cfg.group_max_size}"
@@ -785,11 +785,14 @@ class Group(StepOutputs):
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.protocol_type = req.protocol_type
-        self._track(member, -1)
-        member.protocols = [(p.name, p.metadata) for p in req.protocols]
-        self._track(member, +1)
-        self._supersede(member.join_reply, reply_to,
-                        JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+        protocols = [(p.name, p.metadata) for p in req.protocols]
+        if protocols != member.protocols:  # (a rejoin mostly repeats them)
+            self._track(member, -1)
+            member.protocols = protocols
+            self._track(member, +1)
+        if member.join_reply is not None:  # (the answer built only when there is a parked join)
+            self._supersede(member.join_reply, reply_to,
+                            JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.join_reply = reply_to
 
     def _add_member_and_rebalance(self, member: Member, reply_to: Any, why: str, cause: RebalanceCause) -> None:
@@ -1023,6 +1026,14 @@ class Group(StepOutputs):
         n = len(self.members) - (left_out is not None)
         mine = set(left_out.protocol_names) if left_out is not None else set()
         return {name for name, count in self._support.items() if n and count - (name in mine) == n}
+
+    def _others_support_one_of(self, names: list[str], excluding: str) -> bool:
+        """Does every member but `excluding` support one of `names`? (`_candidates(excluding) &
+        set(names)`, without building either set: every JoinGroup asks it.)"""
+        left_out = self.members.get(excluding)
+        n = len(self.members) - (left_out is not None)
+        mine = left_out.protocol_names if left_out is not None else ()
+        return bool(n) and any(self._support.get(name, 0) - (name in mine) == n for name in names)
 
     def _rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

@@ -297,86 +297,106 @@ class Simulation:
         times, agenda, pop = self._times, self._agenda, heapq.heappop
         stats, invariants = self.stats, self.invariants
         check, members = invariants.check, self.members
-        deliver_to_broker, member_outputs = self._deliver_to_broker, self._member_outputs
+        member_outputs, coordinator_outputs = self._member_outputs, self._coordinator_outputs
         trace = self.trace
-        while times:
-            at = times[0]
-            if until_ms is not None and at > until_ms:
-                break
-            if not self.faults_on and stats.settled_at_ms is None and at > stats.quiet_at_ms + bound:
-                self.now = stats.quiet_at_ms + bound
-                invariants.fail("liveness", f"not settled {bound} ms after the last fault "
-                                            f"(quiet since t={stats.quiet_at_ms})")
-            # The next event: the earliest ms's next one. A ms whose last event is taken leaves the
-            # agenda at once: what that event schedules for the same ms starts a new list after it.
-            bucket = agenda[at]
-            i = self._cursor
-            kind, payload = bucket[i]
-            if i + 1 == len(bucket):
-                pop(times)
-                del agenda[at]
-                self._cursor = 0
-            else:
-                self._cursor = i + 1
-            if at > self.now:  # time passes: account for the partitions nobody owned meanwhile
-                every = invariants.every_partition  # (unowned_count(), inlined)
-                stats.unowned_partition_ms += (at - self.now) * (
-                    len(every if every is not None else invariants.all_partitions()) - invariants.owned_count)
-            self.now = at
-            if kind == _TO_BROKER:
-                idx, epoch, send = payload
-                deliver_to_broker(members[idx], epoch, send)
-                stats.events += 1
-                check()
-            elif kind == _TO_MEMBER:  # a response, unless its connection is gone; held while hung
-                idx, epoch, cid, body = payload
-                m = members[idx]
-                machine = m.machine
-                if machine is not None and ((m.connected and epoch == m.epoch) or m.epoch_open(epoch)):
-                    if m.hung:
-                        m.held.append((kind, payload))
-                    else:
-                        stats.messages_delivered += 1
-                        trace.append((at, m.name, "<-", body, cid))
-                        member_outputs(m, machine.on_response(cid, body, at))
-                stats.events += 1
-            elif kind == _MEMBER_TIMER:
-                idx, armed, key, token = payload
-                if armed.get(key) == token:  # else cancelled or re-armed since: nothing happens
+        # Once the faults are over (an action: only actions change it), the liveness bound runs
+        # and each event may be the one the group settles on.
+        after_faults = not self.faults_on and stats.settled_at_ms is None
+        cursor = self._cursor  # how far into the earliest ms's list (kept here, left in self._cursor)
+        try:
+            while times:
+                at = times[0]
+                if until_ms is not None and at > until_ms:
+                    break
+                if after_faults and at > stats.quiet_at_ms + bound:
+                    self.now = stats.quiet_at_ms + bound
+                    invariants.fail("liveness", f"not settled {bound} ms after the last fault "
+                                                f"(quiet since t={stats.quiet_at_ms})")
+                # The next event: the earliest ms's next one. A ms whose last event is taken leaves
+                # the agenda at once: what that event schedules for the same ms starts a new list after it.
+                bucket = agenda[at]
+                kind, payload = bucket[cursor]
+                cursor += 1
+                if cursor == len(bucket):
+                    pop(times)
+                    del agenda[at]
+                    cursor = 0
+                if at > self.now:  # time passes: account for the partitions nobody owned meanwhile
+                    every = invariants.every_partition  # (unowned_count(), inlined)
+                    stats.unowned_partition_ms += (at - self.now) * (
+                        len(every if every is not None else invariants.all_partitions()) - invariants.owned_count)
+                    self.now = at
+                if kind == _TO_BROKER:
+                    idx, epoch, send = payload
                     m = members[idx]
-                    if m.hung:
-                        m.held.append((kind, payload))
+                    node = send.node
+                    coordinator = self.coordinator
+                    # (_deliver_to_broker's checks first: most requests pass them)
+                    if node is None and coordinator is not None and self.messages is None and (
+                            (m.connected and epoch == m.epoch) or epoch == m.closed_epoch):
+                        stats.messages_delivered += 1
+                        trace.append((at, m.name, "->", send.api, send.correlation_id))
+                        to = (idx, epoch, send.correlation_id)
+                        if send.api in _COMMITS:
+                            invariants.on_commit_request(to, send.body)
+                        # (coordinator.handle, the step's outputs carried out by _coordinator_outputs)
+                        coordinator_outputs(coordinator.broker.handle(send.api, send.body, RequestContext(to, m.name, "sim"), at))
                     else:
-                        del armed[key]
-                        if key == POLL_KEY and not m.slow:
-                            # A healthy application polls all the time; only its latest poll matters here.
-                            m.poll()
-                        trace.append((at, m.name, "timer", key))
-                        machine = m.machine
-                        if machine is not None:
-                            member_outputs(m, machine.on_timer(key, at))
-                stats.events += 1
-            elif kind == _BROKER_TIMER:
-                _, armed, key, token = payload
-                coordinator = self.coordinator
-                if coordinator is not None and armed.get(key) == token:
-                    del armed[key]
-                    trace.append((at, "coordinator timer", key))
-                    if self.messages is None:  # (coordinator.on_timer, as _deliver_to_broker calls handle)
-                        self._coordinator_outputs(coordinator.broker.on_timer(key, at))
-                    else:
-                        coordinator.on_timer(key)
+                        self._deliver_to_broker(m, epoch, send)
                     stats.events += 1
                     check()
-                else:
+                elif kind == _TO_MEMBER:  # a response, unless its connection is gone; held while hung
+                    idx, epoch, cid, body = payload
+                    m = members[idx]
+                    machine = m.machine
+                    if machine is not None and ((m.connected and epoch == m.epoch) or m.epoch_open(epoch)):
+                        if m.hung:
+                            m.held.append((kind, payload))
+                        else:
+                            stats.messages_delivered += 1
+                            trace.append((at, m.name, "<-", body, cid))
+                            member_outputs(m, machine.on_response(cid, body, at))
                     stats.events += 1
-            else:  # an action
-                payload[0]()
-                stats.events += 1
-                check()
-            if not self.faults_on and stats.settled_at_ms is None and invariants.settled():
-                self._settled()
-                break
+                elif kind == _MEMBER_TIMER:
+                    idx, armed, key, token = payload
+                    if armed.get(key) == token:  # else cancelled or re-armed since: nothing happens
+                        m = members[idx]
+                        if m.hung:
+                            m.held.append((kind, payload))
+                        else:
+                            del armed[key]
+                            if key == POLL_KEY and not m.slow:
+                                # A healthy application polls all the time; only its latest poll matters here.
+                                m.poll()
+                            trace.append((at, m.name, "timer", key))
+                            machine = m.machine
+                            if machine is not None:
+                                member_outputs(m, machine.on_timer(key, at))
+                    stats.events += 1
+                elif kind == _BROKER_TIMER:
+                    _, armed, key, token = payload
+                    coordinator = self.coordinator
+                    if coordinator is not None and armed.get(key) == token:
+                        del armed[key]
+                        trace.append((at, "coordinator timer", key))
+                        if self.messages is None:  # (coordinator.on_timer, as for a request)
+                            coordinator_outputs(coordinator.broker.on_timer(key, at))
+                        else:
+                            coordinator.on_timer(key)
+                        stats.events += 1
+                        check()
+                    else:
+                        stats.events += 1
+                else:  # an action
+                    payload[0]()
+                    stats.events += 1
+                    check()
+                    after_faults = not self.faults_on
+                if after_faults and invariants.settled():
+                    self._settled()
+                    break
+        finally:
+            self._cursor = cursor
 
     def _settled(self) -> None:
         stats = self.stats
