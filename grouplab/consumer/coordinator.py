@@ -75,6 +75,17 @@ _FATAL_JOIN_ERRORS = {
     ErrorCode.INVALID_REQUEST,
 }
 
+# The states and codes every step compares against, as module constants: on Python 3.11 reading
+# `MemberState.STABLE` goes through EnumType's __getattr__ hook each time (an unspecialized lookup,
+# several times a global's cost), and each response, timer and request reads a few.
+_UNJOINED, _JOINING, _SYNCING, _STABLE, _CLOSED, _FAILED = (MemberState.UNJOINED, MemberState.JOINING, MemberState.SYNCING,
+                                                          MemberState.STABLE, MemberState.CLOSED, MemberState.FAILED)
+_NO_ERROR, _MEMBER_ID_REQUIRED, _UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION, _REBALANCE_IN_PROGRESS = (
+    ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
+    ErrorCode.REBALANCE_IN_PROGRESS)
+_EAGER = RebalanceProtocol.EAGER
+_from_code = ErrorCode.from_code
+
 _REBALANCE_STEPS = frozenset({"join", "assign", "sync"})
 
 _TIMER_HEARTBEAT = ("heartbeat",)
@@ -124,7 +135,7 @@ class ConsumerCoordinator(MemberSteps):
     @property
     def working(self) -> bool:
         """Its partitions may be fetched and committed: it is stable in its generation."""
-        return self.state is MemberState.STABLE
+        return self.state is _STABLE
 
     # ------------------------------------------------------------------ inputs
 
@@ -139,17 +150,17 @@ class ConsumerCoordinator(MemberSteps):
         """The application called poll(): it is alive. After a poll timeout this rejoins."""
         self._begin(now_ms)
         self.last_poll_ms = now_ms
-        if self.state is MemberState.UNJOINED and self.rejoin_reason == "poll timeout":
+        if self.state is _UNJOINED and self.rejoin_reason == "poll timeout":
             self._send_join()
         return self._end()
 
     def close(self, now_ms: int) -> list[Any]:
         """Leave the group cleanly (revoking first), as KafkaConsumer.close() does."""
         self._begin(now_ms)
-        if self.state not in (MemberState.CLOSED, MemberState.FAILED):
+        if self.state not in (_CLOSED, _FAILED):
             self._revoke_all("closing")
             self._leave("the consumer is closing")
-            self._set_state(MemberState.CLOSED)
+            self._set_state(_CLOSED)
             self._cancel_all_timers()
         return self._end()
 
@@ -168,11 +179,11 @@ class ConsumerCoordinator(MemberSteps):
         watching = "watch" in self._inflight.values()
         self._inflight.clear()
         self._heartbeat_inflight = False
-        if self.state is MemberState.STABLE:
+        if self.state is _STABLE:
             self._log(events.CoordinatorDisconnected, previous_state=self.state)
             if watching:  # the leader's metadata watch lost its request: ask again after the backoff
                 self._arm(_TIMER_METADATA, now_ms + self.config.retry_backoff_ms)
-        elif self.state in (MemberState.JOINING, MemberState.SYNCING):
+        elif self.state in (_JOINING, _SYNCING):
             self._log(events.CoordinatorDisconnected, previous_state=self.state)
             self._request_rejoin("coordinator connection lost", backoff=True)
         return self._end()
@@ -187,14 +198,15 @@ class ConsumerCoordinator(MemberSteps):
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Any]:
         self._begin(now_ms)
-        if key == FIND_COORDINATOR_TIMER:
-            if self.state not in (MemberState.CLOSED, MemberState.FAILED):
+        if key == _TIMER_HEARTBEAT:  # (the commonest first; the keys are distinct)
+            if self.state is _STABLE:
+                self._on_heartbeat_due()
+        elif key == FIND_COORDINATOR_TIMER:
+            if self.state not in (_CLOSED, _FAILED):
                 self._on_lookup_timer()
-        elif key == _TIMER_HEARTBEAT and self.state is MemberState.STABLE:
-            self._on_heartbeat_due()
-        elif key == _TIMER_REJOIN and self.state is MemberState.UNJOINED:
+        elif key == _TIMER_REJOIN and self.state is _UNJOINED:
             self._send_join()
-        elif key == _TIMER_METADATA and self.state is MemberState.STABLE and self._is_leader():
+        elif key == _TIMER_METADATA and self.state is _STABLE and self._is_leader():
             if self._coordinator_missing():
                 self._arm(_TIMER_METADATA, now_ms + self.config.retry_backoff_ms)
                 return self._end()
@@ -203,7 +215,7 @@ class ConsumerCoordinator(MemberSteps):
             self._send(req, "Metadata", "watch")
         elif key == _TIMER_POLL:
             self._on_poll_deadline()
-        elif key == _TIMER_REQUEST and self.state in (MemberState.JOINING, MemberState.SYNCING):
+        elif key == _TIMER_REQUEST and self.state in (_JOINING, _SYNCING):
             self._log(events.MemberRequestTimedOut, waiting_in=self.state)
             self._inflight.clear()
             self._heartbeat_inflight = False
@@ -219,25 +231,25 @@ class ConsumerCoordinator(MemberSteps):
         purpose = self._inflight.pop(correlation_id, None)
         if self._sent_to is not None:
             self._sent_to.pop(correlation_id, None)
-        if purpose is None or self.state in (MemberState.CLOSED, MemberState.FAILED):
+        if purpose is None or self.state in (_CLOSED, _FAILED):
             return self._end()  # stale: an answer to a request we no longer wait for
         # (The response types are distinct classes: the commonest first.)
         if isinstance(body, HeartbeatResponse):
             if purpose.startswith("heartbeat"):
                 self._heartbeat_inflight = False
-                if self.state is MemberState.STABLE and purpose == f"heartbeat:{self.generation_id}":
+                if self.state is _STABLE and purpose == f"heartbeat:{self.generation_id}":
                     self._on_heartbeat_response(body)
         elif isinstance(body, JoinGroupResponse):
-            if purpose == "join" and self.state is MemberState.JOINING:
+            if purpose == "join" and self.state is _JOINING:
                 self._on_join_response(body)
         elif isinstance(body, SyncGroupResponse):
-            if purpose == "sync" and self.state is MemberState.SYNCING:
+            if purpose == "sync" and self.state is _SYNCING:
                 self._on_sync_response(body)
         elif isinstance(body, FindCoordinatorResponse):
             self._on_lookup_response(correlation_id, body)
-        elif isinstance(body, MetadataResponse) and purpose == "assign" and self.state is MemberState.JOINING:
+        elif isinstance(body, MetadataResponse) and purpose == "assign" and self.state is _JOINING:
             self._on_assignment_metadata(body)
-        elif isinstance(body, MetadataResponse) and purpose == "watch" and self.state is MemberState.STABLE:
+        elif isinstance(body, MetadataResponse) and purpose == "watch" and self.state is _STABLE:
             self._on_watch_metadata(body)
         elif isinstance(body, LeaveGroupResponse):
             pass
@@ -251,11 +263,11 @@ class ConsumerCoordinator(MemberSteps):
         return self._rebalance_protocol
 
     def _send_join(self) -> None:
-        if self._rebalance_protocol is RebalanceProtocol.EAGER:
+        if self._rebalance_protocol is _EAGER:
             self._revoke_all(self.rejoin_reason)
         if self._coordinator_missing():
             # JOINING until the coordinator is found; _coordinator_ready sends the JoinGroup.
-            self._set_state(MemberState.JOINING)
+            self._set_state(_JOINING)
             self._cancel(_TIMER_HEARTBEAT)
             self._cancel(_TIMER_METADATA)
             self._cancel(_TIMER_REQUEST)
@@ -281,7 +293,7 @@ class ConsumerCoordinator(MemberSteps):
             protocols=protocols,
             reason=self.rejoin_reason,
         )
-        self._set_state(MemberState.JOINING)
+        self._set_state(_JOINING)
         self._cancel(_TIMER_HEARTBEAT)
         self._cancel(_TIMER_METADATA)
         self._send(req, "JoinGroup", "join")
@@ -290,13 +302,13 @@ class ConsumerCoordinator(MemberSteps):
             self._log(events.JoinSent, reason=self.rejoin_reason, protocols=self.config.assignors, owned=_tps(self.owned))
 
     def _on_join_response(self, resp: JoinGroupResponse) -> None:
-        code = ErrorCode.from_code(resp.error_code)
-        if code is ErrorCode.MEMBER_ID_REQUIRED:
+        code = _from_code(resp.error_code)
+        if code is _MEMBER_ID_REQUIRED:
             self.member_id = resp.member_id
             self._log(events.MemberIdReceived)
             self._send_join()
             return
-        if code is not ErrorCode.NONE:
+        if code is not _NO_ERROR:
             self._on_group_error(code, "JoinGroup", resp.error_message)
             return
         self.member_id = resp.member_id
@@ -353,7 +365,7 @@ class ConsumerCoordinator(MemberSteps):
 
     def _send_sync(self, assignments: list[SyncGroupRequestAssignment]) -> None:
         if self._coordinator_missing():
-            self._set_state(MemberState.JOINING)  # joins again once found, as Kafka after a failed sync
+            self._set_state(_JOINING)  # joins again once found, as Kafka after a failed sync
             return
         req = SyncGroupRequest(
             group_id=self.config.group_id,
@@ -364,13 +376,13 @@ class ConsumerCoordinator(MemberSteps):
             protocol_name=self.protocol_name,
             assignments=assignments,
         )
-        self._set_state(MemberState.SYNCING)
+        self._set_state(_SYNCING)
         self._send(req, "SyncGroup", "sync")
         self._arm(_TIMER_REQUEST, self._now + self.config.max_poll_interval_ms + JOIN_GRACE_MS)
 
     def _on_sync_response(self, resp: SyncGroupResponse) -> None:
-        code = ErrorCode.from_code(resp.error_code)
-        if code is not ErrorCode.NONE:
+        code = _from_code(resp.error_code)
+        if code is not _NO_ERROR:
             self._on_group_error(code, "SyncGroup", resp.error_message)
             return
         self._cancel(_TIMER_REQUEST)
@@ -384,7 +396,7 @@ class ConsumerCoordinator(MemberSteps):
         old = set(self.owned)
         revoked = sorted(old - set(new))
         added = sorted(set(new) - old)
-        self._set_state(MemberState.STABLE)
+        self._set_state(_STABLE)
         self.last_heartbeat_ack_ms = self._now
         log = self.log_events  # (the events' arguments are sorted copies: built only for a log)
         if log:
@@ -428,11 +440,12 @@ class ConsumerCoordinator(MemberSteps):
         self._arm(_TIMER_HEARTBEAT, self._now + self.config.heartbeat_interval_ms)
 
     def _on_heartbeat_response(self, resp: HeartbeatResponse) -> None:
-        code = ErrorCode.from_code(resp.error_code)
-        if code is ErrorCode.NONE:
+        code = _from_code(resp.error_code)
+        if code is _NO_ERROR:
             self.last_heartbeat_ack_ms = self._now
             return
-        self._log(events.HeartbeatFailed, error=code.name)
+        if self.log_events:  # (_log checks it too, after its arguments are built)
+            self._log(events.HeartbeatFailed, error=code.name)
         self._on_group_error(code, "Heartbeat", resp.error_message)
 
     def _on_watch_metadata(self, resp: MetadataResponse) -> None:
@@ -446,16 +459,16 @@ class ConsumerCoordinator(MemberSteps):
             self._arm(_TIMER_METADATA, self._now + self.config.metadata_max_age_ms)
 
     def _on_poll_deadline(self) -> None:
-        if self.state in (MemberState.CLOSED, MemberState.FAILED):
+        if self.state in (_CLOSED, _FAILED):
             return
         if not self._poll_overdue(_TIMER_POLL, self.last_poll_ms):
             return
         # Kafka's consumer leaves the group itself so the others need not wait for it.
-        if self.state is not MemberState.UNJOINED or self.member_id:
+        if self.state is not _UNJOINED or self.member_id:
             self._lose_all("poll timeout")
             self._leave("consumer poll timeout has expired")
         self._reset_member()
-        self._set_state(MemberState.UNJOINED)
+        self._set_state(_UNJOINED)
         self.rejoin_reason = "poll timeout"
         self._cancel(_TIMER_HEARTBEAT)
         self._cancel(_TIMER_METADATA)
@@ -471,7 +484,7 @@ class ConsumerCoordinator(MemberSteps):
         if code in _FATAL_JOIN_ERRORS:
             self._lose_all(code.name)
             self.fatal_error = code
-            self._set_state(MemberState.FAILED)
+            self._set_state(_FAILED)
             self._cancel_all_timers()
             self._log(events.FatalError, error=code.name, message=message)
             return
@@ -483,15 +496,15 @@ class ConsumerCoordinator(MemberSteps):
             if api in ("JoinGroup", "SyncGroup"):
                 self.rejoin_reason = f"{api}: {code.name}"
                 self._send_join()
-        elif code is ErrorCode.UNKNOWN_MEMBER_ID:
+        elif code is _UNKNOWN_MEMBER_ID:
             self._lose_all(code.name)
             self._reset_member()
             self._request_rejoin(f"{api}: {code.name}")
-        elif code is ErrorCode.ILLEGAL_GENERATION:
+        elif code is _ILLEGAL_GENERATION:
             self._lose_all(code.name)
             self.generation_id = NO_GENERATION
             self._request_rejoin(f"{api}: {code.name}")
-        elif code is ErrorCode.REBALANCE_IN_PROGRESS:
+        elif code is _REBALANCE_IN_PROGRESS:
             self._request_rejoin(f"{api}: {code.name}")
         else:
             self._request_rejoin(f"{api}: {code.name}", backoff=True)
@@ -502,7 +515,7 @@ class ConsumerCoordinator(MemberSteps):
         self._cancel(_TIMER_METADATA)
         self._cancel(_TIMER_REQUEST)
         if backoff:
-            self._set_state(MemberState.UNJOINED)
+            self._set_state(_UNJOINED)
             self._arm(_TIMER_REJOIN, self._now + self.config.retry_backoff_ms)
         else:
             self._send_join()
@@ -532,7 +545,7 @@ class ConsumerCoordinator(MemberSteps):
             # At most one rebalance step in flight: an older one's answer must be ignored.
             for cid in [c for c, p in self._inflight.items() if p in _REBALANCE_STEPS]:
                 del self._inflight[cid]
-        return super()._send(body, api, purpose, node)
+        return MemberSteps._send(self, body, api, purpose, node)  # (super()'s, without building a super object per request)
 
     def _cancel_all_timers(self) -> None:
         for key in (_TIMER_HEARTBEAT, _TIMER_REJOIN, _TIMER_METADATA, _TIMER_POLL, _TIMER_REQUEST):
@@ -545,7 +558,7 @@ class ConsumerCoordinator(MemberSteps):
     def _coordinator_ready(self) -> None:
         """Found: a member that was joining or syncing joins (again) there; a stable one
         heartbeats at its next interval."""
-        if self.state in (MemberState.JOINING, MemberState.SYNCING):
+        if self.state in (_JOINING, _SYNCING):
             self._send_join()
 
     def _on_node_lost(self, node: int | None) -> None:
@@ -554,12 +567,12 @@ class ConsumerCoordinator(MemberSteps):
         if not self._lost_node(node):
             return  # another broker's connection (a lookup's): _lost_node asked again
         self._heartbeat_inflight = False
-        if self.state in (MemberState.STABLE, MemberState.JOINING, MemberState.SYNCING) and was_coordinator:
+        if self.state in (_STABLE, _JOINING, _SYNCING) and was_coordinator:
             self._log(events.CoordinatorDisconnected, previous_state=self.state)
-        if self.state is MemberState.STABLE and "watch" in purposes:
+        if self.state is _STABLE and "watch" in purposes:
             self._arm(_TIMER_METADATA, self._now + self.config.retry_backoff_ms)
-        elif self.state in (MemberState.JOINING, MemberState.SYNCING):
-            self._set_state(MemberState.JOINING)  # joins again once the coordinator is found
+        elif self.state in (_JOINING, _SYNCING):
+            self._set_state(_JOINING)  # joins again once the coordinator is found
 
     def _set_state(self, state: MemberState) -> None:
         self.state = state

@@ -304,7 +304,12 @@ class Simulation:
         after_faults = not self.faults_on and stats.settled_at_ms is None
         cursor = self._cursor  # how far into the earliest ms's list (kept here, left in self._cursor)
         try:
-            while times:
+            # `while True`, not `while times`: on Python 3.11 only an unconditional backward jump
+            # counts towards specializing a function's bytecode, and this one is entered once per
+            # run (with `while times` the loop ran unspecialized: every attribute and index generic).
+            while True:
+                if not times:
+                    break
                 at = times[0]
                 if until_ms is not None and at > until_ms:
                     break
