@@ -131,6 +131,11 @@ class ConsumerCoordinator(MemberSteps):
         self._now = 0
         self._heartbeat_inflight = False
         self._heartbeat_sent_ms = 0
+        # Two of MemberSteps' class defaults on the instance, as every request and response reads
+        # them: on Python 3.11 a read that falls back to the class is never specialized. (Not all
+        # five: more than 30 attributes would end the instances' shared keys, dearer still.)
+        self.coordinator_node = None
+        self._sent_to = None
 
     @property
     def working(self) -> bool:

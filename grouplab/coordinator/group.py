@@ -1041,8 +1041,15 @@ class Group(StepOutputs):
         set(names)`, without building either set: every JoinGroup asks it.)"""
         left_out = self.members.get(excluding)
         n = len(self.members) - (left_out is not None)
-        mine = left_out.protocol_names if left_out is not None else ()
-        return bool(n) and any(self._support.get(name, 0) - (name in mine) == n for name in names)
+        if not n:
+            return False
+        for name in names:
+            count = self._support.get(name, 0)  # (every member's, `excluding`'s too)
+            if left_out is not None and any(theirs == name for theirs, _ in left_out.protocols):
+                count -= 1
+            if count == n:
+                return True
+        return False
 
     def _rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
