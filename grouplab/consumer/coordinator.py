@@ -125,7 +125,9 @@ class ConsumerCoordinator(MemberSteps):
             a.rebalance_protocol is RebalanceProtocol.COOPERATIVE for a in self.assignors) else RebalanceProtocol.EAGER)
         self._next_cid = 0
         self._inflight: dict[int, str] = {}  # correlation id -> what the request was for
-        self._join_members: list[Any] = []
+        # The leader's reading of its generation's subscriptions (JoinGroup's answer), kept for the
+        # assignment its Metadata answer completes (decoded once, not twice, a rebalance).
+        self._join_subscriptions: dict[str, Subscription] = {}
         self._skip_assignment = False
         self._out: list[Any] = []
         self._now = 0
@@ -328,21 +330,21 @@ class ConsumerCoordinator(MemberSteps):
             # KIP-814: with skip_assignment the leader keeps the current assignment but still
             # learns the group's subscriptions, to watch their partition counts.
             self._skip_assignment = resp.skip_assignment
-            self._join_members = list(resp.members)
-            subs = self._decode_subscriptions()
+            subs = self._decode_subscriptions(resp.members)
             if subs is None:
                 return
+            self._join_subscriptions = subs
             self.group_subscription = {t for s in subs.values() for t in s.topics}
             topics = [MetadataRequestTopic(t) for t in sorted(self.group_subscription)]
             self._send(MetadataRequest(topics=topics, allow_auto_topic_creation=self.config.allow_auto_create_topics), "Metadata", "assign")
         else:
             self._send_sync([])
 
-    def _decode_subscriptions(self) -> dict[str, Subscription] | None:
+    def _decode_subscriptions(self, members: list[Any]) -> dict[str, Subscription] | None:
         try:
             return {
                 m.member_id: consumer_protocol.decode_subscription(m.metadata, m.group_instance_id)
-                for m in self._join_members
+                for m in members
             }
         except Exception as exc:  # a member sent metadata we cannot read: Kafka fails the rebalance
             self._log(events.SubscriptionUndecodable, error=str(exc))
@@ -350,9 +352,7 @@ class ConsumerCoordinator(MemberSteps):
             return None
 
     def _on_assignment_metadata(self, resp: MetadataResponse) -> None:
-        subs = self._decode_subscriptions()
-        if subs is None:
-            return
+        subs = self._join_subscriptions
         partitions_per_topic = {t.name: len(t.partitions) for t in resp.topics if t.error_code == 0 and t.partitions}
         self.assigned_metadata = {t: partitions_per_topic.get(t, 0) for t in self.group_subscription}
         if self._skip_assignment:
@@ -360,8 +360,9 @@ class ConsumerCoordinator(MemberSteps):
             return
         assignor = next(a for a in self.assignors if a.name == self.protocol_name)
         result = assignor.assign(partitions_per_topic, subs)
-        self._log(events.AssignmentComputed, assignor=assignor.name, partitions_per_topic=partitions_per_topic,
-                  assignments={m: _tps(ps) for m, ps in result.items()})
+        if self.log_events:  # (_log checks it too, after its arguments are built: a sorted copy per member)
+            self._log(events.AssignmentComputed, assignor=assignor.name, partitions_per_topic=partitions_per_topic,
+                      assignments={m: _tps(ps) for m, ps in result.items()})
         assignments = [
             SyncGroupRequestAssignment(member_id=m, assignment=consumer_protocol.encode_assignment(Assignment(sorted(ps))))
             for m, ps in result.items()
