@@ -75,6 +75,17 @@ _FATAL_JOIN_ERRORS = {
     ErrorCode.INVALID_REQUEST,
 }
 
+# The states and codes every step compares against, as module constants: on Python 3.11 reading
+# `MemberState.STABLE` goes through EnumType's __getattr__ hook each time (an unspecialized lookup,
+# several times a global's cost), and each response, timer and request reads a few.
+_UNJOINED, _JOINING, _SYNCING, _STABLE, _CLOSED, _FAILED = (MemberState.UNJOINED, MemberState.JOINING, MemberState.SYNCING,
+                                                          MemberState.STABLE, MemberState.CLOSED, MemberState.FAILED)
+_NO_ERROR, _MEMBER_ID_REQUIRED, _UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION, _REBALANCE_IN_PROGRESS = (
+    ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
+    ErrorCode.REBALANCE_IN_PROGRESS)
+_EAGER = RebalanceProtocol.EAGER
+_from_code = ErrorCode.from_code
+
 _REBALANCE_STEPS = frozenset({"join", "assign", "sync"})
 
 _TIMER_HEARTBEAT = ("heartbeat",)
@@ -109,19 +120,29 @@ class ConsumerCoordinator(MemberSteps):
 
     def __post_init__(self) -> None:
         self.assignors = [get_assignor(name) for name in self.config.assignors]
+        # Cooperative only if every configured assignor supports it (Kafka's rule); read at every join.
+        self._rebalance_protocol = (RebalanceProtocol.COOPERATIVE if all(
+            a.rebalance_protocol is RebalanceProtocol.COOPERATIVE for a in self.assignors) else RebalanceProtocol.EAGER)
         self._next_cid = 0
         self._inflight: dict[int, str] = {}  # correlation id -> what the request was for
-        self._join_members: list[Any] = []
+        # The leader's reading of its generation's subscriptions (JoinGroup's answer), kept for the
+        # assignment its Metadata answer completes (decoded once, not twice, a rebalance).
+        self._join_subscriptions: dict[str, Subscription] = {}
         self._skip_assignment = False
         self._out: list[Any] = []
         self._now = 0
         self._heartbeat_inflight = False
         self._heartbeat_sent_ms = 0
+        # Two of MemberSteps' class defaults on the instance, as every request and response reads
+        # them: on Python 3.11 a read that falls back to the class is never specialized. (Not all
+        # five: more than 30 attributes would end the instances' shared keys, dearer still.)
+        self.coordinator_node = None
+        self._sent_to = None
 
     @property
     def working(self) -> bool:
         """Its partitions may be fetched and committed: it is stable in its generation."""
-        return self.state is MemberState.STABLE
+        return self.state is _STABLE
 
     # ------------------------------------------------------------------ inputs
 
@@ -136,17 +157,17 @@ class ConsumerCoordinator(MemberSteps):
         """The application called poll(): it is alive. After a poll timeout this rejoins."""
         self._begin(now_ms)
         self.last_poll_ms = now_ms
-        if self.state is MemberState.UNJOINED and self.rejoin_reason == "poll timeout":
+        if self.state is _UNJOINED and self.rejoin_reason == "poll timeout":
             self._send_join()
         return self._end()
 
     def close(self, now_ms: int) -> list[Any]:
         """Leave the group cleanly (revoking first), as KafkaConsumer.close() does."""
         self._begin(now_ms)
-        if self.state not in (MemberState.CLOSED, MemberState.FAILED):
+        if self.state not in (_CLOSED, _FAILED):
             self._revoke_all("closing")
             self._leave("the consumer is closing")
-            self._set_state(MemberState.CLOSED)
+            self._set_state(_CLOSED)
             self._cancel_all_timers()
         return self._end()
 
@@ -165,11 +186,11 @@ class ConsumerCoordinator(MemberSteps):
         watching = "watch" in self._inflight.values()
         self._inflight.clear()
         self._heartbeat_inflight = False
-        if self.state is MemberState.STABLE:
+        if self.state is _STABLE:
             self._log(events.CoordinatorDisconnected, previous_state=self.state)
             if watching:  # the leader's metadata watch lost its request: ask again after the backoff
                 self._arm(_TIMER_METADATA, now_ms + self.config.retry_backoff_ms)
-        elif self.state in (MemberState.JOINING, MemberState.SYNCING):
+        elif self.state in (_JOINING, _SYNCING):
             self._log(events.CoordinatorDisconnected, previous_state=self.state)
             self._request_rejoin("coordinator connection lost", backoff=True)
         return self._end()
@@ -184,14 +205,15 @@ class ConsumerCoordinator(MemberSteps):
 
     def on_timer(self, key: tuple, now_ms: int) -> list[Any]:
         self._begin(now_ms)
-        if key == FIND_COORDINATOR_TIMER:
-            if self.state not in (MemberState.CLOSED, MemberState.FAILED):
+        if key == _TIMER_HEARTBEAT:  # (the commonest first; the keys are distinct)
+            if self.state is _STABLE:
+                self._on_heartbeat_due()
+        elif key == FIND_COORDINATOR_TIMER:
+            if self.state not in (_CLOSED, _FAILED):
                 self._on_lookup_timer()
-        elif key == _TIMER_HEARTBEAT and self.state is MemberState.STABLE:
-            self._on_heartbeat_due()
-        elif key == _TIMER_REJOIN and self.state is MemberState.UNJOINED:
+        elif key == _TIMER_REJOIN and self.state is _UNJOINED:
             self._send_join()
-        elif key == _TIMER_METADATA and self.state is MemberState.STABLE and self._is_leader():
+        elif key == _TIMER_METADATA and self.state is _STABLE and self._is_leader():
             if self._coordinator_missing():
                 self._arm(_TIMER_METADATA, now_ms + self.config.retry_backoff_ms)
                 return self._end()
@@ -200,7 +222,7 @@ class ConsumerCoordinator(MemberSteps):
             self._send(req, "Metadata", "watch")
         elif key == _TIMER_POLL:
             self._on_poll_deadline()
-        elif key == _TIMER_REQUEST and self.state in (MemberState.JOINING, MemberState.SYNCING):
+        elif key == _TIMER_REQUEST and self.state in (_JOINING, _SYNCING):
             self._log(events.MemberRequestTimedOut, waiting_in=self.state)
             self._inflight.clear()
             self._heartbeat_inflight = False
@@ -216,22 +238,26 @@ class ConsumerCoordinator(MemberSteps):
         purpose = self._inflight.pop(correlation_id, None)
         if self._sent_to is not None:
             self._sent_to.pop(correlation_id, None)
-        if purpose is None or self.state in (MemberState.CLOSED, MemberState.FAILED):
+        if purpose is None or self.state in (_CLOSED, _FAILED):
             return self._end()  # stale: an answer to a request we no longer wait for
-        if isinstance(body, FindCoordinatorResponse):
+        # (The response types are distinct classes: the commonest first.)
+        if isinstance(body, HeartbeatResponse):
+            if purpose.startswith("heartbeat"):
+                self._heartbeat_inflight = False
+                if self.state is _STABLE and purpose == f"heartbeat:{self.generation_id}":
+                    self._on_heartbeat_response(body)
+        elif isinstance(body, JoinGroupResponse):
+            if purpose == "join" and self.state is _JOINING:
+                self._on_join_response(body)
+        elif isinstance(body, SyncGroupResponse):
+            if purpose == "sync" and self.state is _SYNCING:
+                self._on_sync_response(body)
+        elif isinstance(body, FindCoordinatorResponse):
             self._on_lookup_response(correlation_id, body)
-        elif isinstance(body, JoinGroupResponse) and purpose == "join" and self.state is MemberState.JOINING:
-            self._on_join_response(body)
-        elif isinstance(body, MetadataResponse) and purpose == "assign" and self.state is MemberState.JOINING:
+        elif isinstance(body, MetadataResponse) and purpose == "assign" and self.state is _JOINING:
             self._on_assignment_metadata(body)
-        elif isinstance(body, MetadataResponse) and purpose == "watch" and self.state is MemberState.STABLE:
+        elif isinstance(body, MetadataResponse) and purpose == "watch" and self.state is _STABLE:
             self._on_watch_metadata(body)
-        elif isinstance(body, SyncGroupResponse) and purpose == "sync" and self.state is MemberState.SYNCING:
-            self._on_sync_response(body)
-        elif isinstance(body, HeartbeatResponse) and purpose.startswith("heartbeat"):
-            self._heartbeat_inflight = False
-            if self.state is MemberState.STABLE and purpose == f"heartbeat:{self.generation_id}":
-                self._on_heartbeat_response(body)
         elif isinstance(body, LeaveGroupResponse):
             pass
         return self._end()
@@ -241,16 +267,14 @@ class ConsumerCoordinator(MemberSteps):
     @property
     def rebalance_protocol(self) -> RebalanceProtocol:
         """Cooperative only if every configured assignor supports it (Kafka's rule)."""
-        if all(a.rebalance_protocol is RebalanceProtocol.COOPERATIVE for a in self.assignors):
-            return RebalanceProtocol.COOPERATIVE
-        return RebalanceProtocol.EAGER
+        return self._rebalance_protocol
 
     def _send_join(self) -> None:
-        if self.rebalance_protocol is RebalanceProtocol.EAGER:
+        if self._rebalance_protocol is _EAGER:
             self._revoke_all(self.rejoin_reason)
         if self._coordinator_missing():
             # JOINING until the coordinator is found; _coordinator_ready sends the JoinGroup.
-            self._set_state(MemberState.JOINING)
+            self._set_state(_JOINING)
             self._cancel(_TIMER_HEARTBEAT)
             self._cancel(_TIMER_METADATA)
             self._cancel(_TIMER_REQUEST)
@@ -276,7 +300,7 @@ class ConsumerCoordinator(MemberSteps):
             protocols=protocols,
             reason=self.rejoin_reason,
         )
-        self._set_state(MemberState.JOINING)
+        self._set_state(_JOINING)
         self._cancel(_TIMER_HEARTBEAT)
         self._cancel(_TIMER_METADATA)
         self._send(req, "JoinGroup", "join")
@@ -285,13 +309,13 @@ class ConsumerCoordinator(MemberSteps):
             self._log(events.JoinSent, reason=self.rejoin_reason, protocols=self.config.assignors, owned=_tps(self.owned))
 
     def _on_join_response(self, resp: JoinGroupResponse) -> None:
-        code = ErrorCode.from_code(resp.error_code)
-        if code is ErrorCode.MEMBER_ID_REQUIRED:
+        code = _from_code(resp.error_code)
+        if code is _MEMBER_ID_REQUIRED:
             self.member_id = resp.member_id
             self._log(events.MemberIdReceived)
             self._send_join()
             return
-        if code is not ErrorCode.NONE:
+        if code is not _NO_ERROR:
             self._on_group_error(code, "JoinGroup", resp.error_message)
             return
         self.member_id = resp.member_id
@@ -306,21 +330,21 @@ class ConsumerCoordinator(MemberSteps):
             # KIP-814: with skip_assignment the leader keeps the current assignment but still
             # learns the group's subscriptions, to watch their partition counts.
             self._skip_assignment = resp.skip_assignment
-            self._join_members = list(resp.members)
-            subs = self._decode_subscriptions()
+            subs = self._decode_subscriptions(resp.members)
             if subs is None:
                 return
+            self._join_subscriptions = subs
             self.group_subscription = {t for s in subs.values() for t in s.topics}
             topics = [MetadataRequestTopic(t) for t in sorted(self.group_subscription)]
             self._send(MetadataRequest(topics=topics, allow_auto_topic_creation=self.config.allow_auto_create_topics), "Metadata", "assign")
         else:
             self._send_sync([])
 
-    def _decode_subscriptions(self) -> dict[str, Subscription] | None:
+    def _decode_subscriptions(self, members: list[Any]) -> dict[str, Subscription] | None:
         try:
             return {
                 m.member_id: consumer_protocol.decode_subscription(m.metadata, m.group_instance_id)
-                for m in self._join_members
+                for m in members
             }
         except Exception as exc:  # a member sent metadata we cannot read: Kafka fails the rebalance
             self._log(events.SubscriptionUndecodable, error=str(exc))
@@ -328,9 +352,7 @@ class ConsumerCoordinator(MemberSteps):
             return None
 
     def _on_assignment_metadata(self, resp: MetadataResponse) -> None:
-        subs = self._decode_subscriptions()
-        if subs is None:
-            return
+        subs = self._join_subscriptions
         partitions_per_topic = {t.name: len(t.partitions) for t in resp.topics if t.error_code == 0 and t.partitions}
         self.assigned_metadata = {t: partitions_per_topic.get(t, 0) for t in self.group_subscription}
         if self._skip_assignment:
@@ -338,8 +360,9 @@ class ConsumerCoordinator(MemberSteps):
             return
         assignor = next(a for a in self.assignors if a.name == self.protocol_name)
         result = assignor.assign(partitions_per_topic, subs)
-        self._log(events.AssignmentComputed, assignor=assignor.name, partitions_per_topic=partitions_per_topic,
-                  assignments={m: _tps(ps) for m, ps in result.items()})
+        if self.log_events:  # (_log checks it too, after its arguments are built: a sorted copy per member)
+            self._log(events.AssignmentComputed, assignor=assignor.name, partitions_per_topic=partitions_per_topic,
+                      assignments={m: _tps(ps) for m, ps in result.items()})
         assignments = [
             SyncGroupRequestAssignment(member_id=m, assignment=consumer_protocol.encode_assignment(Assignment(sorted(ps))))
             for m, ps in result.items()
@@ -348,7 +371,7 @@ class ConsumerCoordinator(MemberSteps):
 
     def _send_sync(self, assignments: list[SyncGroupRequestAssignment]) -> None:
         if self._coordinator_missing():
-            self._set_state(MemberState.JOINING)  # joins again once found, as Kafka after a failed sync
+            self._set_state(_JOINING)  # joins again once found, as Kafka after a failed sync
             return
         req = SyncGroupRequest(
             group_id=self.config.group_id,
@@ -359,13 +382,13 @@ class ConsumerCoordinator(MemberSteps):
             protocol_name=self.protocol_name,
             assignments=assignments,
         )
-        self._set_state(MemberState.SYNCING)
+        self._set_state(_SYNCING)
         self._send(req, "SyncGroup", "sync")
         self._arm(_TIMER_REQUEST, self._now + self.config.max_poll_interval_ms + JOIN_GRACE_MS)
 
     def _on_sync_response(self, resp: SyncGroupResponse) -> None:
-        code = ErrorCode.from_code(resp.error_code)
-        if code is not ErrorCode.NONE:
+        code = _from_code(resp.error_code)
+        if code is not _NO_ERROR:
             self._on_group_error(code, "SyncGroup", resp.error_message)
             return
         self._cancel(_TIMER_REQUEST)
@@ -379,7 +402,7 @@ class ConsumerCoordinator(MemberSteps):
         old = set(self.owned)
         revoked = sorted(old - set(new))
         added = sorted(set(new) - old)
-        self._set_state(MemberState.STABLE)
+        self._set_state(_STABLE)
         self.last_heartbeat_ack_ms = self._now
         log = self.log_events  # (the events' arguments are sorted copies: built only for a log)
         if log:
@@ -423,11 +446,12 @@ class ConsumerCoordinator(MemberSteps):
         self._arm(_TIMER_HEARTBEAT, self._now + self.config.heartbeat_interval_ms)
 
     def _on_heartbeat_response(self, resp: HeartbeatResponse) -> None:
-        code = ErrorCode.from_code(resp.error_code)
-        if code is ErrorCode.NONE:
+        code = _from_code(resp.error_code)
+        if code is _NO_ERROR:
             self.last_heartbeat_ack_ms = self._now
             return
-        self._log(events.HeartbeatFailed, error=code.name)
+        if self.log_events:  # (_log checks it too, after its arguments are built)
+            self._log(events.HeartbeatFailed, error=code.name)
         self._on_group_error(code, "Heartbeat", resp.error_message)
 
     def _on_watch_metadata(self, resp: MetadataResponse) -> None:
@@ -441,16 +465,16 @@ class ConsumerCoordinator(MemberSteps):
             self._arm(_TIMER_METADATA, self._now + self.config.metadata_max_age_ms)
 
     def _on_poll_deadline(self) -> None:
-        if self.state in (MemberState.CLOSED, MemberState.FAILED):
+        if self.state in (_CLOSED, _FAILED):
             return
         if not self._poll_overdue(_TIMER_POLL, self.last_poll_ms):
             return
         # Kafka's consumer leaves the group itself so the others need not wait for it.
-        if self.state is not MemberState.UNJOINED or self.member_id:
+        if self.state is not _UNJOINED or self.member_id:
             self._lose_all("poll timeout")
             self._leave("consumer poll timeout has expired")
         self._reset_member()
-        self._set_state(MemberState.UNJOINED)
+        self._set_state(_UNJOINED)
         self.rejoin_reason = "poll timeout"
         self._cancel(_TIMER_HEARTBEAT)
         self._cancel(_TIMER_METADATA)
@@ -466,7 +490,7 @@ class ConsumerCoordinator(MemberSteps):
         if code in _FATAL_JOIN_ERRORS:
             self._lose_all(code.name)
             self.fatal_error = code
-            self._set_state(MemberState.FAILED)
+            self._set_state(_FAILED)
             self._cancel_all_timers()
             self._log(events.FatalError, error=code.name, message=message)
             return
@@ -478,15 +502,15 @@ class ConsumerCoordinator(MemberSteps):
             if api in ("JoinGroup", "SyncGroup"):
                 self.rejoin_reason = f"{api}: {code.name}"
                 self._send_join()
-        elif code is ErrorCode.UNKNOWN_MEMBER_ID:
+        elif code is _UNKNOWN_MEMBER_ID:
             self._lose_all(code.name)
             self._reset_member()
             self._request_rejoin(f"{api}: {code.name}")
-        elif code is ErrorCode.ILLEGAL_GENERATION:
+        elif code is _ILLEGAL_GENERATION:
             self._lose_all(code.name)
             self.generation_id = NO_GENERATION
             self._request_rejoin(f"{api}: {code.name}")
-        elif code is ErrorCode.REBALANCE_IN_PROGRESS:
+        elif code is _REBALANCE_IN_PROGRESS:
             self._request_rejoin(f"{api}: {code.name}")
         else:
             self._request_rejoin(f"{api}: {code.name}", backoff=True)
@@ -497,7 +521,7 @@ class ConsumerCoordinator(MemberSteps):
         self._cancel(_TIMER_METADATA)
         self._cancel(_TIMER_REQUEST)
         if backoff:
-            self._set_state(MemberState.UNJOINED)
+            self._set_state(_UNJOINED)
             self._arm(_TIMER_REJOIN, self._now + self.config.retry_backoff_ms)
         else:
             self._send_join()
@@ -527,7 +551,7 @@ class ConsumerCoordinator(MemberSteps):
             # At most one rebalance step in flight: an older one's answer must be ignored.
             for cid in [c for c, p in self._inflight.items() if p in _REBALANCE_STEPS]:
                 del self._inflight[cid]
-        return super()._send(body, api, purpose, node)
+        return MemberSteps._send(self, body, api, purpose, node)  # (super()'s, without building a super object per request)
 
     def _cancel_all_timers(self) -> None:
         for key in (_TIMER_HEARTBEAT, _TIMER_REJOIN, _TIMER_METADATA, _TIMER_POLL, _TIMER_REQUEST):
@@ -540,7 +564,7 @@ class ConsumerCoordinator(MemberSteps):
     def _coordinator_ready(self) -> None:
         """Found: a member that was joining or syncing joins (again) there; a stable one
         heartbeats at its next interval."""
-        if self.state in (MemberState.JOINING, MemberState.SYNCING):
+        if self.state in (_JOINING, _SYNCING):
             self._send_join()
 
     def _on_node_lost(self, node: int | None) -> None:
@@ -549,12 +573,12 @@ class ConsumerCoordinator(MemberSteps):
         if not self._lost_node(node):
             return  # another broker's connection (a lookup's): _lost_node asked again
         self._heartbeat_inflight = False
-        if self.state in (MemberState.STABLE, MemberState.JOINING, MemberState.SYNCING) and was_coordinator:
+        if self.state in (_STABLE, _JOINING, _SYNCING) and was_coordinator:
             self._log(events.CoordinatorDisconnected, previous_state=self.state)
-        if self.state is MemberState.STABLE and "watch" in purposes:
+        if self.state is _STABLE and "watch" in purposes:
             self._arm(_TIMER_METADATA, self._now + self.config.retry_backoff_ms)
-        elif self.state in (MemberState.JOINING, MemberState.SYNCING):
-            self._set_state(MemberState.JOINING)  # joins again once the coordinator is found
+        elif self.state in (_JOINING, _SYNCING):
+            self._set_state(_JOINING)  # joins again once the coordinator is found
 
     def _set_state(self, state: MemberState) -> None:
         self.state = state

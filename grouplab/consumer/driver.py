@@ -290,6 +290,15 @@ class MemberDriver(Generic[M]):
                 break  # the process ended on this output (a crash it asked for): the rest never happened
         self._on_step()
 
+    def carry_out(self, out: DriverOutput) -> None:
+        """One output by its handler, as `apply` does (for a shell that carries out its commonest
+        outputs itself: the simulator's member step, grouplab/sim/world.py)."""
+        try:
+            handler = self._handlers[type(out)]
+        except KeyError:
+            raise UnhandledOutput("the member driver", out) from None
+        handler(out)
+
     def is_open(self, epoch: int, node: int | None = None) -> bool:
         """Is connection `epoch` (to `node`, or the coordinator's one) the open one?"""
         if node is None:

@@ -59,6 +59,7 @@ class Reconnect:
 FIND_COORDINATOR_TIMER: TimerKey = ("find_coordinator",)
 LOOKUP = "find_coordinator"  # the purpose of a FindCoordinator in flight
 COORDINATOR_GONE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
+_CANCELS: dict[TimerKey, CancelTimer] = {}  # MemberSteps._cancel's outputs, by key (bounded)
 
 
 class MemberSteps(StepOutputs):
@@ -92,7 +93,7 @@ class MemberSteps(StepOutputs):
 
     def _coordinator_missing(self) -> bool:
         """In a cluster with no coordinator known: look it up (once) and say so; the caller sends nothing."""
-        if not self.in_cluster or self.coordinator_node is not None:
+        if self.coordinator_node is not None or not self.config.bootstrap_nodes:  # (in_cluster, without the call)
             return False
         self._find_coordinator()
         return True
@@ -197,7 +198,15 @@ class MemberSteps(StepOutputs):
         self._out.append(ArmTimer(key, deadline_ms))
 
     def _cancel(self, key: TimerKey) -> None:
-        self._out.append(CancelTimer(key))
+        # A member's timer keys are a few constants: each one's CancelTimer made once and handed
+        # out again (outputs are read, never changed), rather than one per cancel (a rejoin cancels
+        # three to five timers).
+        out = _CANCELS.get(key)
+        if out is None:
+            out = CancelTimer(key)
+            if len(_CANCELS) < 64:
+                _CANCELS[key] = out
+        self._out.append(out)
 
     def _poll_overdue(self, timer: TimerKey, last_poll_ms: int) -> bool:
         """The poll timer fired: True if max.poll.interval.ms has passed since the last poll (logged,

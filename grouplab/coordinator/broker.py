@@ -96,6 +96,9 @@ OFFSET_APIS = frozenset({"OffsetCommit", "OffsetFetch", "OffsetDelete"})
 # ListGroups' types_filter (KIP-848): a classic group's type and a consumer-protocol group's.
 GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
+# GroupState.EMPTY as a module constant for _watch, which every group request reaches (on Python 3.11
+# an Enum class's attribute goes through EnumType's __getattr__ hook, several times a global's cost).
+_EMPTY = GroupState.EMPTY
 # The broker's own timer: the retention check (offsets.retention.check.interval.ms).
 EXPIRY_TIMER: TimerKey = ("offsets_expiry",)
 
@@ -354,7 +357,7 @@ class Broker:
         if consumer_group is not None:
             watched = not consumer_group.members or bool(self.consumer_offsets[group_id].offsets.committed)
         else:
-            watched = group is not None and group.state is GroupState.EMPTY and not group.pending_members
+            watched = group is not None and group.state is _EMPTY and not group.pending_members
         if not watched:
             self._watched.pop(group_id, None)
             return

@@ -55,6 +55,15 @@ from grouplab.protocol.types import TopicPartition
 
 
 # A removal that starts a rebalance (a rebalance_timeout removal happens while one completes).
+# The states and codes the steps compare against, as module constants: on Python 3.11 reading
+# `GroupState.STABLE` goes through EnumType's __getattr__ hook each time (an unspecialized lookup,
+# several times a global's cost), and every request and timer reads a few.
+_EMPTY, _PREPARING_REBALANCE, _COMPLETING_REBALANCE, _STABLE, _DEAD = (
+    GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
+_NO_ERROR, _MEMBER_ID_REQUIRED, _UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION, _REBALANCE_IN_PROGRESS = (
+    ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
+    ErrorCode.REBALANCE_IN_PROGRESS)
+
 REMOVAL_CAUSE = {
     RemovalReason.LEFT: RebalanceCause.MEMBER_LEFT,
     RemovalReason.SESSION_TIMEOUT: RebalanceCause.SESSION_TIMEOUT,
@@ -159,7 +168,7 @@ class Group(StepOutputs):
     def absent(cls, group_id: str, config: BrokerConfig, new_member_id: Callable[[str], str]) -> "Group":
         """A stand-in for a group that does not exist, for the offset inputs: Dead, generation 0.
         Keep it only if it is no longer Dead (it stored offsets)."""
-        return cls(group_id, config, new_member_id, state=GroupState.DEAD)
+        return cls(group_id, config, new_member_id, state=_DEAD)
 
     # ------------------------------------------------------------------ public inputs
 
@@ -195,8 +204,8 @@ class Group(StepOutputs):
             or (req.protocol_name is not None and req.protocol_name != self.protocol_name)
         ):
             code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        if code is None and self.state is GroupState.PREPARING_REBALANCE:
-            code = ErrorCode.REBALANCE_IN_PROGRESS
+        if code is None and self.state is _PREPARING_REBALANCE:
+            code = _REBALANCE_IN_PROGRESS
         if code is not None:
             self._reply(reply_to, SyncGroupResponse(error_code=code))
             return self._end()
@@ -204,19 +213,19 @@ class Group(StepOutputs):
         member.last_heartbeat_ms = now_ms
         was_pending = member.member_id in self.pending_sync
         self.pending_sync.discard(member.member_id)
-        if self.state is GroupState.STABLE:
+        if self.state is _STABLE:
             self._reply(reply_to, self._sync_response(member))
             if was_pending:
                 self._maybe_cancel_sync_timer()
             return self._end()
         # CompletingRebalance: park until the leader's assignment arrives.
-        self._supersede(member.sync_reply, reply_to, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+        self._supersede(member.sync_reply, reply_to, SyncGroupResponse(error_code=_REBALANCE_IN_PROGRESS))
         member.sync_reply = reply_to
         if member.member_id == self.leader_id:
             given = {a.member_id: a.assignment for a in req.assignments}
             for m in self.members.values():
                 m.assignment = given.get(m.member_id, b"")
-            self._transition(GroupState.STABLE)
+            self._transition(_STABLE)
             self._persist()
             self._log_stable()
             for m in self.members.values():
@@ -230,9 +239,9 @@ class Group(StepOutputs):
         code = self._validate_member(req.member_id, req.group_instance_id, req.generation_id)
         if code is None:
             self.members[req.member_id].last_heartbeat_ms = now_ms
-            if self.state is GroupState.PREPARING_REBALANCE:
-                code = ErrorCode.REBALANCE_IN_PROGRESS
-        self._reply(reply_to, HeartbeatResponse(error_code=code or ErrorCode.NONE))
+            if self.state is _PREPARING_REBALANCE:
+                code = _REBALANCE_IN_PROGRESS
+        self._reply(reply_to, HeartbeatResponse(error_code=code or _NO_ERROR))
         return self._end()
 
     def handle_leave(self, req: LeaveGroupRequest, reply_to: Any, now_ms: int) -> list[Output]:
@@ -242,7 +251,7 @@ class Group(StepOutputs):
             member_id = who.member_id
             if not member_id and who.group_instance_id is not None:
                 member_id = self.static_members.get(who.group_instance_id, "")
-            code = ErrorCode.NONE
+            code = _NO_ERROR
             if who.group_instance_id is not None and self.static_members.get(who.group_instance_id) not in (None, member_id):
                 code = ErrorCode.FENCED_INSTANCE_ID
             elif member_id in self.pending_members:
@@ -255,9 +264,9 @@ class Group(StepOutputs):
                 self._try_complete_join()
                 continue
             elif member_id not in self.members:
-                code = ErrorCode.UNKNOWN_MEMBER_ID
+                code = _UNKNOWN_MEMBER_ID
             results.append(LeaveGroupResponseMember(member_id=member_id, group_instance_id=who.group_instance_id, error_code=code))
-            if code is ErrorCode.NONE:
+            if code is _NO_ERROR:
                 reason = who.reason or "member left the group"
                 self._remove_member(self.members[member_id], RemovalReason.LEFT, f"{member_id} left ({reason})")
         self._reply(reply_to, LeaveGroupResponse(members=results))
@@ -267,7 +276,7 @@ class Group(StepOutputs):
         """A timer armed earlier has fired. Timers that no longer apply change nothing."""
         self._begin(now_ms)
         kind = key[0]
-        if kind == "join" and self.state is GroupState.PREPARING_REBALANCE:
+        if kind == "join" and self.state is _PREPARING_REBALANCE:
             self._on_join_deadline()
         elif kind == "sync" and key[2] == self.generation_id and self.pending_sync:
             self._on_sync_deadline()
@@ -277,12 +286,12 @@ class Group(StepOutputs):
             del self.pending_members[key[2]]
             self._forget_first_join(key[2])
             self._log(events.PendingMemberExpired, member_id=key[2])
-            if self.state is GroupState.PREPARING_REBALANCE:
+            if self.state is _PREPARING_REBALANCE:
                 self._try_complete_join()
         return self._end()
 
     def describe(self) -> DescribedGroup:
-        stable = self.state is GroupState.STABLE
+        stable = self.state is _STABLE
         return DescribedGroup(
             group_id=self.group_id,
             group_state=self.state.value,
@@ -323,7 +332,7 @@ class Group(StepOutputs):
             if m.group_instance_id is not None:
                 self.static_members[m.group_instance_id] = m.member_id
             self._arm_session(member)
-        self.state = GroupState.STABLE if self.members else GroupState.EMPTY
+        self.state = _STABLE if self.members else _EMPTY
         if not self.members:
             self.empty_since_ms = record.ts_ms  # an Empty record is written as the group becomes Empty
         self._snapshot_subscriptions()
@@ -341,9 +350,9 @@ class Group(StepOutputs):
         the one with members (Kafka writes the classic group's tombstone)."""
         self._begin(now_ms)
         for m in self.members.values():
-            self._supersede(m.join_reply, None, JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS,
+            self._supersede(m.join_reply, None, JoinGroupResponse(error_code=_REBALANCE_IN_PROGRESS,
                                                                   member_id=m.member_id))
-            self._supersede(m.sync_reply, None, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+            self._supersede(m.sync_reply, None, SyncGroupResponse(error_code=_REBALANCE_IN_PROGRESS))
             self._out.append(CancelTimer(self.timers.session(m.member_id)))
         for mid in self.pending_members:
             self._out.append(CancelTimer(self.timers.pending(mid)))
@@ -354,7 +363,7 @@ class Group(StepOutputs):
             collection.clear()
         self.pending_sync.clear()
         self.leader_id, self.protocol_name, self.initial_delay_active = None, None, False
-        self._transition(GroupState.EMPTY)
+        self._transition(_EMPTY)
         self._snapshot_subscriptions()
         self._persist()
         return self._end()
@@ -376,7 +385,7 @@ class Group(StepOutputs):
             self._arm_session(m)
         self.leader_id = members[0].member_id
         self.protocol_name = self._select_protocol()
-        self._transition(GroupState.STABLE)
+        self._transition(_STABLE)
         self._snapshot_subscriptions()
         self._persist()
         if cause is not None:
@@ -456,7 +465,7 @@ class Group(StepOutputs):
         group subscribes to nothing; where they are not known (the group's first generation is still
         forming, or the metadata cannot be read), every topic counts as subscribed in a group of the
         consumer protocol."""
-        if self.state is GroupState.EMPTY:
+        if self.state is _EMPTY:
             return False
         topics = self._subscribed_topics()
         return topic in topics if topics is not None else self.current_protocol_type == consumer_protocol.PROTOCOL_TYPE
@@ -492,12 +501,12 @@ class Group(StepOutputs):
     @property
     def dead(self) -> bool:
         """Deleted or expired (or an `absent` stand-in): the broker does not keep it."""
-        return self.state is GroupState.DEAD
+        return self.state is _DEAD
 
     @property
     def deletable(self) -> bool:
         """Empty with nothing left to keep: no pending member id, no offset committed or staged."""
-        return (self.state is GroupState.EMPTY and not self.pending_members and not self.offsets.committed
+        return (self.state is _EMPTY and not self.pending_members and not self.offsets.committed
                 and not self.offsets.pending)
 
     def expire_offsets(self, now_ms: int, retention_ms: int) -> list[Output]:
@@ -507,7 +516,7 @@ class Group(StepOutputs):
         offset's commit. Expired offsets get tombstones (`offsets_expired`); then a group left with
         nothing (`deletable`) is deleted like DeleteGroups deletes it (`group_deleted`, Dead)."""
         self._begin(now_ms)
-        if self.state is not GroupState.EMPTY:
+        if self.state is not _EMPTY:
             return self._end()
         expired = self.offsets.expired(now_ms, retention_ms, self.empty_since_ms)
         if expired:
@@ -548,7 +557,7 @@ class Group(StepOutputs):
         """DeleteGroups of this Empty group (the broker checked the state): its offsets, staged
         ones included, and pending member ids go, tombstones are persisted, and it is Dead."""
         self._begin(now_ms)
-        assert self.state is GroupState.EMPTY, self.state
+        assert self.state is _EMPTY, self.state
         self._delete("delete_groups")
         return self._end()
 
@@ -562,7 +571,7 @@ class Group(StepOutputs):
         self.pending_members.clear()
         self.first_joins.clear()
         self._first_join_tokens.clear()
-        self.state = GroupState.DEAD
+        self.state = _DEAD
         self._log(events.GroupDeleted, reason=reason, offsets_deleted=len(tombstones))
 
     def validate_commit(self, member_id: str, group_instance_id: str | None, generation_id: int,
@@ -586,25 +595,25 @@ class Group(StepOutputs):
           commits. PreparingRebalance is accepted: members commit in their revocation callbacks
           before rejoining.
         """
-        if self.state is GroupState.DEAD:
-            return ErrorCode.ILLEGAL_GENERATION if generation_id >= 0 and not transactional else None
-        if generation_id < 0 and self.state is GroupState.EMPTY:
+        if self.state is _DEAD:
+            return _ILLEGAL_GENERATION if generation_id >= 0 and not transactional else None
+        if generation_id < 0 and self.state is _EMPTY:
             return None
         if generation_id >= 0 or member_id or group_instance_id is not None:
             if group_instance_id is not None:
                 owner = self.static_members.get(group_instance_id)
                 if owner is None:
-                    return ErrorCode.UNKNOWN_MEMBER_ID
+                    return _UNKNOWN_MEMBER_ID
                 if owner != member_id:
                     return ErrorCode.FENCED_INSTANCE_ID
             if member_id not in self.members:
-                return ErrorCode.UNKNOWN_MEMBER_ID
+                return _UNKNOWN_MEMBER_ID
             if generation_id != self.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
-        elif not transactional and self.state is not GroupState.EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if not transactional and self.state is GroupState.COMPLETING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
+                return _ILLEGAL_GENERATION
+        elif not transactional and self.state is not _EMPTY:
+            return _UNKNOWN_MEMBER_ID
+        if not transactional and self.state is _COMPLETING_REBALANCE:
+            return _REBALANCE_IN_PROGRESS
         return None
 
     def _commit_offsets(self, req: OffsetCommitRequest | TxnOffsetCommitRequest, reply_to: Any, now_ms: int,
@@ -624,14 +633,14 @@ class Group(StepOutputs):
                       error=error.name, partitions=partition_pairs(triage.candidate_partitions()))
             return self._end()
         member = self.members.get(req.member_id)
-        if member is not None and self.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+        if member is not None and self.state in (_STABLE, _PREPARING_REBALANCE):
             member.last_heartbeat_ms = now_ms  # the commit completes the heartbeat, as in Kafka
         accepted = triage.accept(self.config.offset_metadata_max_bytes, now_ms)
         if not accepted:
             self._reply(reply_to, triage.response())
             return self._end()
-        if self.state is GroupState.DEAD:
-            self.state = GroupState.EMPTY  # a simple consumer's group comes to exist (not logged as a transition)
+        if self.state is _DEAD:
+            self.state = _EMPTY  # a simple consumer's group comes to exist (not logged as a transition)
         tps = sorted(accepted)
         offsets = [accepted[tp].offset for tp in tps]
         if producer_id is None:
@@ -672,16 +681,16 @@ class Group(StepOutputs):
         if req.member_id and not known:
             if req.group_instance_id is not None and req.group_instance_id in self.static_members:
                 return ErrorCode.FENCED_INSTANCE_ID, f"instance {req.group_instance_id} is owned by another member id"
-            return ErrorCode.UNKNOWN_MEMBER_ID, f"member {req.member_id} is not in group {self.group_id}"
+            return _UNKNOWN_MEMBER_ID, f"member {req.member_id} is not in group {self.group_id}"
         if req.member_id in self.members and self._is_fenced(req.member_id, req.group_instance_id):
             return ErrorCode.FENCED_INSTANCE_ID, f"instance {req.group_instance_id} is owned by another member id"
         others_type = next((m.protocol_type for m in self.members.values() if m.member_id != req.member_id), None)
-        if others_type is not None:
+        if others_type is not None and (req.protocol_type != others_type
+                                        or not self._others_support_one_of(names, excluding=req.member_id)):
             shared = self._candidates(excluding=req.member_id)
-            if req.protocol_type != others_type or not shared & set(names):
-                return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (
-                    f"protocols {names} share none with the group's {sorted(shared)} (protocol_type {others_type!r})"
-                )
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (
+                f"protocols {names} share none with the group's {sorted(shared)} (protocol_type {others_type!r})"
+            )
         is_new = not known and not (req.group_instance_id is not None and req.group_instance_id in self.static_members)
         if is_new and len(self.members) + len(self.pending_members) >= cfg.group_max_size:
             return ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {self.group_id} has reached group.max.size={cfg.group_max_size}"
@@ -693,10 +702,10 @@ class Group(StepOutputs):
         """The same JoinGroup (same connection and correlation id) arrived again: a duplicated
         message, not a new process. Minting another id would fence or strand the real one."""
         if member_id in self.pending_members:
-            self._reply(reply_to, JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id))
+            self._reply(reply_to, JoinGroupResponse(error_code=_MEMBER_ID_REQUIRED, member_id=member_id))
         elif member_id in self.members and self.members[member_id].join_reply is None:
             member = self.members[member_id]
-            self._reply(reply_to, self._join_response(member, skip_assignment=self.state is GroupState.STABLE))
+            self._reply(reply_to, self._join_response(member, skip_assignment=self.state is _STABLE))
         self._log(events.DuplicateJoinIgnored, member_id=member_id)
 
     def _join_new_dynamic(self, req: JoinGroupRequest, reply_to: Any, client_id: str) -> None:
@@ -705,7 +714,7 @@ class Group(StepOutputs):
         self._remember_first_join(reply_to, member_id)
         self.pending_members[member_id] = req.session_timeout_ms
         self._out.append(ArmTimer(self.timers.pending(member_id), self._now + req.session_timeout_ms))
-        self._reply(reply_to, JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id))
+        self._reply(reply_to, JoinGroupResponse(error_code=_MEMBER_ID_REQUIRED, member_id=member_id))
         self._log(events.MemberIdAssigned, member_id=member_id)
 
     def _join_static_unknown(self, req: JoinGroupRequest, reply_to: Any, client_id: str, client_host: str) -> None:
@@ -740,11 +749,11 @@ class Group(StepOutputs):
             self.pending_sync.add(member_id)
         self._log(events.StaticMemberReplaced, member_id=member_id, old_member_id=old_id, group_instance_id=instance)
         unchanged = old.protocol_type == member.protocol_type and old.protocols == member.protocols
-        if self.state is GroupState.STABLE and unchanged:
+        if self.state is _STABLE and unchanged:
             self._arm_session(member)
             self._persist()
             self._reply(reply_to, self._join_response(member, skip_assignment=True))
-        elif self.state is GroupState.PREPARING_REBALANCE:
+        elif self.state is _PREPARING_REBALANCE:
             member.join_reply = reply_to
             self._try_complete_join()
         else:
@@ -753,13 +762,13 @@ class Group(StepOutputs):
 
     def _join_existing(self, member: Member, req: JoinGroupRequest, reply_to: Any) -> None:
         changed = member.protocol_type != req.protocol_type or member.protocols != [(p.name, p.metadata) for p in req.protocols]
-        if self.state is GroupState.PREPARING_REBALANCE:
+        if self.state is _PREPARING_REBALANCE:
             self._update_member(member, req, reply_to)
             self._try_complete_join()
-        elif self.state is GroupState.COMPLETING_REBALANCE and not changed:
+        elif self.state is _COMPLETING_REBALANCE and not changed:
             # A retried JoinGroup (lost response): answer with the generation already formed.
             self._reply(reply_to, self._join_response(member))
-        elif self.state is GroupState.STABLE and not changed and member.member_id != self.leader_id:
+        elif self.state is _STABLE and not changed and member.member_id != self.leader_id:
             self._reply(reply_to, self._join_response(member))
         else:
             self._update_member(member, req, reply_to)
@@ -785,11 +794,14 @@ class Group(StepOutputs):
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.protocol_type = req.protocol_type
-        self._track(member, -1)
-        member.protocols = [(p.name, p.metadata) for p in req.protocols]
-        self._track(member, +1)
-        self._supersede(member.join_reply, reply_to,
-                        JoinGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+        protocols = [(p.name, p.metadata) for p in req.protocols]
+        if protocols != member.protocols:  # (a rejoin mostly repeats them)
+            self._track(member, -1)
+            member.protocols = protocols
+            self._track(member, +1)
+        if member.join_reply is not None:  # (the answer built only when there is a parked join)
+            self._supersede(member.join_reply, reply_to,
+                            JoinGroupResponse(error_code=_REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.join_reply = reply_to
 
     def _add_member_and_rebalance(self, member: Member, reply_to: Any, why: str, cause: RebalanceCause) -> None:
@@ -802,7 +814,7 @@ class Group(StepOutputs):
         member.join_reply = reply_to
         self._log(events.MemberJoined, member_id=member.member_id, group_instance_id=member.group_instance_id,
                   client_id=member.client_id, protocols=member.protocol_names)
-        if self.state is GroupState.PREPARING_REBALANCE:
+        if self.state is _PREPARING_REBALANCE:
             if self.initial_delay_active:
                 self.new_member_added = True
             self._try_complete_join()
@@ -812,18 +824,18 @@ class Group(StepOutputs):
     # ------------------------------------------------------------------ rebalance
 
     def _prepare_rebalance(self, trigger: str, cause: RebalanceCause) -> None:
-        if self.state is GroupState.COMPLETING_REBALANCE:
+        if self.state is _COMPLETING_REBALANCE:
             # The assignment being formed is void: tell parked followers to rejoin.
             for m in self.members.values():
                 m.assignment = b""
                 if m.sync_reply is not None:
-                    self._answer_sync(m, SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+                    self._answer_sync(m, SyncGroupResponse(error_code=_REBALANCE_IN_PROGRESS))
         if self.pending_sync:
             self.pending_sync.clear()
             self._out.append(CancelTimer(self.timers.sync(self.generation_id)))
-        was_empty = self.state is GroupState.EMPTY
+        was_empty = self.state is _EMPTY
         self.rebalance_trigger = trigger
-        self._transition(GroupState.PREPARING_REBALANCE)
+        self._transition(_PREPARING_REBALANCE)
         self._log(events.RebalanceStarted, trigger=trigger, cause=cause, members=list(self.members))
         if was_empty:
             delay = self.config.group_initial_rebalance_delay_ms
@@ -838,7 +850,7 @@ class Group(StepOutputs):
             self._try_complete_join()
 
     def _try_complete_join(self) -> None:
-        if self.state is not GroupState.PREPARING_REBALANCE or self.initial_delay_active:
+        if self.state is not _PREPARING_REBALANCE or self.initial_delay_active:
             return
         if self.pending_members:
             return
@@ -866,14 +878,14 @@ class Group(StepOutputs):
         if not self.members:
             self.protocol_name = None  # the type stays, as Kafka's ClassicGroup keeps it (ListGroups shows it)
             self._snapshot_subscriptions()
-            self._transition(GroupState.EMPTY)
+            self._transition(_EMPTY)
             self._persist()
             self._log(events.GenerationCompleted, protocol_name=None, leader=None, members=[], trigger=self.rebalance_trigger)
             return
         self.protocol_type = next(iter(self.members.values())).protocol_type
         self.protocol_name = self._select_protocol()
         self._snapshot_subscriptions()
-        self._transition(GroupState.COMPLETING_REBALANCE)
+        self._transition(_COMPLETING_REBALANCE)
         self._log(events.GenerationCompleted, protocol_name=self.protocol_name, leader=self.leader_id,
                   members=list(self.members), trigger=self.rebalance_trigger)
         self.pending_sync = set(self.members)
@@ -939,36 +951,36 @@ class Group(StepOutputs):
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == mid:
             del self.static_members[member.group_instance_id]
         self.pending_sync.discard(mid)
-        self._supersede(member.join_reply, None, JoinGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID, member_id=mid))
-        self._supersede(member.sync_reply, None, SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))
+        self._supersede(member.join_reply, None, JoinGroupResponse(error_code=_UNKNOWN_MEMBER_ID, member_id=mid))
+        self._supersede(member.sync_reply, None, SyncGroupResponse(error_code=_UNKNOWN_MEMBER_ID))
         self._out.append(CancelTimer(self.timers.session(mid)))
         if self.leader_id == mid:
             self.leader_id = next(iter(self.members), None)
         self._log(events.MemberRemoved, member_id=mid, reason=reason, detail=detail)
         if not update:
             return
-        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+        if self.state in (_STABLE, _COMPLETING_REBALANCE):
             self._prepare_rebalance(f"{mid} removed: {reason.value}", REMOVAL_CAUSE[reason])
-        elif self.state is GroupState.PREPARING_REBALANCE:
+        elif self.state is _PREPARING_REBALANCE:
             self._try_complete_join()
 
     # ------------------------------------------------------------------ helpers
 
     def _validate_member(self, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode | None:
-        if member_id in self.members and self._is_fenced(member_id, instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
         if member_id not in self.members:
             if instance_id is not None and instance_id in self.static_members:
                 return ErrorCode.FENCED_INSTANCE_ID
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return _UNKNOWN_MEMBER_ID
+        if instance_id is not None and self._is_fenced(member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
         if generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+            return _ILLEGAL_GENERATION
         return None
 
     def _offset_delete_refusal(self) -> ErrorCode | None:
-        if self.state is GroupState.DEAD:
+        if self.state is _DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND
-        if self.state is not GroupState.EMPTY and self.current_protocol_type != consumer_protocol.PROTOCOL_TYPE:
+        if self.state is not _EMPTY and self.current_protocol_type != consumer_protocol.PROTOCOL_TYPE:
             return ErrorCode.NON_EMPTY_GROUP
         return None
 
@@ -1024,6 +1036,21 @@ class Group(StepOutputs):
         mine = set(left_out.protocol_names) if left_out is not None else set()
         return {name for name, count in self._support.items() if n and count - (name in mine) == n}
 
+    def _others_support_one_of(self, names: list[str], excluding: str) -> bool:
+        """Does every member but `excluding` support one of `names`? (`_candidates(excluding) &
+        set(names)`, without building either set: every JoinGroup asks it.)"""
+        left_out = self.members.get(excluding)
+        n = len(self.members) - (left_out is not None)
+        if not n:
+            return False
+        for name in names:
+            count = self._support.get(name, 0)  # (every member's, `excluding`'s too)
+            if left_out is not None and any(theirs == name for theirs, _ in left_out.protocols):
+                count -= 1
+            if count == n:
+                return True
+        return False
+
     def _rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
@@ -1058,7 +1085,7 @@ class Group(StepOutputs):
     def _transition(self, to: GroupState) -> None:
         if to is not self.state:
             from_state, self.state = self.state, to
-            if to is GroupState.EMPTY:
+            if to is _EMPTY:
                 self.empty_since_ms = self._now
             self._log(events.StateChanged, from_state=from_state, to_state=to)
 

@@ -78,10 +78,13 @@ class ErrorCode(IntEnum):
     @classmethod
     def from_code(cls, code: int) -> "ErrorCode":
         # (a dict of the values: Enum's own lookup by value is slow, and every answer is read through here)
-        return _BY_CODE.get(code, cls.UNKNOWN_SERVER_ERROR)
+        # (and the default a module constant: `cls.UNKNOWN_SERVER_ERROR` goes through EnumType's
+        # __getattr__ hook on Python 3.11, several times a global's cost)
+        return _BY_CODE.get(code, _UNKNOWN_SERVER_ERROR)
 
 
 _BY_CODE: dict[int, ErrorCode] = {int(e): e for e in ErrorCode}
+_UNKNOWN_SERVER_ERROR = ErrorCode.UNKNOWN_SERVER_ERROR
 
 _RETRIABLE = frozenset(
     {

@@ -11,6 +11,7 @@ from grouplab.consumer.coordinator import ConsumerCoordinator
 from grouplab.consumer.delivery import DeliveryApp
 from grouplab.consumer.membership import ConsumerMembership
 from grouplab.consumer.driver import MemberDriver, MemberListener, MemberTransport
+from grouplab.protocol.effects import TimerKey
 from grouplab.protocol.kernel import Clock, EventSink, Schedule
 
 SimMachine = ConsumerCoordinator | ConsumerMembership | DeliveryApp
@@ -39,6 +40,9 @@ class SimMember(MemberDriver[SimMachine]):
         self.partitioned = False
         self.permanently_down = False
         self.zombie = False  # a static member's old process, replaced while still running
+        # The process's armed timers as the simulator keeps them (key -> the token of the agenda
+        # event that fires it), which its member step arms and cancels itself.
+        self.armed: dict[TimerKey, int] = {}
 
     @property
     def up(self) -> bool:
