@@ -46,6 +46,25 @@ def test_scenario_holds_its_invariants_over_many_seeds(path: Path) -> None:
     assert failures == []
 
 
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_the_simulators_inlined_steps_do_what_the_drivers_do(path: Path) -> None:
+    """The simulator carries out its commonest outputs itself (grouplab/sim/world.py, for speed):
+    the same run, event by event, as with every output carried out by the drivers the asyncio
+    shells use. Two seeds, each with its stats, its event log and its last 200 steps compared.
+    (Without a message trace: with one, the coordinator's steps go through its driver anyway.)"""
+    def run(seed: int, through_drivers: bool) -> tuple:
+        events: list = []
+        sim = Simulation(load_scenario(path), seed, events=lambda node, ev: events.append((node, ev)),
+                         trace_len=200, through_drivers=through_drivers)
+        result = sim.run()
+        return result.stats, result.violation, [str(step) for step in sim.trace], result.ended_ms, events
+
+    for seed in (1, 2):
+        inlined, driven = run(seed, False), run(seed, True)
+        assert inlined == driven, f"seed {seed}"
+        assert inlined[-1] and inlined[2]  # (there were events and steps to compare)
+
+
 def test_the_same_seed_replays_byte_identically(tmp_path: Path) -> None:
     scenario = load_scenario(ROOT / "grouplab" / "scenarios" / "crash-storm.toml")
     a, b = tmp_path / "a", tmp_path / "b"

@@ -150,7 +150,12 @@ class _SimMemberShell:
 
 class Simulation:
     def __init__(self, scenario: Scenario, seed: int, events: Callable[[str, LogEvent], None] | None = None,
-                 trace_len: int = 40, messages: TraceSink | None = None) -> None:
+                 trace_len: int = 40, messages: TraceSink | None = None, through_drivers: bool = False) -> None:
+        """`through_drivers`: every step's outputs carried out by the drivers (MemberDriver.apply,
+        CoordinatorDriver.apply), as the asyncio shells have them carried out, instead of by the
+        simulator's inlined copies of the commonest (_member_outputs, _coordinator_outputs). The
+        same run either way, only slower: tests/test_sim.py checks that the copies still agree."""
+        self._through_drivers = through_drivers
         self.scenario = scenario
         self.seed = seed
         self.rng = random.Random(seed)
@@ -490,6 +495,10 @@ class Simulation:
         simulator's persist, durable.extend, never fails, so a batch of records is the same
         appends in the same order, before what follows them), an event (_coordinator_event). The
         same effects in the same order, two to four calls fewer per output."""
+        if self._through_drivers:
+            assert self.coordinator is not None
+            self.coordinator.apply(outputs)
+            return
         armed, members, agenda = self._broker_armed, self.members, self._agenda
         for out in outputs:
             kind = type(out)
@@ -644,6 +653,9 @@ class Simulation:
         on the one connection (MemberDriver._send, _SimMemberShell.send), and the end of the step
         (_SimMemberShell.on_step). The same effects in the same order, three to five calls fewer
         per output; anything else goes to the driver's own handler, as m.apply would."""
+        if self._through_drivers:
+            m.apply(outputs)
+            return
         machine = m.machine
         for out in outputs:
             kind = type(out)
