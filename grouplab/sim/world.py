@@ -88,18 +88,7 @@ class _HeapTimers:
 
     def apply(self, out: ArmTimer | CancelTimer) -> None:
         if type(out) is ArmTimer:
-            sim = self._sim
-            token = next(sim._tokens)
-            self.armed[out.key] = token
-            # sim.push, without the call (most steps arm a timer)
-            at = out.deadline_ms if out.deadline_ms > sim.now else sim.now
-            entry = (self._kind, (self._owner, self.armed, out.key, token))
-            bucket = sim._agenda.get(at)
-            if bucket is None:
-                sim._agenda[at] = [entry]
-                heapq.heappush(sim._times, at)
-            else:
-                bucket.append(entry)
+            self._sim._arm_timer(self._kind, self._owner, self.armed, out)
         else:
             self.armed.pop(out.key, None)
 
@@ -272,6 +261,21 @@ class Simulation:
             heapq.heappush(self._times, at)
         else:
             bucket.append((kind, payload))
+
+    def _arm_timer(self, kind: int, owner: int | None, armed: dict[TimerKey, int], out: ArmTimer) -> None:
+        """A node's timer armed (`armed`: its timers, key -> token): a fresh token under its key,
+        and its event on the agenda at its deadline, or now if that has passed (push, inlined:
+        most steps arm a timer). The event fires only if the key still holds that token then."""
+        token = next(self._tokens)
+        armed[out.key] = token
+        at = out.deadline_ms if out.deadline_ms > self.now else self.now
+        entry = (kind, (owner, armed, out.key, token))
+        bucket = self._agenda.get(at)
+        if bucket is None:
+            self._agenda[at] = [entry]
+            heapq.heappush(self._times, at)
+        else:
+            bucket.append(entry)
 
     def at(self, at: int, action: Callable[[], None]) -> None:
         self.push(max(at, self.now), _ACTION, action)
@@ -499,7 +503,7 @@ class Simulation:
             assert self.coordinator is not None
             self.coordinator.apply(outputs)
             return
-        armed, members, agenda = self._broker_armed, self.members, self._agenda
+        armed, members = self._broker_armed, self.members
         for out in outputs:
             kind = type(out)
             if kind is Reply:  # (_reply_to_member, inlined)
@@ -516,16 +520,7 @@ class Simulation:
                 if (m.connected and epoch == m.epoch) or m.epoch_open(epoch):
                     self._transmit(m, _TO_MEMBER, (idx, epoch, cid, body))
             elif kind is ArmTimer:
-                token = next(self._tokens)
-                armed[out.key] = token
-                at = out.deadline_ms if out.deadline_ms > self.now else self.now  # (push, inlined)
-                entry = (_BROKER_TIMER, (None, armed, out.key, token))
-                bucket = agenda.get(at)
-                if bucket is None:
-                    agenda[at] = [entry]
-                    heapq.heappush(self._times, at)
-                else:
-                    bucket.append(entry)
+                self._arm_timer(_BROKER_TIMER, None, armed, out)
             elif kind is CancelTimer:
                 armed.pop(out.key, None)
             elif kind is Persist:
@@ -660,16 +655,7 @@ class Simulation:
         for out in outputs:
             kind = type(out)
             if kind is ArmTimer:
-                token = next(self._tokens)
-                m.armed[out.key] = token
-                at = out.deadline_ms if out.deadline_ms > self.now else self.now  # (push, inlined)
-                entry = (_MEMBER_TIMER, (m.index, m.armed, out.key, token))
-                bucket = self._agenda.get(at)
-                if bucket is None:
-                    self._agenda[at] = [entry]
-                    heapq.heappush(self._times, at)
-                else:
-                    bucket.append(entry)
+                self._arm_timer(_MEMBER_TIMER, m.index, m.armed, out)
             elif kind is CancelTimer:
                 m.armed.pop(out.key, None)
             elif kind is Send and out.node is None:
