@@ -685,12 +685,12 @@ class Group(StepOutputs):
         if req.member_id in self.members and self._is_fenced(req.member_id, req.group_instance_id):
             return ErrorCode.FENCED_INSTANCE_ID, f"instance {req.group_instance_id} is owned by another member id"
         others_type = next((m.protocol_type for m in self.members.values() if m.member_id != req.member_id), None)
-        if others_type is not None and (req.protocol_type != others_type
-                                        or not self._others_support_one_of(names, excluding=req.member_id)):
+        if others_type is not None:
             shared = self._candidates(excluding=req.member_id)
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (
-                f"protocols {names} share none with the group's {sorted(shared)} (protocol_type {others_type!r})"
-            )
+            if req.protocol_type != others_type or shared.isdisjoint(names):
+                return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, (
+                    f"protocols {names} share none with the group's {sorted(shared)} (protocol_type {others_type!r})"
+                )
         is_new = not known and not (req.group_instance_id is not None and req.group_instance_id in self.static_members)
         if is_new and len(self.members) + len(self.pending_members) >= cfg.group_max_size:
             return ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {self.group_id} has reached group.max.size={cfg.group_max_size}"
@@ -971,7 +971,7 @@ class Group(StepOutputs):
             if instance_id is not None and instance_id in self.static_members:
                 return ErrorCode.FENCED_INSTANCE_ID
             return _UNKNOWN_MEMBER_ID
-        if instance_id is not None and self._is_fenced(member_id, instance_id):
+        if self._is_fenced(member_id, instance_id):
             return ErrorCode.FENCED_INSTANCE_ID
         if generation_id != self.generation_id:
             return _ILLEGAL_GENERATION
@@ -1035,21 +1035,6 @@ class Group(StepOutputs):
         n = len(self.members) - (left_out is not None)
         mine = set(left_out.protocol_names) if left_out is not None else set()
         return {name for name, count in self._support.items() if n and count - (name in mine) == n}
-
-    def _others_support_one_of(self, names: list[str], excluding: str) -> bool:
-        """Does every member but `excluding` support one of `names`? (`_candidates(excluding) &
-        set(names)`, without building either set: every JoinGroup asks it.)"""
-        left_out = self.members.get(excluding)
-        n = len(self.members) - (left_out is not None)
-        if not n:
-            return False
-        for name in names:
-            count = self._support.get(name, 0)  # (every member's, `excluding`'s too)
-            if left_out is not None and any(theirs == name for theirs, _ in left_out.protocols):
-                count -= 1
-            if count == n:
-                return True
-        return False
 
     def _rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
