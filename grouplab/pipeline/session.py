@@ -60,7 +60,7 @@ def effective_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
     settings.update(conf)
     # A user's own JVM options (-Xss4m, a profiler, ...) come after grouplab's quiet logging, not
     # instead of it; a -Dlog4j.configurationFile of theirs, later on the line, still wins.
-    options = JAVA_OPTIONS_KEY in conf and conf[JAVA_OPTIONS_KEY].strip()
+    options = conf.get(JAVA_OPTIONS_KEY, "").strip()
     settings[JAVA_OPTIONS_KEY] = f"{log4j} {options}" if options else log4j
     return settings
 
