@@ -121,6 +121,7 @@ def zookeeper():
     server.stop()
 
 
+@pytest.hookimpl(optionalhook=True)  # (a run with `-p no:xdist` has no such hook)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadfile` (scripts/test): the Spark files on one worker, the longest files first
     (tests/scheduling.py). Any other --dist is xdist's own."""
