@@ -368,7 +368,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
             await asyncio.sleep(args.hold)
             if delivery is not None:
                 console.print(f"[dim]{c.t('run.draining')}[/]")
-                await _wait_drained(cluster, delivery, args.timeout)
+                if not await _wait_drained(cluster, delivery, args.timeout):
+                    console.print(f"[yellow]{c.t('run.drain_timeout', timeout=f'{args.timeout:g}')}[/]")
         else:
             console.print(f"[dim]{c.t('run.forever')}[/]")
             await asyncio.Event().wait()
@@ -587,15 +588,21 @@ def _committed(cluster: Any) -> dict:
     return committed
 
 
-async def _wait_drained(cluster: Any, delivery: Any, timeout_s: float) -> None:
-    """Until every input partition's committed offset reached its end (what the apps report)."""
+async def _wait_drained(cluster: Any, delivery: Any, timeout_s: float) -> bool:
+    """Until every input partition's committed offset reached its end (what the apps report) and,
+    exactly-once, no transaction holds the output back from a read_committed reader: a crashed
+    member's stays open until transaction.timeout.ms aborts it, and the account counts what that
+    reader sees in the end. False if `timeout_s` passed first."""
     partitions = cluster.topics[delivery.input_topic]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while loop.time() < deadline:
-        if sum(_committed(cluster).values()) >= partitions * delivery.records:
-            return
+        if sum(_committed(cluster).values()) >= partitions * delivery.records and (
+                delivery.mode.value != "exactly-once"
+                or not await delivery.open_transactions(cluster.host, cluster.port, partitions)):
+            return True
         await asyncio.sleep(0.1)
+    return False
 
 
 async def _kill_the_coordinator(cluster: Any, view: Any, args: argparse.Namespace, c: Catalog) -> None:

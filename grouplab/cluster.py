@@ -569,6 +569,19 @@ class DeliveryRun:
                     if resp is not None and resp.error_code:
                         raise RuntimeError(f"writing the input failed: error {resp.error_code}")
 
+    async def open_transactions(self, host: str, port: int, partitions: int) -> int:
+        """How many output partitions an open transaction holds back from a read_committed reader
+        (last stable offset behind the high watermark). A crashed member's transaction stays open
+        until the coordinator aborts it (transaction.timeout.ms); the account waits for that."""
+        from grouplab.admin import AdminClient
+
+        held = 0
+        async with AdminClient(host, port) as admin:
+            for p in range(partitions):
+                stable = (await admin.list_offsets(self.output_topic, p, isolation_level=1)).offset
+                held += stable < (await admin.list_offsets(self.output_topic, p)).offset
+        return held
+
     async def ledgers(self, host: str, port: int, partitions: int) -> tuple[OutputLedger, OutputLedger]:
         """The output read back as the mode's reader sees it (read_committed for exactly-once),
         and as a read_uncommitted reader would, each counted per input record."""

@@ -59,3 +59,37 @@ async def test_at_most_once_over_sockets_duplicates_nothing() -> None:
 async def test_exactly_once_over_sockets_neither_loses_nor_duplicates() -> None:
     account, _ = await run(DeliveryMode.EXACTLY_ONCE)
     assert account["lost"] == 0 and account["duplicated"] == 0
+
+
+async def test_the_account_waits_until_a_crashed_members_open_transaction_is_aborted() -> None:
+    """A member that crashes after producing its output but before its offsets reach the
+    transaction leaves nothing to block its successor: the input drains while the crashed
+    transaction still holds the output's last stable offset back. The account reads the output
+    read_committed, so it waits until transaction.timeout.ms aborts it (the README demo once
+    counted 500 records lost here). A librdkafka producer stands in for the crashed member."""
+    import asyncio
+
+    from confluent_kafka import Producer
+
+    timeout_ms = 10_000
+    delivery = DeliveryRun(DeliveryMode.EXACTLY_ONCE, "in", 0)  # nothing to drain: only the transaction
+    cluster = LocalCluster({"in": 1}, "g", ["range"], BrokerConfig().with_overrides(BROKER), CONSUMER,
+                           delivery=delivery, kafka_port=0)
+    await cluster.start()
+    producer = Producer({"bootstrap.servers": f"{cluster.host}:{cluster.kafka_port}", "transactional.id": "crashed",
+                         "transaction.timeout.ms": timeout_ms, "log_level": 0})
+
+    def open_one() -> None:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(delivery.output_topic, value=b"never committed", partition=0)
+        assert producer.flush(30) == 0  # in the log; no commit, no abort: the member is gone
+
+    try:
+        await asyncio.to_thread(open_one)
+        assert await delivery.open_transactions(cluster.host, cluster.port, 1) == 1
+        assert not await _wait_drained(cluster, delivery, 0.5)  # held back for up to 10 s yet
+        assert await _wait_drained(cluster, delivery, DRAIN_S)
+        assert await delivery.open_transactions(cluster.host, cluster.port, 1) == 0
+    finally:
+        await cluster.close()
