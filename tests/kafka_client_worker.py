@@ -115,7 +115,7 @@ def run_aiokafka(o: dict[str, Any]) -> None:
 
 
 def run_confluent(o: dict[str, Any]) -> None:
-    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import Consumer, KafkaError, KafkaException
 
     conf = {"bootstrap.servers": o["bootstrap"], "group.id": o["group"], "client.id": o["client_id"],
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -131,15 +131,22 @@ def run_confluent(o: dict[str, Any]) -> None:
 
     c.subscribe([o["topic"]], on_revoke=on_revoke)
     t = Tracker()
+    owed = False  # a commit failed: the positions consumed since are committed on the next turn
     while not STOP.is_set():
         msgs = c.consume(100, 0.2)
         t.update([(tp.topic, tp.partition) for tp in c.assignment()])
         recs = [[m.topic(), m.partition(), m.offset(), m.value().decode()] for m in msgs if m.error() is None]
-        if recs:
+        if recs or owed:
+            # librdkafka's synchronous commit does not retry (Java's commitSync does, until its
+            # timeout): e.g. while its coordinator moves it fails, and with no more records to
+            # consume nothing would commit them again. An application retries; so does this one.
             try:
                 c.commit(asynchronous=False)
-            except KafkaException as exc:  # e.g. its coordinator moving: the records stay consumed (at least once)
+                owed = False
+            except KafkaException as exc:  # the records stay consumed (at least once)
+                owed = exc.args[0].code() != KafkaError._NO_OFFSET  # (nothing of ours left to commit)
                 emit(error=repr(exc))
+        if recs:
             emit(records=recs)
     c.close()
 
