@@ -83,18 +83,27 @@ async def fault_proxy(recorder: EventRecorder, cleanup: contextlib.AsyncExitStac
     return start
 
 
+# The test session's Spark settings (the `spark` fixture says why each).
+TEST_SPARK_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
+                   "spark.sql.codegen.wholeStage": "false",
+                   "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One real local SparkSession for the whole test session (starting one costs seconds):
-    two cores and two shuffle partitions, the shape of a laptop run, small. The JVM compiles with
-    its quick compiler only (C1): the tests' queries are many and tiny, so the optimizing
-    compiler's warm-up costs more CPU than it ever wins back (a first analyze about 45 s of CPU
-    instead of 75 s here)."""
-    from grouplab.pipeline.session import JAVA_OPTIONS_KEY, spark_session
+    two cores, small. The tests' queries are many and their data tiny, so planning and compiling
+    cost more CPU than running them; every setting below cuts that and none changes a result:
+    the JVM compiles with its quick compiler only (C1: the optimizing compiler's warm-up never
+    pays back), one shuffle partition, no adaptive re-planning (a job per query stage), no
+    whole-stage code generation (a Java compile per stage) and the serial garbage collector.
+    The JVM's own CPU for one analyze and report of a 10-member simulated run
+    (`scripts/bench_spark_settings.py`, docs/benchmarks.md): 78 s under grouplab's defaults, 44 s
+    under these; warm, 52 s and 38 s. The wall time is about the same on a quiet machine (the
+    defaults' optimizing JIT compiles on the other core), but the suite has no core to spare."""
+    from grouplab.pipeline.session import spark_session
 
-    session = spark_session("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g",
-                                         JAVA_OPTIONS_KEY: "-XX:TieredStopAtLevel=1"},
-                            app_name="grouplab-tests")
+    session = spark_session("local[2]", {**TEST_SPARK_CONF, "spark.driver.memory": "2g"}, app_name="grouplab-tests")
     yield session
     session.stop()
 
