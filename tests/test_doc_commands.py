@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shlex
 import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -130,19 +131,33 @@ def _free(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
+def _coordinator_on_9192(cwd: Path, env: dict[str, str]) -> subprocess.Popen | None:
+    """README's coordinator (its Kafka port off: the commands here need only grouplab's, and 9092
+    stays free), or None if it cannot listen on 9192: something else holds the port, e.g. another
+    suite's run of this test. Ours only once it says it listens: that another server's port is
+    taken says nothing of which one took it (two suites' coordinators once started together, each
+    saw 9192 taken, and both suites' commands went to the one that won)."""
+    if not _free(9192):
+        return None
+    server = subprocess.Popen([sys.executable, "-m", "grouplab.cli", "coordinator", "--port", "9192", "--kafka-port",
+                               "off"], cwd=cwd, env={**env, "GROUPLAB_LANG": "en"}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    assert server.stderr is not None
+    first = server.stderr.readline() if select.select([server.stderr], [], [], 60)[0] else ""
+    if "listening on 127.0.0.1:9192" not in first:
+        server.kill()
+        server.wait(30)
+        return None
+    # Its later lines (the requests it logs) drained, so that a full pipe never blocks it.
+    threading.Thread(target=server.stderr.read, daemon=True).start()
+    return server
+
+
 def test_every_short_documented_command_runs(tmp_path: Path) -> None:
     """Run, in document order, every command not listed as long; a coordinator on 9192 for the
     commands that talk to one, as README's server section starts it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    server = None
-    if _free(9192):  # (its Kafka port off: the commands here need only grouplab's, and 9092 stays free)
-        server = subprocess.Popen([sys.executable, "-m", "grouplab.cli", "coordinator", "--port", "9192", "--kafka-port",
-                                   "off"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while _free(9192) and time.monotonic() < deadline and server.poll() is None:
-            time.sleep(0.1)
-        if server.poll() is not None:  # it could not listen: something else took 9192 meanwhile
-            server = None  # (another suite's run of this test, say): its commands are skipped below
+    server = _coordinator_on_9192(tmp_path, env)
     failures, ran = [], 0
     try:
         for where, command in COMMANDS:
