@@ -367,7 +367,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
             await cluster.wait_stable(args.timeout)
             await asyncio.sleep(args.hold)
             if delivery is not None:
-                console.print(f"[dim]{c.t('run.draining')}[/]")
+                eos = delivery.mode.value == "exactly-once"
+                console.print(f"[dim]{c.t('run.draining.eos' if eos else 'run.draining')}[/]")
                 if not await _wait_drained(cluster, delivery, args.timeout):
                     console.print(f"[yellow]{c.t('run.drain_timeout', timeout=f'{args.timeout:g}')}[/]")
         else:
