@@ -81,7 +81,7 @@ class SimulatedConsumerApp:
         elif type(out) is CrashNow:
             self.crashed = True
             # A task, not a call here: the machine is mid-step. It runs at the loop's next turn.
-            self._crashing = asyncio.get_event_loop().create_task(self.stop(leave=False))
+            self._crashing = asyncio.get_event_loop().create_task(self._crash(out.point))
 
     # lifecycle -----------------------------------------------------------------------
 
@@ -123,6 +123,22 @@ class SimulatedConsumerApp:
             # countdown to the session timeout, must see the member stopped.
             await self._crashing
         return True
+
+    async def _crash(self, point: str) -> None:
+        """The crash a CrashNow asked for. Exactly-once, "processed" is the zombie transaction:
+        the batch's output records and offsets are in the transaction, its EndTxn never sent. The
+        machine stops short of EndTxn in the step that processed the batch, but the records and
+        offsets are still on their way (AddPartitionsToTxn, then Produce; AddOffsetsToTxn, then
+        TxnOffsetCommit), so the crash waits until the producer has nothing in flight (at most a
+        request timeout). Crashing at once left it to the loop's timing how far they got: the
+        README demo sometimes showed the aborted transaction and sometimes had nothing to abort."""
+        machine = self.client.machine
+        if point == "processed" and isinstance(machine, DeliveryApp) and machine.producer.transactional:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + machine.producer.config.request_timeout_ms / 1000
+            while not machine.producer.idle() and loop.time() < deadline:
+                await asyncio.sleep(0.005)
+        await self.stop(leave=False)
 
     async def stop(self, leave: bool = True) -> None:
         """`leave=True`: a clean shutdown with LeaveGroup; `leave=False`: a crash."""
