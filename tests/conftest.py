@@ -86,7 +86,7 @@ async def fault_proxy(recorder: EventRecorder, cleanup: contextlib.AsyncExitStac
 # The test session's Spark settings (the `spark` fixture says why each).
 TEST_SPARK_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
                    "spark.sql.codegen.wholeStage": "false",
-                   "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+                   "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=256m"}
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +96,9 @@ def spark():
     cost more CPU than running them; every setting below cuts that and none changes a result:
     the JVM compiles with its quick compiler only (C1: the optimizing compiler's warm-up never
     pays back), one shuffle partition, no adaptive re-planning (a job per query stage), no
-    whole-stage code generation (a Java compile per stage) and the serial garbage collector.
+    whole-stage code generation (a Java compile per stage) and the serial garbage collector. C1
+    alone gets a 48 MB code cache, which a session's many generated classes filled: the JVM then
+    stopped compiling ("CodeCache is full") and interpreted the rest, so the cache is 256 MB.
     The JVM's own CPU for one analyze and report of a 10-member simulated run
     (`scripts/bench_spark_settings.py`, docs/benchmarks.md): 78 s under grouplab's defaults, 44 s
     under these; warm, 52 s and 38 s. The wall time is about the same on a quiet machine (the
