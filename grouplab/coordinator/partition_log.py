@@ -21,7 +21,7 @@ Interface (other modules code against these names):
     log.append(batch, now_ms) -> AppendResult(error_code, base_offset, duplicate, ...)
     log.append_marker(producer_id, producer_epoch, commit, now_ms, authoritative=False) -> offset of the marker
     log.read(offset, max_bytes, isolation_level) -> [FetchedRecord]
-    log.read_records(offset, max_bytes, isolation_level) -> RecordRead(records, next_offset)
+    log.read_records(offset, max_bytes, isolation_level) -> RecordRead(records, next_offset, size)
     log.read_batches(offset, max_bytes, isolation_level) -> BatchRead(batches, next_offset, size)
     log.offset_for(timestamp) -> TimestampOffset(offset, timestamp)
 
@@ -176,6 +176,7 @@ class ProducerState:
 class RecordRead(NamedTuple):
     records: list[FetchedRecord]
     next_offset: int  # every offset in [fetch offset, next_offset) was returned or is a marker or skipped
+    size: int  # the records' bytes as max_bytes counts them (fetched_size)
 
 
 class BatchRead(NamedTuple):
@@ -449,7 +450,7 @@ class PartitionLog:
         upper, aborted = self._bounds(offset, isolation_level)
         out: list[FetchedRecord] = []
         if offset >= upper:
-            return RecordRead(out, offset)
+            return RecordRead(out, offset, 0)
         used = 0
         next_offset = offset
         for info, load in self._storage.scan(offset):
@@ -470,12 +471,12 @@ class PartitionLog:
                 off = base + i
                 size = _record_size(key, value, headers)
                 if used + size > max_bytes and (out or not min_one):
-                    return RecordRead(out, off)
+                    return RecordRead(out, off, used)
                 used += size
                 out.append(FetchedRecord(off, ts, value, key,
                                          [RecordHeader(k, v) for k, v in headers] if headers else [], pid))
             next_offset = end
-        return RecordRead(out, next_offset)
+        return RecordRead(out, next_offset, used)
 
     def read_batches(self, offset: int, max_bytes: int, isolation_level: int = 0, min_one: bool = True) -> BatchRead:
         """The stored batches from the one holding `offset` on, whole, as Kafka's Fetch returns

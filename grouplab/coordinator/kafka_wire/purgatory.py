@@ -35,7 +35,7 @@ from bisect import bisect_left
 from typing import Generic, Hashable, Iterator, TypeVar
 
 from grouplab.coordinator.data_plane import DataPlaneHost
-from grouplab.coordinator.partition_log import READ_COMMITTED, LogChanges, fetched_size
+from grouplab.coordinator.partition_log import READ_COMMITTED, LogChanges
 from grouplab.protocol.messages import FetchPartition, FetchRequest
 
 K = TypeVar("K", bound=Hashable)
@@ -91,7 +91,7 @@ class _Reads:
                 found = (batches.next_offset, batches.size)
             else:
                 records = log.read_records(start, limit, isolation_level)
-                found = (records.next_offset, sum(fetched_size(r) for r in records.records))
+                found = (records.next_offset, records.size)
             self.cache[key] = found
         return found
 
