@@ -5,15 +5,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.scheduling import LONGEST_FIRST, SPARK, SPARK_FILES, SuiteScheduling
+from tests.scheduling import BUSY, FIRST, SPARK, SPARK_FILES, WAITING, SuiteScheduling
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_file_the_hint_names_exists() -> None:
-    named = [*SPARK_FILES, *(f for f in LONGEST_FIRST if f != SPARK)]
+    named = [*SPARK_FILES, *BUSY, *WAITING]
     assert [f for f in named if not (ROOT / f).is_file()] == []
-    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
+    assert len(set(FIRST)) == len(FIRST) == 1 + len(BUSY) + len(WAITING)
 
 
 def test_the_spark_files_are_one_unit_and_others_one_per_file() -> None:
