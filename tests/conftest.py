@@ -95,16 +95,17 @@ def spark():
     two cores, small. The tests' queries are many and their data tiny, so planning and compiling
     cost more CPU than running them; every setting below cuts that and none changes a result:
     the JVM compiles with its quick compiler only (C1: the optimizing compiler's warm-up never
-    pays back), one shuffle partition, no adaptive re-planning (a job per query stage), no
-    code generation at all (whole-stage: a Java compile per stage; per expression: Spark's
-    interpreted path, which its own tests hold equal to the generated one; an analyze of a small
-    run then takes a third less CPU) and the serial garbage collector. C1
+    pays back), one shuffle partition, no adaptive re-planning (a job per query stage), no code
+    generation (whole-stage: a Java compile per stage; per expression, Spark's interpreted path,
+    which its own tests hold equal to the generated one) and the serial garbage collector. C1
     alone gets a 48 MB code cache, which a session's many generated classes filled: the JVM then
     stopped compiling ("CodeCache is full") and interpreted the rest, so the cache is 256 MB.
     The JVM's own CPU for one analyze and report of a 10-member simulated run
     (`scripts/bench_spark_settings.py`, docs/benchmarks.md): 78 s under grouplab's defaults, 44 s
-    under these; warm, 52 s and 38 s. The wall time is about the same on a quiet machine (the
-    defaults' optimizing JIT compiles on the other core), but the suite has no core to spare."""
+    under these before code generation was off; warm, 52 s and 38 s. Without code generation a
+    warm analyze took 14-15 s of JVM CPU against 19-23 s with it (docs/benchmarks.md). The wall
+    time is about the same on a quiet machine (the defaults' optimizing JIT compiles on the other
+    core), but the suite has no core to spare."""
     from grouplab.pipeline.session import spark_session
 
     session = spark_session("local[2]", {**TEST_SPARK_CONF, "spark.driver.memory": "2g"}, app_name="grouplab-tests")
