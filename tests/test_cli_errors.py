@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TEST_SPARK_CONF
+
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 ENV.pop("COLUMNS", None)
@@ -216,10 +218,15 @@ def test_ctrl_c_in_simulate_seeds() -> None:
     assert "interrupted after" in err and "seed(s)" in out  # what was done so far
 
 
+# The test session's Spark settings (tests/conftest.py), as a user passes their own: what Ctrl-C
+# does does not depend on them, and the JVM starts with less CPU.
+SPARK_CONF = [arg for key, value in TEST_SPARK_CONF.items() for arg in ("--conf", f"{key}={value}")]
+
+
 def test_ctrl_c_in_sweep_stops_spark_quietly(tmp_path: Path) -> None:
     # Interrupted while its job runs (it says its size first, then that Spark started).
     code, took, _out, err = interrupt(["sweep", "--scenario", "crash-storm", "--seeds", "1-5000",
-                                       "--out", str(tmp_path / "sweep")], "Spark local", 1.0)
+                                       "--out", str(tmp_path / "sweep"), *SPARK_CONF], "Spark local", 1.0)
     assert code == 130 and took < NO_HANG_S, (code, took, err)
     assert "Traceback" not in err and "py4j" not in err.lower()
     assert "grouplab sweep: interrupted" in err
@@ -231,7 +238,7 @@ def test_ctrl_c_in_analyze_stops_spark_quietly(tmp_path: Path) -> None:
                            "--run-dir", str(run_dir)], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
     assert made.returncode == 0, made.stderr
     # Interrupted while Spark reads the logs and writes the tables (it prints its banner first).
-    code, took, _out, err = interrupt(["analyze", str(run_dir), "--out", str(tmp_path / "out")],
+    code, took, _out, err = interrupt(["analyze", str(run_dir), "--out", str(tmp_path / "out"), *SPARK_CONF],
                                       "grouplab analyze", 0.5)
     assert code == 130 and took < NO_HANG_S, (code, took, err)
     assert "Traceback" not in err and "py4j" not in err.lower()
