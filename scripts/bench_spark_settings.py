@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The CPU one `analyze` and its report cost on a small run, under grouplab's default Spark
-settings and under the test suite's (tests/conftest.py's TEST_SPARK_CONF). Prints a table and
+settings and under the test suite's (tests/spark_settings.py's TEST_SPARK_CONF). Prints a table and
 appends it to docs/benchmarks.md.
 
 A small run's tables are a few thousand rows: what costs is planning, compiling and scheduling
@@ -68,7 +68,7 @@ def main() -> None:
     if args.one is not None:
         print(json.dumps(measure(json.loads(args.one), args.run_dir, args.rounds)))
         return
-    from tests.conftest import TEST_SPARK_CONF
+    from tests.spark_settings import TEST_SPARK_CONF
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = f"{tmp}/run"

@@ -83,19 +83,13 @@ async def fault_proxy(recorder: EventRecorder, cleanup: contextlib.AsyncExitStac
     return start
 
 
-# The test session's Spark settings (the `spark` fixture says why each).
-TEST_SPARK_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
-                   "spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-                   "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=256m"}
-
-
 @pytest.fixture(scope="session")
 def spark():
     """One real local SparkSession for the whole test session (starting one costs seconds):
     two cores, small. The tests' queries are many and their data tiny, so planning and compiling
-    cost more CPU than running them; every setting below cuts that and none changes a result:
-    the JVM compiles with its quick compiler only (C1: the optimizing compiler's warm-up never
-    pays back), one shuffle partition, no adaptive re-planning (a job per query stage), no code
+    cost more CPU than running them; every setting (tests/spark_settings.py) cuts that and none
+    changes a result: the JVM compiles with its quick compiler only (C1: the optimizing
+    compiler's warm-up never pays back), one shuffle partition, no adaptive re-planning (a job per query stage), no code
     generation (whole-stage: a Java compile per stage; per expression, Spark's interpreted path,
     which its own tests hold equal to the generated one) and the serial garbage collector. C1
     alone gets a 48 MB code cache, which a session's many generated classes filled: the JVM then
@@ -107,6 +101,7 @@ def spark():
     time is about the same on a quiet machine (the defaults' optimizing JIT compiles on the other
     core), but the suite has no core to spare."""
     from grouplab.pipeline.session import spark_session
+    from tests.spark_settings import TEST_SPARK_CONF
 
     session = spark_session("local[2]", {**TEST_SPARK_CONF, "spark.driver.memory": "2g"}, app_name="grouplab-tests")
     yield session

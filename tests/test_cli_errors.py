@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_SPARK_CONF
+from tests.spark_settings import TEST_SPARK_CONF
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -218,7 +218,7 @@ def test_ctrl_c_in_simulate_seeds() -> None:
     assert "interrupted after" in err and "seed(s)" in out  # what was done so far
 
 
-# The test session's Spark settings (tests/conftest.py), as a user passes their own: what Ctrl-C
+# The test session's Spark settings (tests/spark_settings.py), as a user passes their own: what Ctrl-C
 # does does not depend on them, and the JVM starts with less CPU.
 SPARK_CONF = [arg for key, value in TEST_SPARK_CONF.items() for arg in ("--conf", f"{key}={value}")]
 

@@ -31,7 +31,7 @@ FENCE = re.compile(r"```(\w*)\n(.*?)```", re.S)
 # Commands that run until stopped (servers, --forever, the dashboard) or take long: what they are,
 # how long. They are parsed, not run; their behaviour has tests of its own (named).
 LONG: dict[str, str] = {
-    "scripts/test": "the whole suite, 11-12 minutes on 2 cores (it is what CI runs)",
+    "scripts/test": "the whole suite, 8-9 minutes on 2 cores (it is what CI runs)",
     "scripts/demo": "README's demo, about 25 s; run by hand before each release, and in short form by tests/test_cli_run.py",
     "grouplab coordinator": "a server: runs until Ctrl-C (tests/test_readable.py starts and stops it)",
     "grouplab consumer": "a consumer: runs until Ctrl-C (tests/test_e2e.py)",

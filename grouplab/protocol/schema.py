@@ -245,21 +245,30 @@ def _converter(cls: type) -> _Converter:
     return conv
 
 
+def int_size(value: int) -> int:
+    """msgpack's exact size of an int."""
+    if -32 <= value < 128:
+        return 1
+    if value >= 0:
+        return 2 if value < 1 << 8 else 3 if value < 1 << 16 else 5 if value < 1 << 32 else 9
+    return 2 if value >= -(1 << 7) else 3 if value >= -(1 << 15) else 5 if value >= -(1 << 31) else 9
+
+
+def bin_size(n: int) -> int:
+    """msgpack's exact size of n bytes (bin 8, 16 or 32: header and data)."""
+    return n + (2 if n < 1 << 8 else 3 if n < 1 << 16 else 5)
+
+
 def packed_size(value: Any) -> int:
     """msgpack's exact size of a scalar: nil, a bool, an int, a float, a str or bytes."""
     if value is None or value is True or value is False:
         return 1
     if isinstance(value, int):
-        if -32 <= value < 128:
-            return 1
-        if value >= 0:
-            return 2 if value < 1 << 8 else 3 if value < 1 << 16 else 5 if value < 1 << 32 else 9
-        return 2 if value >= -(1 << 7) else 3 if value >= -(1 << 15) else 5 if value >= -(1 << 31) else 9
+        return int_size(value)
     if isinstance(value, str):
         return _str_size(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
-        n = len(value)
-        return n + (2 if n < 1 << 8 else 3 if n < 1 << 16 else 5)
+        return bin_size(len(value))
     if isinstance(value, float):
         return 9
     raise TypeError(f"not a scalar: {type(value).__name__}")
